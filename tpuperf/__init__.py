@@ -1,0 +1,37 @@
+"""tpuperf: read XLA profiles, find what to fix first, and by how much.
+
+The public names are few::
+
+    profile = tpuperf.load("gs://bucket/logdir")   # -> Profile (pandas tables)
+    report = tpuperf.analyze(profile)               # -> Report (ranked recommendations)
+
+They are imported on first use, so ``import tpuperf`` (and ``tpuperf --help``)
+stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0.dev0"
+
+_EXPORTS = {
+    "load": "tpuperf.profile",
+    "Profile": "tpuperf.profile",
+    "analyze": "tpuperf.report",
+    "Report": "tpuperf.report",
+    "capture": "tpuperf.capture",
+    "profile_steps": "tpuperf.capture",
+    "scan": "tpuperf.scan",
+    "TpuperfError": "tpuperf.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tpuperf' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

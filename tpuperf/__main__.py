@@ -1,0 +1,3 @@
+from tpuperf.cli import main
+
+main()

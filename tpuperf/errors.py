@@ -1,0 +1,38 @@
+"""The one exception hierarchy of tpuperf.
+
+Every error a user can cause carries the exit code the CLI returns for it and a
+message that names the input and says what to do. Only ``tpuperf.cli.main``
+turns these into text and an exit status.
+"""
+
+from __future__ import annotations
+
+
+class TpuperfError(Exception):
+    """Base of all tpuperf errors; ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class UsageError(TpuperfError):
+    """The command line asked for something that cannot be done."""
+
+    exit_code = 2
+
+
+class GateFailed(TpuperfError):
+    """A ``--fail-on`` gate or a regression check tripped."""
+
+    exit_code = 3
+
+
+class BadInput(TpuperfError):
+    """A profile is missing, unreadable, or not an XSpace."""
+
+    exit_code = 4
+
+
+class CaptureFailed(TpuperfError):
+    """A capture from a running job did not produce a profile."""
+
+    exit_code = 5
