@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from tpuperf import schema
+from tpuperf.errors import BadInput
 
 
 @dataclass
@@ -78,3 +81,62 @@ class Profile:
             "ops": len(self.ops),
             "steps": len(self.steps),
         }
+
+
+def load(
+    path: str | os.PathLike[str],
+    host: str | None = None,
+    run: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Profile:
+    """Read a profile file, run directory or logdir (local or fsspec URL) into a Profile.
+
+    ``host`` keeps one host of a run; ``run`` picks a run of a logdir (default:
+    the latest). ``progress`` is called with a line per host read. Raises
+    :class:`~tpuperf.errors.BadInput` for anything that is not a readable
+    profile with devices or XLA ops.
+    """
+    from tpuperf import sources, tables, xspace
+
+    text = os.fspath(path)
+    resolved = sources.resolve(text, host=host, run=run)
+    built: list[tables.HostTables] = []
+    infos: list[HostInfo] = []
+    for index, host_file in enumerate(resolved.files, 1):
+        if progress is not None:
+            progress(f"reading {host_file.host} ({index}/{len(resolved.files)})")
+        data = sources.read_bytes(host_file.url)
+        space = xspace.decode_or_bad_input(data, host_file.url)
+        host_tables = tables.build_host(host_file.host, space)
+        built.append(host_tables)
+        infos.append(
+            HostInfo(
+                host=host_file.host,
+                path=host_file.url,
+                hostnames=host_tables.hostnames,
+                versions=host_tables.versions,
+                capture_start_ns=host_tables.capture_start_ns,
+                capture_stop_ns=host_tables.capture_stop_ns,
+                size_bytes=len(data),
+            )
+        )
+        del data, space
+    warnings = [*resolved.notices, *(w for t in built for w in t.warnings)]
+    frames = {
+        table: _concat(table, [t.frames[table] for t in built]) for table in schema.TABLES
+    }
+    if frames["devices"].empty:
+        raise BadInput(
+            f"{text}: no device planes and no XLA ops: this is a host-only profile; capture it "
+            "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
+        )
+    return Profile(**frames, hosts=infos, source=text, warnings=warnings)
+
+
+def _concat(table: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return schema.empty(table)
+    if len(frames) == 1:
+        return frames[0]
+    return schema.conform(table, pd.concat(frames, ignore_index=True))

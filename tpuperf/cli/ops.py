@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import typer
+
+from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
+
+
+def command(
+    profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
+    by: str = typer.Option("op", "--by", help="op, category, module or program."),
+    per_device: bool = typer.Option(False, "--per-device", help="One table per device instead of all together."),
+    top: int = typer.Option(None, "--top", "-n", help="Only the first N rows (per device with --per-device)."),
+    sort: str = typer.Option(
+        "total_time", "--sort", help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name."
+    ),
+    format: str = typer.Option("table", "--format", "-f", help="table, json, csv or parquet."),
+    output: str = typer.Option(None, "--output", "-o", help="Write to this file (needed for parquet)."),
+    host: str = typer.Option(None, "--host", help="Only this host of a run."),
+    run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
+) -> None:
+    """The op table: time, count, FLOPs and bytes per op (or category, module, program).
+
+    Example:
+
+        tpuperf ops profile.xplane.pb --top 20
+
+        tpuperf ops run_dir/ --by category --per-device --format csv -o ops.csv
+    """
+    from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
+    from tpuperf.errors import UsageError
+    from tpuperf.opstats import aggregate
+
+    check_format(format, ("table", "json", "csv", "parquet"))
+    if format == "parquet" and not output:
+        raise UsageError("--format parquet writes a file: add -o FILE.parquet")
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1")
+    loaded = load_profile(profile, host, run)
+    table = aggregate(loaded.ops, by=by, per_device=per_device, sort=sort, top=top)
+    if format == "json":
+        from tpuperf.jsonout import dumps
+
+        document = {"source": loaded.source, "by": by, "per_device": per_device, "rows": table.to_dict("records")}
+        emit_text(dumps(document), output)
+    elif format == "csv":
+        emit_text(table.to_csv(index=False), output)
+    elif format == "parquet":
+        from tpuperf.jsonout import write_atomic
+
+        write_atomic(output, lambda handle: table.to_parquet(handle, index=False))
+        typer.echo(f"wrote {output}", err=True)
+    else:
+        from tpuperf.render.tables import render_ops
+
+        if output:
+            import io
+
+            from rich.console import Console
+
+            buffer = io.StringIO()
+            render_ops(table, by, Console(file=buffer, width=160))
+            emit_text(buffer.getvalue(), output)
+        else:
+            render_ops(table, by, stdout_console())

@@ -1,0 +1,55 @@
+"""Machine-readable output: JSON without NaN or Infinity, and files written atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+
+def clean(value: Any) -> Any:
+    """``value`` with NaN/Infinity turned into None and numpy scalars into Python ones."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """JSON text of ``document``; ``schema_version`` first."""
+    ordered = {"schema_version": SCHEMA_VERSION, **document}
+    return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
+
+
+def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
+    """Write a file through ``write(handle)`` under a temporary name, then rename it into place.
+
+    An interrupted or failed write leaves the old file (or none), never half a file.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))

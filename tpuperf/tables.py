@@ -1,0 +1,739 @@
+"""Build a host's tables (see :mod:`tpuperf.schema`) from its decoded XSpace.
+
+Three platforms put their ops in different places:
+
+- TPU: ``/device:TPU:N`` planes, ``XLA Ops`` line; per-op costs are stats of
+  the event *metadata*, so they are looked up per metadata entry, then spread
+  to the events by index.
+- GPU: ``/device:GPU:N`` planes, ``Stream #N(...)`` lines; kernels name their
+  HLO op and module in event stats (``hlo_op``, ``hlo_module``).
+- CPU-only JAX: no device planes; XLA ops run on ``/host:CPU`` thread lines as
+  events with ``hlo_op`` / ``hlo_module`` stats, and become a CPU device 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tpuperf import schema
+from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
+from tpuperf.xspace import Line, Plane, Space
+
+_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")
+_HOST_PLANE = "/host:CPU"
+_METADATA_PLANE = "/host:metadata"
+_TASK_ENVIRONMENT_PLANE = "Task Environment"
+_SPARSE_CORE_BASE = 1000  # device ids of SparseCore planes start here, apart from TensorCores
+
+_TPU_OPS_LINE = "XLA Ops"
+_TPU_MODULES_LINE = "XLA Modules"
+_TPU_ASYNC_LINE = "Async XLA Ops"
+_STEPS_LINE = "Steps"
+_GPU_STREAM_PREFIX = "Stream #"
+
+_MODULE_WITH_ID = re.compile(r"^(.*)\((\d+)\)$")
+_OP_SUFFIX = re.compile(r"\.\d+$")
+
+# HLO op base names (no ".N" suffix, no "-start"/"-done") that are collectives.
+COLLECTIVES = {
+    "all-reduce": "all-reduce",
+    "all-gather": "all-gather",
+    "reduce-scatter": "reduce-scatter",
+    "all-to-all": "all-to-all",
+    "ragged-all-to-all": "all-to-all",
+    "collective-permute": "collective-permute",
+    "collective-broadcast": "collective-broadcast",
+    "send": "send-recv",
+    "recv": "send-recv",
+}
+_ASYNC_COPIES = {"copy-start", "copy-done", "copy"}
+_GPU_COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
+_GPU_COLLECTIVE_KINDS = (
+    ("allreduce", "all-reduce"),
+    ("allgather", "all-gather"),
+    ("reducescatter", "reduce-scatter"),
+    ("alltoall", "all-to-all"),
+    ("sendrecv", "send-recv"),
+    ("broadcast", "collective-broadcast"),
+)
+_GPU_MEMCPY = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
+
+# memory_access_breakdown: MemoryAccessed{operation_type=1 (1 read, 2 write),
+# memory_space=2 (1 HBM, 2 CMEM, 3 VMEM), bytes_accessed=3}, repeated as field 1.
+_MEMORY_SPACES = {1: "hbm", 2: "cmem", 3: "vmem"}
+
+
+@dataclass
+class HostTables:
+    host: str
+    frames: dict[str, pd.DataFrame]
+    hostnames: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    capture_start_ns: int | None = None
+    capture_stop_ns: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- op names
+
+
+def op_base(name: str) -> str:
+    """``all-gather-start.3`` -> ``all-gather-start``; ``%fusion.12`` -> ``fusion``."""
+    return _OP_SUFFIX.sub("", name.lstrip("%"))
+
+
+def classify_op(name: str, category: str = "") -> tuple[str, str, str]:
+    """(kind, collective, async_role) of an HLO op from its name and hlo_category."""
+    base = op_base(name)
+    role = ""
+    for suffix in ("-start", "-done", "-update"):
+        if base.endswith(suffix):
+            role = "start" if suffix == "-start" else "done"
+            base = base[: -len(suffix)]
+            break
+    collective = COLLECTIVES.get(base) or COLLECTIVES.get(op_base(category or ""), "")
+    if collective:
+        return KIND_COLLECTIVE, collective, role
+    if base in _ASYNC_COPIES and role:
+        return KIND_ASYNC_COPY, "", role
+    return KIND_COMPUTE, "", role
+
+
+def _gpu_classify(kernel: str, hlo_op: str | None, line_name: str) -> tuple[str, str, str]:
+    if _GPU_COLLECTIVE_KERNEL.search(kernel):
+        squashed = kernel.lower().replace("_", "").replace("-", "")
+        for needle, kind in _GPU_COLLECTIVE_KINDS:
+            if needle in squashed:
+                return KIND_COLLECTIVE, kind, ""
+        return KIND_COLLECTIVE, "other", ""
+    if _GPU_MEMCPY.match(kernel) or "Memcpy" in line_name or "Memset" in line_name:
+        return KIND_MEMCPY, "", ""
+    if hlo_op:
+        return classify_op(hlo_op)
+    return KIND_COMPUTE, "", ""
+
+
+# --------------------------------------------------------------------------- host
+
+
+def build_host(host: str, space: Space) -> HostTables:
+    """All tables of one host's profile."""
+    planes_by_name = {plane.name: plane for plane in space.planes}
+    module_names = _module_names(space.planes)
+    devices: list[dict[str, Any]] = []
+    ops: list[pd.DataFrame] = []
+    modules: list[pd.DataFrame] = []
+    async_ops: list[pd.DataFrame] = []
+    steps: list[pd.DataFrame] = []
+    sparse_ordinal = 0
+    for plane in space.planes:
+        match = _DEVICE_PLANE.match(plane.name)
+        if not match:
+            continue
+        kind, number, suffix = match.group(1), int(match.group(2)), match.group(3)
+        sparse = "SparseCore" in suffix
+        device = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
+        sparse_ordinal += sparse
+        if kind == "TPU":
+            plane_ops, plane_modules, plane_async = _tpu_ops(plane, module_names)
+        else:
+            plane_ops, plane_modules = _stream_ops(plane, module_names)
+            plane_async = None
+        plane_ops = _with_keys(plane_ops, host, device)
+        ops.append(plane_ops)
+        modules.append(_with_keys(plane_modules, host, device))
+        if plane_async is not None:
+            async_ops.append(_with_keys(plane_async, host, device))
+        steps_line = _line(plane, _STEPS_LINE)
+        if steps_line is not None and len(steps_line):
+            steps.append(_with_keys(_steps_from_line(steps_line), host, device))
+        devices.append(_device_row(plane, host, device, kind, sparse, len(plane_ops)))
+
+    warnings: list[str] = []
+    host_plane = planes_by_name.get(_HOST_PLANE)
+    if not any(row["ops"] for row in devices) and host_plane is not None:
+        cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
+        if len(cpu_ops):
+            cpu_ops = _with_keys(cpu_ops, host, 0)
+            ops.append(cpu_ops)
+            modules.append(_with_keys(cpu_modules, host, 0))
+            devices.append(_cpu_device_row(host, len(cpu_ops)))
+    if not devices:
+        warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
+
+    frames = {
+        "devices": _frame("devices", devices),
+        "ops": _concat("ops", ops),
+        "modules": _concat("modules", modules),
+        "async_ops": _concat("async_ops", async_ops),
+        "steps": _concat("steps", steps),
+        "lines": _lines_table(host, space.planes),
+    }
+    markers = _step_markers(host_plane) if host_plane is not None else None
+    frames["steps"] = _complete_steps(frames, markers, host)
+    frames["ops"] = _assign_steps(frames["ops"], frames["steps"])
+    environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
+    env_stats = environment.stats if environment is not None else {}
+    return HostTables(
+        host=host,
+        frames=frames,
+        hostnames=list(space.hostnames),
+        versions=_versions(space.planes),
+        capture_start_ns=_int_or_none(env_stats.get("profile_start_time")),
+        capture_stop_ns=_int_or_none(env_stats.get("profile_stop_time")),
+        warnings=warnings,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and value else None
+
+
+def _versions(planes: list[Plane]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    for plane in planes:
+        for key, value in plane.stats.items():
+            if "version" in key and isinstance(value, str):
+                versions[key] = value
+    return versions
+
+
+def _module_names(planes: list[Plane]) -> dict[str, str]:
+    """program_id -> module name, from ``name(program_id)`` metadata on module planes and lines."""
+    names: dict[str, str] = {}
+    for plane in planes:
+        if plane.name != _METADATA_PLANE and not _DEVICE_PLANE.match(plane.name):
+            continue
+        for name in plane.metadata.names:
+            match = _MODULE_WITH_ID.match(name)
+            if match:
+                names.setdefault(match.group(2), match.group(1))
+    return names
+
+
+def _line(plane: Plane, name: str) -> Line | None:
+    for line in plane.lines:
+        if line.name == name:
+            return line
+    return None
+
+
+def _with_keys(frame: pd.DataFrame, host: str, device: int) -> pd.DataFrame:
+    frame.insert(0, "device", np.full(len(frame), device, dtype=np.int64))
+    frame.insert(0, "host", host)
+    return frame
+
+
+def _frame(table: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    if not rows:
+        return schema.empty(table)
+    return schema.conform(table, pd.DataFrame(rows))
+
+
+def _concat(table: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return schema.empty(table)
+    return schema.conform(table, pd.concat(frames, ignore_index=True))
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def _device_row(plane: Plane, host: str, device: int, kind: str, sparse: bool, n_ops: int) -> dict[str, Any]:
+    stats = plane.stats
+    peak_tflops = _float(stats.get("peak_teraflops_per_second"))
+    peak_hbm_gbps = _float(stats.get("peak_hbm_bw_gigabytes_per_second"))
+    if np.isnan(peak_hbm_gbps) and "memory_bandwidth" in stats:  # GPU planes: bytes/s
+        peak_hbm_gbps = _float(stats["memory_bandwidth"]) / 1e9
+    return {
+        "host": host,
+        "device": device,
+        "plane": plane.name,
+        "kind": kind,
+        "core": "SparseCore" if sparse else ("TensorCore" if kind == "TPU" else "GPU"),
+        "chip": _chip_name(kind, stats),
+        "peak_tflops": peak_tflops,
+        "peak_hbm_gbps": peak_hbm_gbps,
+        "memory_bytes": _float(stats.get("memory_size")),
+        "ops": n_ops,
+    }
+
+
+def _cpu_device_row(host: str, n_ops: int) -> dict[str, Any]:
+    return {
+        "host": host,
+        "device": 0,
+        "plane": _HOST_PLANE,
+        "kind": "CPU",
+        "core": "CPU",
+        "chip": "CPU",
+        "peak_tflops": np.nan,
+        "peak_hbm_gbps": np.nan,
+        "memory_bytes": np.nan,
+        "ops": n_ops,
+    }
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
+
+
+# NVIDIA compute capability -> the data-center part that has it (H100 and H200
+# share 9.0: told apart by memory size).
+_NVIDIA_BY_CAPABILITY = {(7, 0): "V100", (8, 0): "A100", (10, 0): "B200"}
+_AMD_BY_CAPABILITY = {(9, 4): "MI300 (gfx942)", (9, 5): "MI355 (gfx950)", (9, 0): "MI200 (gfx90a)"}
+
+
+def _chip_name(kind: str, stats: dict[str, Any]) -> str:
+    name = stats.get("device_type_string")
+    if isinstance(name, str) and name:
+        return name
+    if kind != "GPU":
+        return kind
+    if "compute_cap_major" not in stats:
+        return "GPU"
+    capability = (int(stats.get("compute_cap_major", 0)), int(stats.get("compute_cap_minor", 0)))
+    if stats.get("device_vendor") == "AMD":
+        return "AMD " + _AMD_BY_CAPABILITY.get(capability, f"GPU (gfx{capability[0]}{capability[1]})")
+    if capability == (9, 0):
+        memory = _float(stats.get("memory_size"))
+        return "NVIDIA H200" if memory > 100e9 else "NVIDIA H100"
+    part = _NVIDIA_BY_CAPABILITY.get(capability)
+    return f"NVIDIA {part}" if part else f"NVIDIA GPU (sm_{capability[0]}{capability[1]})"
+
+
+# --------------------------------------------------------------------------- TPU
+
+
+def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    meta = plane.metadata
+    n_meta = len(meta.ids)
+    op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
+    categories = [c if isinstance(c, str) else "" for c in plane.metadata_stat("hlo_category", "")]
+    program_ids = [str(p) if p is not None else "" for p in plane.metadata_stat("program_id")]
+    classes = [classify_op(n, c) for n, c in zip(op_names, categories, strict=True)]
+    costs = {
+        name: np.append(np.asarray(plane.metadata_stat(name, np.nan), dtype=np.float64), np.nan)
+        for name in ("flops", "model_flops", "bytes_accessed")
+    }
+    memory = _memory_breakdown(plane.metadata_stat("memory_access_breakdown"), n_meta)
+
+    line = _line(plane, _TPU_OPS_LINE)
+    if line is None:
+        ops = schema.empty("ops").drop(columns=["host", "device"])
+    else:
+        rows = meta.rows(line.metadata_id)
+        start, dur = _device_clock_times(line)
+        module_by_meta = [module_names.get(p, "") for p in program_ids]
+        ops = pd.DataFrame(
+            {
+                "line": line.name,
+                "module": _spread(module_by_meta, rows),
+                "program_id": _spread(program_ids, rows),
+                "op": _spread(op_names, rows),
+                "hlo_text": _spread(meta.names, rows),
+                "category": _spread(categories, rows),
+                "kind": _spread([c[0] for c in classes], rows, KIND_COMPUTE),
+                "collective": _spread([c[1] for c in classes], rows),
+                "async_role": _spread([c[2] for c in classes], rows),
+                "start_ps": start,
+                "dur_ps": dur,
+                "self_ps": self_time(start, dur),
+                **{name: column[rows] for name, column in costs.items()},
+                **{name: column[rows] for name, column in memory.items()},
+                "tf_op": _spread(_strings(plane.metadata_stat("tf_op", "")), rows),
+                "source": _spread(_strings(plane.metadata_stat("source", "")), rows),
+                "step": np.full(len(rows), -1, dtype=np.int64),
+            }
+        )
+        missing = ops["module"] == ""
+        if missing.any():
+            ops.loc[missing, "module"] = _modules_by_time(plane, start[missing.to_numpy()])
+    return ops, _tpu_modules(plane, module_names), _tpu_async(plane, op_names, categories, classes)
+
+
+def _device_clock_times(line: Line) -> tuple[np.ndarray, np.ndarray]:
+    """Start and duration of TPU ops on the device clock, where the events record it.
+
+    TPU op events carry ``device_offset_ps`` / ``device_duration_ps``: the
+    device's own measurement, which XProf's op statistics use. The event's own
+    offset and duration are that span converted to the host clock and can be
+    stretched or shrunk by the conversion (10% for some ops of the v6e
+    profile). Both start and duration come from the device clock, or neither.
+    """
+    device_offset = np.asarray(line.stat("device_offset_ps", -1))
+    device_duration = np.asarray(line.stat("device_duration_ps", -1))
+    if device_offset.dtype.kind not in "iu" or device_duration.dtype.kind not in "iu":
+        return line.start_ps, line.duration_ps
+    use = (device_offset >= 0) & (device_duration >= 0)
+    start = np.where(use, device_offset + line.timestamp_ns * 1000, line.start_ps)
+    return start, np.where(use, device_duration, line.duration_ps)
+
+
+def _spread(values: list[str], rows: np.ndarray, default: str = "") -> pd.Categorical:
+    """Per-event categorical from per-metadata strings (row -1: ``default``)."""
+    categories, codes = np.unique(np.array([*values, default], dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(codes[rows], categories=categories)
+
+
+def _strings(values: np.ndarray | list[Any]) -> list[str]:
+    return [v if isinstance(v, str) else "" for v in values]
+
+
+def _memory_breakdown(values: np.ndarray | list[Any], n: int) -> dict[str, np.ndarray]:
+    columns = {
+        f"{space}_{direction}_bytes": np.full(n + 1, np.nan)
+        for space in ("hbm", "vmem", "cmem")
+        for direction in ("read", "write")
+    }
+    from tpuperf.xspace import _fields, _varint  # the wire walker; the breakdown is a tiny proto
+
+    for row, raw in enumerate(values):
+        if not isinstance(raw, bytes) or not raw:
+            continue
+        for space_name in ("hbm", "vmem", "cmem"):
+            for direction in ("read", "write"):
+                columns[f"{space_name}_{direction}_bytes"][row] = 0.0
+        for _, _, _, start, stop in _fields(raw, 0, len(raw)):
+            entry = {number: _varint(raw, value_start, value_stop)[0]
+                     for number, wire, _, value_start, value_stop in _fields(raw, start, stop) if wire == 0}
+            space_name = _MEMORY_SPACES.get(entry.get(2, 0))
+            direction = {1: "read", 2: "write"}.get(entry.get(1, 0))
+            if space_name and direction:
+                columns[f"{space_name}_{direction}_bytes"][row] += entry.get(3, 0)
+    return columns
+
+
+def _modules_by_time(plane: Plane, starts: np.ndarray) -> list[str]:
+    """Module of each op start, by which `XLA Modules` event contains it ("" for none)."""
+    line = _line(plane, _TPU_MODULES_LINE)
+    if line is None or not len(line):
+        return [""] * len(starts)
+    order = np.argsort(line.start_ps, kind="stable")
+    module_start = line.start_ps[order]
+    module_end = module_start + line.duration_ps[order]
+    names = [_MODULE_WITH_ID.sub(r"\1", plane.metadata.names[r]) if r >= 0 else ""
+             for r in plane.metadata.rows(line.metadata_id[order])]
+    index = np.searchsorted(module_start, starts, side="right") - 1
+    return [names[i] if i >= 0 and s < module_end[i] else "" for i, s in zip(index.tolist(), starts.tolist(), strict=True)]
+
+
+def _tpu_modules(plane: Plane, module_names: dict[str, str]) -> pd.DataFrame:
+    line = _line(plane, _TPU_MODULES_LINE)
+    if line is None:
+        return schema.empty("modules").drop(columns=["host", "device"])
+    rows = plane.metadata.rows(line.metadata_id)
+    names, program_ids = [], []
+    for name in plane.metadata.names:
+        match = _MODULE_WITH_ID.match(name)
+        names.append(match.group(1) if match else name)
+        program_ids.append(match.group(2) if match else "")
+    return pd.DataFrame(
+        {
+            "module": _spread(names, rows),
+            "program_id": _spread(program_ids, rows),
+            "start_ps": line.start_ps,
+            "dur_ps": line.duration_ps,
+        }
+    )
+
+
+def _tpu_async(
+    plane: Plane, op_names: list[str], categories: list[str], classes: list[tuple[str, str, str]]
+) -> pd.DataFrame:
+    line = _line(plane, _TPU_ASYNC_LINE)
+    if line is None:
+        return schema.empty("async_ops").drop(columns=["host", "device"])
+    rows = plane.metadata.rows(line.metadata_id)
+    done = _strings(line.stat("hlo_op", ""))
+    return pd.DataFrame(
+        {
+            "op": _spread(op_names, rows),
+            "done_op": pd.Categorical(done),
+            "category": _spread(categories, rows),
+            "collective": _spread([c[1] for c in classes], rows),
+            "start_ps": line.start_ps,
+            "dur_ps": line.duration_ps,
+        }
+    )
+
+
+def _steps_from_line(line: Line) -> pd.DataFrame:
+    assert line._plane is not None
+    rows = line._plane.metadata.rows(line.metadata_id)
+    names = [line._plane.metadata.names[r] if r >= 0 else "" for r in rows.tolist()]
+    step_nums = line.stat("step_num", -1)
+    numbers = [
+        int(s) if s >= 0 else (int(n) if n.strip().isdigit() else i)
+        for i, (s, n) in enumerate(zip(np.asarray(step_nums).tolist(), names, strict=True))
+    ]
+    start = line.start_ps
+    return pd.DataFrame(
+        {
+            "step": np.array(numbers, dtype=np.int64),
+            "start_ps": start,
+            "end_ps": start + line.duration_ps,
+            "source": "steps_line",
+        }
+    )
+
+
+# --------------------------------------------------------------------------- GPU and CPU
+
+
+def _stream_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
+    return _kernel_ops(plane, lines, module_names, gpu=True)
+
+
+def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return _kernel_ops(plane, [line for line in plane.lines if len(line)], module_names, gpu=False)
+
+
+def _kernel_ops(
+    plane: Plane, lines: list[Line], module_names: dict[str, str], gpu: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel)."""
+    parts: list[pd.DataFrame] = []
+    meta = plane.metadata
+    for line in lines:
+        hlo_ops = line.stat("hlo_op")
+        keep = np.array([v is not None for v in hlo_ops], dtype=bool)
+        if not gpu:
+            if not keep.any():
+                continue
+        else:
+            keep[:] = True
+        idx = np.flatnonzero(keep)
+        rows = meta.rows(line.metadata_id[idx])
+        kernels = [meta.names[r] if r >= 0 else "" for r in rows.tolist()]
+        hlo = [hlo_ops[i] if isinstance(hlo_ops[i], str) else None for i in idx.tolist()]
+        hlo_modules = line.stat("hlo_module")
+        program_ids = line.stat("program_id")
+        module = []
+        for i in idx.tolist():
+            name = hlo_modules[i]
+            if not isinstance(name, str) or not name:
+                pid = program_ids[i]
+                name = module_names.get(str(pid), "") if pid is not None else ""
+            module.append(name)
+        classes = [_gpu_classify(k, h, line.name) if gpu else classify_op(h or k) for k, h in zip(kernels, hlo, strict=True)]
+        start = line.start_ps[idx]
+        dur = line.duration_ps[idx]
+        ops = [h if h else k for h, k in zip(hlo, kernels, strict=True)]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "line": line.name,
+                    "module": module,
+                    "program_id": [str(program_ids[i]) if program_ids[i] is not None else "" for i in idx.tolist()],
+                    "op": ops,
+                    "hlo_text": kernels,
+                    "category": [_derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)],
+                    "kind": [c[0] for c in classes],
+                    "collective": [c[1] for c in classes],
+                    "async_role": [c[2] for c in classes],
+                    "start_ps": start,
+                    "dur_ps": dur,
+                    "self_ps": self_time(start, dur),
+                    "tf_op": _strings([line.stat("tf_op")[i] for i in idx.tolist()]),
+                    "source": "",
+                    "step": np.full(len(idx), -1, dtype=np.int64),
+                }
+            )
+        )
+    if not parts:
+        empty = schema.empty("ops").drop(columns=["host", "device"])
+        return empty, schema.empty("modules").drop(columns=["host", "device"])
+    ops_frame = pd.concat(parts, ignore_index=True)
+    for name in ("flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes",
+                 "vmem_read_bytes", "vmem_write_bytes", "cmem_read_bytes", "cmem_write_bytes"):
+        ops_frame[name] = np.nan
+    return ops_frame, _module_runs(ops_frame)
+
+
+def _derived_category(op: str, kind: str) -> str:
+    if kind == KIND_MEMCPY:
+        return "memcpy"
+    return op_base(op) or kind
+
+
+def _module_runs(ops: pd.DataFrame) -> pd.DataFrame:
+    """Module executions on a device: runs of consecutive ops (by start) of one module."""
+    with_module = ops[ops["module"] != ""].sort_values("start_ps", kind="stable")
+    if with_module.empty:
+        return schema.empty("modules").drop(columns=["host", "device"])
+    names = with_module["module"].to_numpy()
+    start = with_module["start_ps"].to_numpy()
+    end = start + with_module["dur_ps"].to_numpy()
+    new_run = np.ones(len(names), dtype=bool)
+    new_run[1:] = names[1:] != names[:-1]
+    run_id = np.cumsum(new_run) - 1
+    first = np.flatnonzero(new_run)
+    run_end = np.maximum.reduceat(end, first)
+    del run_id
+    return pd.DataFrame(
+        {
+            "module": names[first],
+            "program_id": with_module["program_id"].to_numpy()[first],
+            "start_ps": start[first],
+            "dur_ps": run_end - start[first],
+        }
+    )
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _step_markers(plane: Plane) -> pd.DataFrame | None:
+    """Host step markers: events with a ``step_num`` stat (``StepTraceAnnotation``)."""
+    spans: dict[int, list[int]] = {}
+    for line in plane.lines:
+        if not len(line) or not plane.stat_ids("step_num"):
+            continue
+        owners = np.flatnonzero(np.isin(line.stats.metadata_id, plane.stat_ids("step_num")))
+        if not len(owners):
+            continue
+        values = line.stat("step_num", -1)
+        events = np.flatnonzero(np.asarray(values) >= 0)
+        start = line.start_ps[events]
+        end = start + line.duration_ps[events]
+        for step, s, e in zip(np.asarray(values)[events].tolist(), start.tolist(), end.tolist(), strict=True):
+            span = spans.setdefault(int(step), [s, e])
+            span[0], span[1] = min(span[0], s), max(span[1], e)
+    if not spans:
+        return None
+    steps = sorted(spans)
+    return pd.DataFrame(
+        {
+            "step": np.array(steps, dtype=np.int64),
+            "start_ps": np.array([spans[s][0] for s in steps], dtype=np.int64),
+            "end_ps": np.array([spans[s][1] for s in steps], dtype=np.int64),
+            "source": "step_marker",
+        }
+    )
+
+
+def _complete_steps(frames: dict[str, pd.DataFrame], markers: pd.DataFrame | None, host: str) -> pd.DataFrame:
+    """Steps for every device with ops: its Steps line, else host markers, else module periods."""
+    steps = frames["steps"]
+    have = set(steps["device"].tolist()) if len(steps) else set()
+    extra: list[pd.DataFrame] = []
+    for device in frames["devices"].loc[frames["devices"]["ops"] > 0, "device"].tolist():
+        if device in have:
+            continue
+        if markers is not None:
+            extra.append(_with_keys(markers.copy(), host, device))
+            continue
+        modules = frames["modules"]
+        periods = _module_period_steps(modules[modules["device"] == device])
+        if periods is not None:
+            extra.append(_with_keys(periods, host, device))
+    if not extra:
+        return steps
+    return _concat("steps", [steps, *extra])
+
+
+def _module_period_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
+    """Steps from the executions of the dominant module (the one with the most total time)."""
+    if modules.empty:
+        return None
+    totals = modules.groupby("module", observed=True)["dur_ps"].sum()
+    dominant = totals.idxmax()
+    runs = modules[modules["module"] == dominant].sort_values("start_ps")
+    start = runs["start_ps"].to_numpy()
+    if len(start) < 2:
+        return None
+    end = np.append(start[1:], start[-1] + runs["dur_ps"].to_numpy()[-1])
+    return pd.DataFrame(
+        {
+            "step": np.arange(len(start), dtype=np.int64),
+            "start_ps": start,
+            "end_ps": end,
+            "source": "module_period",
+        }
+    )
+
+
+def _assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    if ops.empty or steps.empty:
+        return ops
+    step_column = ops["step"].to_numpy().copy()
+    for (host, device), group in steps.groupby(["host", "device"], observed=True):
+        group = group.sort_values("start_ps")
+        mask = ((ops["host"] == host) & (ops["device"] == device)).to_numpy()
+        starts = ops["start_ps"].to_numpy()[mask]
+        index = np.searchsorted(group["start_ps"].to_numpy(), starts, side="right") - 1
+        inside = (index >= 0) & (starts < group["end_ps"].to_numpy()[np.maximum(index, 0)])
+        step_column[mask] = np.where(inside, group["step"].to_numpy()[np.maximum(index, 0)], -1)
+    ops = ops.copy()
+    ops["step"] = step_column
+    return ops
+
+
+# --------------------------------------------------------------------------- self time
+
+
+def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Each event's duration less the time of events nested inside it (one line's events).
+
+    Most lines have no nesting, which one vectorised check finds; only clusters
+    of events that do nest are walked with a stack.
+    """
+    n = len(start)
+    if n < 2:
+        return dur.astype(np.int64, copy=True)
+    order = np.lexsort((-dur, start))  # by start; an enclosing event before what it encloses
+    s, d = start[order], dur[order]
+    e = s + d
+    running_end = np.maximum.accumulate(e)
+    nested = np.zeros(n, dtype=bool)
+    nested[1:] = s[1:] < running_end[:-1]
+    result = d.astype(np.int64, copy=True)
+    if nested.any():
+        cluster_starts = np.flatnonzero(~nested)
+        cluster_ends = np.append(cluster_starts[1:], n)
+        for begin, end in zip(cluster_starts.tolist(), cluster_ends.tolist(), strict=True):
+            if end - begin > 1:
+                _subtract_children(s, e, result, begin, end)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = result
+    return out
+
+
+def _subtract_children(s: np.ndarray, e: np.ndarray, result: np.ndarray, begin: int, end: int) -> None:
+    stack: list[int] = []
+    for i in range(begin, end):
+        while stack and e[stack[-1]] <= s[i]:
+            stack.pop()
+        if stack:
+            parent = stack[-1]
+            result[parent] -= min(e[i], e[parent]) - s[i]
+        stack.append(i)
+
+
+# --------------------------------------------------------------------------- lines
+
+
+def _lines_table(host: str, planes: list[Plane]) -> pd.DataFrame:
+    rows = []
+    for plane in planes:
+        for line in plane.lines:
+            start = line.start_ps
+            rows.append(
+                {
+                    "host": host,
+                    "plane": plane.name,
+                    "line": line.name,
+                    "events": len(line),
+                    "first_ps": int(start.min()) if len(line) else 0,
+                    "last_ps": int((start + line.duration_ps).max()) if len(line) else 0,
+                }
+            )
+    return _frame("lines", rows)

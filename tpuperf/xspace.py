@@ -1,0 +1,624 @@
+"""Decode XSpace bytes into columns: the only module that touches protobuf.
+
+An XSpace holds a few planes, each with a few lines, each with up to millions
+of events. Everything but the events is small, so it is parsed with the
+protobuf runtime (the schema is in :mod:`tpuperf._xspace_schema`). Events are
+the hot path: making a Python object per event costs about a microsecond each,
+so they are decoded from the wire format straight into numpy arrays, all events
+of a line at once (see :func:`_event_records` for how record boundaries are
+found without a per-event Python loop).
+
+The result is a :class:`Space` of :class:`Plane` s of :class:`Line` s whose
+events are arrays (``metadata_id``, ``offset_ps``, ``duration_ps``) plus a
+columnar table of their stats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tpuperf import _xspace_schema as pb
+from tpuperf.errors import BadInput
+
+_WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
+
+# Field numbers (xplane.proto) of the fields decoded by hand here.
+_SPACE_PLANES = 1
+_PLANE_LINES, _PLANE_EVENT_METADATA = 3, 4
+_METADATA_NAME, _METADATA_DISPLAY_NAME, _METADATA_STATS = 2, 4, 5
+_LINE_ID, _LINE_NAME, _LINE_TIMESTAMP_NS, _LINE_EVENTS = 1, 2, 3, 4
+_LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
+_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS, _EVENT_STATS = 1, 2, 3, 4
+_EVENT_NUM_OCCURRENCES = 5
+_EVENT_RECORD_TAG = (_LINE_EVENTS << 3) | _WIRE_LEN  # 0x22
+
+# XStat value kinds, in the order of the oneof's field numbers (2..7).
+STAT_NONE, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = range(7)
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed XSpace."""
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Stats:
+    """The stats of a line's events, one row per stat (columnar)."""
+
+    owner: np.ndarray  # index of the event the stat belongs to
+    metadata_id: np.ndarray
+    kind: np.ndarray  # STAT_* code
+    int_value: np.ndarray  # int64, uint64 (two's complement) and ref values
+    double_value: np.ndarray
+    text_start: np.ndarray  # str and bytes values: span in the file's bytes
+    text_stop: np.ndarray
+
+
+@dataclass
+class Line:
+    id: int
+    name: str
+    display_name: str
+    timestamp_ns: int
+    metadata_id: np.ndarray  # int64, one per event
+    offset_ps: np.ndarray  # int64
+    duration_ps: np.ndarray  # int64
+    # Where the events' stats are: (event index, start, stop). They are decoded
+    # on first use of `stats`, since many lines' stats are never read.
+    _stat_spans: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)
+    _plane: Plane | None = field(default=None, repr=False)
+    _stats: Stats | None = field(default=None, repr=False)
+
+    @property
+    def stats(self) -> Stats:
+        if self._stats is None:
+            assert self._plane is not None
+            buf = np.frombuffer(self._plane._data, dtype=np.uint8)
+            self._stats = _decode_stats(buf, *self._stat_spans)
+        return self._stats
+
+    def __len__(self) -> int:
+        return len(self.metadata_id)
+
+    @property
+    def start_ps(self) -> np.ndarray:
+        """Absolute start of each event within the host: timestamp_ns * 1000 + offset_ps."""
+        return self.offset_ps + self.timestamp_ns * 1000
+
+    def stat(self, name: str, default: Any = None) -> np.ndarray | list[Any]:
+        """The stat ``name`` of every event (see :meth:`Plane.stat_column`)."""
+        assert self._plane is not None
+        return self._plane.stat_column(self.stats, len(self), name, default)
+
+
+@dataclass
+class EventMetadata:
+    """A plane's event metadata, columnar: one row per metadata entry."""
+
+    ids: np.ndarray  # sorted
+    names: list[str]
+    display_names: list[str]
+    stats: Stats
+
+    def rows(self, metadata_ids: np.ndarray) -> np.ndarray:
+        """Row of each of ``metadata_ids`` (events' metadata ids); -1 where unknown."""
+        if not len(self.ids):
+            return np.full(len(metadata_ids), -1, dtype=np.int64)
+        rows = np.searchsorted(self.ids, metadata_ids)
+        rows[rows >= len(self.ids)] = len(self.ids) - 1
+        return np.where(self.ids[rows] == metadata_ids, rows, -1)
+
+
+@dataclass
+class Plane:
+    id: int
+    name: str
+    lines: list[Line]
+    metadata: EventMetadata
+    stat_names: dict[int, str]
+    stats: dict[str, Any]  # the plane's own stats, decoded
+    _data: bytes = field(default=b"", repr=False)
+
+    def stat_ids(self, name: str) -> list[int]:
+        return [i for i, n in self.stat_names.items() if n == name]
+
+    def metadata_stat(self, name: str, default: Any = None) -> np.ndarray | list[Any]:
+        """The stat ``name`` of every event metadata row."""
+        return self.stat_column(self.metadata.stats, len(self.metadata.ids), name, default)
+
+    def stat_column(self, stats: Stats, count: int, name: str, default: Any = None) -> np.ndarray | list[Any]:
+        """One value of stat ``name`` per owner (event or metadata row).
+
+        An int64 array when the stat is an integer wherever present, float64
+        when it is a double, and a list otherwise (str, bytes; ref values
+        resolved to the names they point to). Owners without the stat get
+        ``default`` (NaN-free numeric arrays need a numeric default).
+        """
+        ids = self.stat_ids(name)
+        rows = np.flatnonzero(np.isin(stats.metadata_id, ids)) if ids else np.zeros(0, np.int64)
+        owners = stats.owner[rows]
+        kinds = stats.kind[rows]
+        if len(rows) and isinstance(default, (int, float)) and not isinstance(default, bool):
+            if np.all((kinds == STAT_INT64) | (kinds == STAT_UINT64)):
+                column = np.full(count, default, dtype=np.int64 if isinstance(default, int) else np.float64)
+                column[owners] = stats.int_value[rows]
+                return column
+            if np.all(kinds == STAT_DOUBLE):
+                column = np.full(count, default, dtype=np.float64)
+                column[owners] = stats.double_value[rows]
+                return column
+        if not len(rows) and isinstance(default, (int, float)) and not isinstance(default, bool):
+            return np.full(count, default, dtype=np.int64 if isinstance(default, int) else np.float64)
+        out: list[Any] = [default] * count
+        for owner, value in zip(owners.tolist(), self._values(stats, rows, kinds), strict=True):
+            out[owner] = value
+        return out
+
+    def _values(self, stats: Stats, rows: np.ndarray, kinds: np.ndarray) -> list[Any]:
+        out: list[Any] = []
+        data = self._data
+        starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
+        ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
+        for i, kind in enumerate(kinds.tolist()):
+            if kind == STAT_STR:
+                out.append(data[starts[i] : stops[i]].decode("utf-8", "replace"))
+            elif kind == STAT_BYTES:
+                out.append(data[starts[i] : stops[i]])
+            elif kind == STAT_REF:
+                out.append(self.stat_names.get(ints[i], ""))
+            elif kind == STAT_DOUBLE:
+                out.append(doubles[i])
+            elif kind == STAT_UINT64:
+                out.append(ints[i] & 0xFFFFFFFFFFFFFFFF)
+            elif kind == STAT_INT64:
+                out.append(ints[i])
+            else:
+                out.append(None)
+        return out
+
+
+@dataclass
+class Space:
+    planes: list[Plane]
+    hostnames: list[str]
+    errors: list[str]
+    warnings: list[str]
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode(data: bytes) -> Space:
+    """Decode serialized XSpace bytes. Raises :class:`DecodeError` when they are not one."""
+    if not data:
+        raise DecodeError("the file is empty")
+    buf = np.frombuffer(data, dtype=np.uint8)
+    planes: list[Plane] = []
+    rest: list[bytes] = []
+    for number, wire, field_start, start, stop in _fields(data, 0, len(data)):
+        if number == _SPACE_PLANES and wire == _WIRE_LEN:
+            planes.append(_decode_plane(data, buf, start, stop))
+        else:
+            rest.append(data[field_start:stop])
+    header = _parse(pb.XSpace, b"".join(rest))
+    return Space(
+        planes=planes,
+        hostnames=list(header.hostnames),
+        errors=list(header.errors),
+        warnings=list(header.warnings),
+    )
+
+
+def _parse(message_class: Any, payload: bytes) -> Any:
+    message = message_class()
+    try:
+        message.ParseFromString(payload)
+    except Exception as exc:  # protobuf's DecodeError differs between runtimes
+        raise DecodeError(f"malformed {message_class.DESCRIPTOR.name}: {exc}") from None
+    return message
+
+
+def _decode_plane(data: bytes, buf: np.ndarray, start: int, stop: int) -> Plane:
+    line_spans: list[tuple[int, int]] = []
+    metadata_spans: list[tuple[int, int]] = []
+    rest: list[bytes] = []
+    for number, wire, field_start, value_start, value_stop in _fields(data, start, stop):
+        if number == _PLANE_LINES and wire == _WIRE_LEN:
+            line_spans.append((value_start, value_stop))
+        elif number == _PLANE_EVENT_METADATA and wire == _WIRE_LEN:
+            metadata_spans.append((value_start, value_stop))
+        else:
+            rest.append(data[field_start:value_stop])
+    # What is left (ids, names, stat metadata, plane stats) is small: let protobuf parse it.
+    header = _parse(pb.XPlane, b"".join(rest))
+    stat_names = {key: meta.name for key, meta in header.stat_metadata.items()}
+    plane = Plane(
+        id=header.id,
+        name=header.name,
+        lines=[],
+        metadata=_decode_event_metadata(data, buf, metadata_spans),
+        stat_names=stat_names,
+        stats=_stat_dict(header.stats, stat_names),
+        _data=data,
+    )
+    for line_start, line_stop in line_spans:
+        line = _decode_line(data, buf, line_start, line_stop)
+        line._plane = plane
+        plane.lines.append(line)
+    return plane
+
+
+def _decode_event_metadata(data: bytes, buf: np.ndarray, spans: list[tuple[int, int]]) -> EventMetadata:
+    """Decode the ``event_metadata`` map entries of a plane, all at once."""
+    spans_array = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    n = len(spans_array)
+    entries = _message_fields(buf, spans_array[:, 0], spans_array[:, 1])
+    keys = _scalar(entries, 1, n)
+    value_rows, value_starts, value_stops = entries.get(2, (_EMPTY, _EMPTY, _EMPTY))
+    starts, stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    starts[value_rows], stops[value_rows] = value_starts, value_stops
+    fields = _message_fields(buf, starts, stops)
+    owner, stat_starts, stat_stops = fields.get(_METADATA_STATS, (_EMPTY, _EMPTY, _EMPTY))
+    order = np.argsort(keys, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    stats = _decode_stats(buf, rank[owner], stat_starts, stat_stops)
+    names = _strings(data, fields, _METADATA_NAME, n)
+    display_names = _strings(data, fields, _METADATA_DISPLAY_NAME, n)
+    return EventMetadata(
+        ids=keys[order],
+        names=[names[i] for i in order.tolist()],
+        display_names=[display_names[i] for i in order.tolist()],
+        stats=stats,
+    )
+
+
+def _strings(
+    data: bytes, fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
+) -> list[str]:
+    out = [""] * n
+    rows, starts, stops = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+    for row, begin, end in zip(rows.tolist(), starts.tolist(), stops.tolist(), strict=True):
+        out[row] = data[begin:end].decode("utf-8", "replace")
+    return out
+
+
+def _stat_dict(stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for stat in stats:
+        kind = stat.WhichOneof("value")
+        if kind is None:
+            continue
+        value = getattr(stat, kind)
+        if kind == "ref_value":
+            value = stat_names.get(value, "")
+        out[stat_names.get(stat.metadata_id, str(stat.metadata_id))] = value
+    return out
+
+
+def _decode_line(data: bytes, buf: np.ndarray, start: int, stop: int) -> Line:
+    scalars: dict[int, int] = {}
+    strings: dict[int, str] = {}
+    record_starts: list[np.ndarray] = []
+    pos = start
+    while pos < stop:
+        tag, value_pos = _varint(data, pos, stop)
+        number, wire = tag >> 3, tag & 7
+        if number == _LINE_EVENTS and wire == _WIRE_LEN:
+            # The events of a line are serialized back to back: decode the run of
+            # them that starts here in one go, then go on after it.
+            starts, pos = _event_records(buf, pos, stop)
+            record_starts.append(starts)
+            continue
+        value, pos = _skip(data, value_pos, stop, wire)
+        if wire == _WIRE_VARINT:
+            scalars[number] = _signed(value)
+        elif wire == _WIRE_LEN:
+            strings[number] = data[pos - value : pos].decode("utf-8", "replace")
+    starts = np.concatenate(record_starts) if record_starts else np.zeros(0, np.int64)
+    metadata_id, offset_ps, duration_ps, stat_spans = _decode_events(buf, starts)
+    return Line(
+        id=scalars.get(_LINE_ID, 0),
+        name=strings.get(_LINE_NAME, ""),
+        display_name=strings.get(_LINE_DISPLAY_NAME, ""),
+        timestamp_ns=scalars.get(_LINE_TIMESTAMP_NS, 0),
+        metadata_id=metadata_id,
+        offset_ps=offset_ps,
+        duration_ps=duration_ps,
+        _stat_spans=stat_spans,
+    )
+
+
+def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, int]:
+    """Starts of the run of event records beginning at ``first``, and where the run ends.
+
+    Each record is ``0x22 <varint length> <payload>``, so where a record starts
+    depends on the length of the one before it. Rather than walk them one by
+    one, take every 0x22 byte up to ``stop`` as a candidate start, link each
+    candidate to where its record would end, and keep the candidates reachable
+    from ``first``: repeatedly drop candidates that no kept candidate links to.
+    A false candidate (a 0x22 inside a payload, such as an event's own stats,
+    whose tag is also 0x22) is only ever linked to from other false ones, so
+    the drops converge in as many rounds as the longest such chain, a handful.
+    """
+    candidates = first + np.flatnonzero(buf[first:stop] == _EVENT_RECORD_TAG).astype(np.int64)
+    lengths, widths = _varints(buf, candidates + 1, stop, strict=False)
+    ends = candidates + 1 + widths + lengths.astype(np.int64)
+    fits = ends <= stop
+    candidates, ends = candidates[fits], ends[fits]
+    if not len(candidates) or candidates[0] != first:
+        raise DecodeError("an event record runs past the end of its line (truncated file?)")
+    # successor[i]: index of the candidate that starts where record i ends, or -1.
+    successor = np.searchsorted(candidates, ends)
+    successor[successor >= len(candidates)] = len(candidates) - 1
+    successor = np.where(candidates[successor] == ends, successor, -1)
+    alive = np.ones(len(candidates), dtype=bool)
+    while True:
+        linked = np.zeros(len(candidates), dtype=bool)
+        targets = successor[alive]
+        linked[targets[targets >= 0]] = True
+        linked[0] = True  # `first` itself
+        keep = alive & linked
+        if np.array_equal(keep, alive):
+            break
+        alive = keep
+    chain = np.flatnonzero(alive)
+    # The run ends where the last kept record ends and no candidate follows.
+    last = chain[successor[chain] < 0]
+    if len(last) != 1:
+        raise DecodeError("event records of a line do not chain up (truncated or corrupt file)")
+    return candidates[chain], int(ends[last[0]])
+
+
+def _decode_events(
+    buf: np.ndarray, record_starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    n = len(record_starts)
+    lengths, widths = _varints(buf, record_starts + 1, len(buf))
+    starts = record_starts + 1 + widths
+    stops = starts + lengths.astype(np.int64)
+    fields = _message_fields(buf, starts, stops)
+    metadata_id = _scalar(fields, _EVENT_METADATA_ID, n)
+    offset_ps = _scalar(fields, _EVENT_OFFSET_PS, n)
+    duration_ps = _scalar(fields, _EVENT_DURATION_PS, n)
+    return metadata_id, offset_ps, duration_ps, fields.get(_EVENT_STATS, (_EMPTY, _EMPTY, _EMPTY))
+
+
+def _decode_stats(buf: np.ndarray, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
+    n = len(owner)
+    fields = _message_fields(buf, starts, stops)
+    kind = np.zeros(n, dtype=np.uint8)
+    int_value = np.zeros(n, dtype=np.int64)
+    double_value = np.zeros(n, dtype=np.float64)
+    text_start = np.zeros(n, dtype=np.int64)
+    text_stop = np.zeros(n, dtype=np.int64)
+    for number, code in ((3, STAT_UINT64), (4, STAT_INT64), (7, STAT_REF)):
+        rows, values, _ = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+        kind[rows] = code
+        int_value[rows] = values
+    rows, values, _ = fields.get(2, (_EMPTY, _EMPTY, _EMPTY))
+    kind[rows] = STAT_DOUBLE
+    double_value[rows] = values.view(np.float64)
+    for number, code in ((5, STAT_STR), (6, STAT_BYTES)):
+        rows, value_starts, value_stops = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+        kind[rows] = code
+        text_start[rows] = value_starts
+        text_stop[rows] = value_stops
+    return Stats(
+        owner=owner,
+        metadata_id=_scalar(fields, 1, n),
+        kind=kind,
+        int_value=int_value,
+        double_value=double_value,
+        text_start=text_start,
+        text_stop=text_stop,
+    )
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _scalar(fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=np.int64)
+    rows, values, _ = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+    out[rows] = values  # for a repeated scalar the last one wins, as in protobuf
+    return out
+
+
+def _message_fields(
+    buf: np.ndarray, starts: np.ndarray, stops: np.ndarray
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Decode the fields of many small messages at once.
+
+    Returns, per field number, (message index, value, value stop): varint
+    values as int64; fixed64 values as their raw 8 bytes in an int64;
+    length-delimited values as (message index, payload start, payload stop).
+    Each round reads one field of every message that has fields left.
+    """
+    found: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    index = np.arange(len(starts), dtype=np.int64)
+    cursor = starts.astype(np.int64, copy=True)
+    end = stops.astype(np.int64, copy=False)
+    limit = len(buf)
+    active = cursor < end
+    index, cursor, end = index[active], cursor[active], end[active]
+    while len(index):
+        tags, tag_widths = _varints(buf, cursor, limit)
+        numbers, wires = tags >> np.uint64(3), tags & np.uint64(7)
+        value_pos = cursor + tag_widths
+        next_cursor = np.empty_like(cursor)
+        wire_kinds = _distinct(wires)
+        for wire in wire_kinds:
+            # Most rounds see one wire type and one field number: skip the masks then.
+            sel = None if len(wire_kinds) == 1 else wires == wire
+            pos = _take(value_pos, sel)
+            values, after = _read_values(buf, pos, wire, limit)
+            if sel is None:
+                next_cursor = after
+            else:
+                next_cursor[sel] = after
+            selected_numbers, selected_index = _take(numbers, sel), _take(index, sel)
+            field_numbers = _distinct(selected_numbers)
+            for number in field_numbers:
+                pick = None if len(field_numbers) == 1 else selected_numbers == number
+                found.setdefault(number, []).append(
+                    (_take(selected_index, pick), _take(values, pick), _take(after, pick))
+                )
+        if np.any(next_cursor > end):
+            raise DecodeError("a field runs past the end of its message (truncated or corrupt)")
+        active = next_cursor < end
+        if active.all():
+            cursor = next_cursor
+        else:
+            index, cursor, end = index[active], next_cursor[active], end[active]
+    return {
+        number: chunks[0] if len(chunks) == 1 else _concat(chunks) for number, chunks in found.items()
+    }
+
+
+def _concat(chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows, values, stops = zip(*chunks, strict=True)
+    return np.concatenate(rows), np.concatenate(values), np.concatenate(stops)
+
+
+def _take(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    return array if mask is None else array[mask]
+
+
+def _read_values(buf: np.ndarray, pos: np.ndarray, wire: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values of one wire type at ``pos``, and where each ends.
+
+    Varints come back as int64, fixed64 as their raw bits in an int64, and
+    length-delimited fields as the start of their payload (the end is ``after``).
+    """
+    if wire == _WIRE_VARINT:
+        values, widths = _varints(buf, pos, limit)
+        return values.view(np.int64), pos + widths
+    if wire == _WIRE_LEN:
+        lengths, widths = _varints(buf, pos, limit)
+        starts = pos + widths
+        return starts, starts + lengths.astype(np.int64)
+    if wire == _WIRE_FIXED64:
+        if len(pos) and int(pos.max()) + 8 > limit:
+            raise DecodeError("a fixed64 value runs past the end of the file")
+        raw = buf[pos[:, None] + np.arange(8)]
+        return raw.copy().view("<i8").reshape(-1), pos + 8
+    if wire == _WIRE_FIXED32:
+        return np.zeros(len(pos), dtype=np.int64), pos + 4
+    raise DecodeError(f"invalid wire type {wire} (not an XSpace protobuf)")
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values of a small-valued array (tags, wire types), sorted."""
+    if not len(values):
+        return []
+    if int(values.max()) < 4096:
+        return np.flatnonzero(np.bincount(values.astype(np.int64))).tolist()
+    return [int(v) for v in np.unique(values)]
+
+
+def _varints(
+    buf: np.ndarray, pos: np.ndarray, limit: int, strict: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the varints starting at ``pos``: (values as uint64, widths in bytes).
+
+    Not ``strict``: a varint cut off at ``limit`` ends there instead of raising
+    (for candidate positions that may not be varints at all).
+    """
+    limit = min(limit, len(buf))
+    if len(pos) and int(pos.max()) >= limit:
+        if strict:
+            raise DecodeError("a varint runs past the end of the file (truncated?)")
+        pos = np.minimum(pos, limit - 1)
+    byte = buf[pos]
+    values = (byte & 0x7F).astype(np.uint64)
+    widths = np.ones(len(pos), dtype=np.int64)
+    todo = np.flatnonzero(byte & 0x80)
+    for k in range(1, 10):
+        if not len(todo):
+            return values, widths
+        at = pos[todo] + k
+        if int(at.max()) >= limit:
+            if strict:
+                raise DecodeError("a varint runs past the end of the file (truncated?)")
+            at = np.minimum(at, limit - 1)
+        byte = buf[at]
+        values[todo] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        widths[todo] = k + 1
+        todo = todo[(byte & 0x80) != 0]
+    if len(todo):
+        raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+    return values, widths
+
+
+# --------------------------------------------------------------------------- small walker
+
+
+def _fields(data: bytes, start: int, stop: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """Walk one message's fields: (number, wire type, field start, value start, value stop)."""
+    pos = start
+    while pos < stop:
+        field_start = pos
+        tag, pos = _varint(data, pos, stop)
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            raise DecodeError("field number 0 (not an XSpace protobuf)")
+        value_start = pos
+        value, pos = _skip(data, pos, stop, wire)
+        if wire == _WIRE_LEN:
+            value_start = pos - value
+        yield number, wire, field_start, value_start, pos
+
+
+def _varint(data: bytes, pos: int, stop: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= stop:
+            raise DecodeError("a varint runs past the end of its message (truncated file?)")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+
+
+def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
+    """Skip a value of ``wire`` type; return (varint value or length, position after)."""
+    if wire == _WIRE_VARINT:
+        return _varint(data, pos, stop)
+    if wire == _WIRE_LEN:
+        length, pos = _varint(data, pos, stop)
+        if pos + length > stop:
+            raise DecodeError("a field runs past the end of its message (truncated file?)")
+        return length, pos + length
+    if wire == _WIRE_FIXED64:
+        if pos + 8 > stop:
+            raise DecodeError("a fixed64 value runs past the end (truncated file?)")
+        return 0, pos + 8
+    if wire == _WIRE_FIXED32:
+        if pos + 4 > stop:
+            raise DecodeError("a fixed32 value runs past the end (truncated file?)")
+        return 0, pos + 4
+    raise DecodeError(f"invalid wire type {wire} (not an XSpace protobuf)")
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def decode_or_bad_input(data: bytes, path: str) -> Space:
+    """:func:`decode`, with a failure turned into a :class:`BadInput` naming ``path``."""
+    try:
+        return decode(data)
+    except DecodeError as exc:
+        raise BadInput(f"{path}: not a readable XSpace profile: {exc}") from None
