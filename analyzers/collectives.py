@@ -1,0 +1,463 @@
+"""collectives: exposed collective time by kind, async overlap, exposed async copies."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from tpuperf.analyzers import _intervals as iv
+from tpuperf.analyzers import _timeline
+from tpuperf.analyzers.base import (
+    KIND_EXPOSED_ASYNC_COPY,
+    KIND_EXPOSED_COLLECTIVE,
+    AnalysisConfig,
+    Analyzer,
+    AnalyzerResult,
+    Recommendation,
+)
+from tpuperf.analyzers.steps import modified_z
+
+from tpuperf import schema
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+
+COLLECTIVE_KINDS = (
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+)
+
+# An async window counts as hidden when compute covers at least this much of it,
+# and as exposed when compute covers at most _EXPOSED_MAX; partial in between.
+HIDDEN_MIN = 0.9
+EXPOSED_MAX = 0.1
+
+# replica_groups={{0,1,2,3},{4,5,6,7}} (explicit) or replica_groups=[2,4]<=[8] (iota).
+_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([^}]*)\}")
+_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
+
+_TPU_FLAGS = {
+    "all-gather": (
+        "--xla_tpu_enable_async_collective_fusion=true "
+        "--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true "
+        "--xla_tpu_enable_async_collective_fusion_multiple_steps=true "
+        "--xla_tpu_overlap_compute_collective_tc=true --xla_enable_async_all_gather=true"
+    ),
+    "all-reduce": (
+        "--xla_tpu_enable_data_parallel_all_reduce_opt=true "
+        "--xla_tpu_data_parallel_opt_different_sized_ops=true "
+        "--xla_tpu_enable_async_collective_fusion=true"
+    ),
+    "reduce-scatter": (
+        "--xla_tpu_enable_async_collective_fusion=true "
+        "--xla_tpu_enable_async_collective_fusion_multiple_steps=true "
+        "--xla_tpu_overlap_compute_collective_tc=true"
+    ),
+    "collective-permute": "--xla_enable_async_collective_permute=true",
+    "all-to-all": "--xla_tpu_enable_async_collective_fusion=true",
+}
+_GPU_FLAGS = {
+    "all-gather": "--xla_gpu_enable_pipelined_all_gather=true",
+    "all-reduce": "--xla_gpu_enable_pipelined_all_reduce=true",
+    "reduce-scatter": "--xla_gpu_enable_pipelined_reduce_scatter=true",
+}
+
+
+def replica_group_size(hlo_text: str) -> int | None:
+    """The size of the first replica group named in an HLO instruction, or None."""
+    match = _GROUPS_EXPLICIT.search(hlo_text)
+    if match:
+        return len([x for x in match.group(1).split(",") if x.strip()])
+    match = _GROUPS_IOTA.search(hlo_text)
+    if match:
+        return int(match.group(2))
+    return None
+
+
+def overlap_class(fraction: float) -> str:
+    if fraction >= HIDDEN_MIN:
+        return "hidden"
+    if fraction <= EXPOSED_MAX:
+        return "exposed"
+    return "partial"
+
+
+class CollectivesAnalyzer(Analyzer):
+    name = "collectives"
+    summary = "Exposed collective time by kind, async overlap (hidden/partial/exposed), copies."
+    requires: ClassVar[dict[str, list[str]]] = {
+        "ops": [
+            "host",
+            "device",
+            "line",
+            "op",
+            "hlo_text",
+            "kind",
+            "collective",
+            "async_role",
+            "start_ps",
+            "dur_ps",
+        ],
+        "async_ops": ["host", "device", "op", "collective", "category", "start_ps", "dur_ps"],
+    }
+
+    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
+        tl = _timeline.timeline(profile, config)
+        result = AnalyzerResult(self.name, notes=list(tl.notes))
+        bd = tl.breakdown
+        if bd.empty:
+            result.metrics = {"exposed_collective_pct": None}
+            return result
+        dev = bd.groupby(["host", "device"], sort=True)[
+            ["step_ps", "exposed_collective_ps", "compute_ps", "other_ps"]
+        ].sum()
+        exposed_pct = float((100.0 * dev["exposed_collective_ps"] / dev["step_ps"]).mean())
+        ops = self._op_exposure(tl)
+        coll = ops[ops["kind"] == schema.KIND_COLLECTIVE]
+        by_kind = self._by_kind(coll, tl)
+        windows = self._async_windows(profile, tl)
+        copies = ops[ops["kind"].isin([schema.KIND_ASYNC_COPY, schema.KIND_MEMCPY])]
+        copy_ms = tl.per_step(float(dev["other_ps"].sum())) / 1e9
+        total_coll_ps = float(coll["dur_ps"].sum())
+        metrics: dict[str, Any] = {
+            "exposed_collective_pct": exposed_pct,
+            "exposed_collective_ms_per_step": tl.per_step(float(dev["exposed_collective_ps"].sum()))
+            / 1e9,
+            "collective_ms_per_step": tl.per_step(total_coll_ps) / 1e9,
+            # On GPU this is the NCCL/RCCL kernel time that compute kernels hid.
+            "collective_overlapped_pct": (
+                100.0 * (1 - float(coll["exposed_ps"].sum()) / total_coll_ps)
+                if total_coll_ps > 0
+                else None
+            ),
+            "by_kind": by_kind,
+            "async": self._async_summary(windows),
+            "exposed_copy_ms_per_step": copy_ms,
+            "exposed_copy_pct": float((100.0 * dev["other_ps"] / dev["step_ps"]).mean()),
+        }
+        result.metrics = metrics
+        if not coll.empty:
+            result.tables["collective_ops"] = _top_ops(coll, tl)
+        if not windows.empty:
+            result.tables["async_windows"] = windows
+        if not copies.empty:
+            result.tables["copy_ops"] = _top_ops(copies, tl)
+
+        step_ms = tl.median_step_ps / 1e9
+        rec = self._collective_rec(bd, coll, by_kind, step_ms, config, tl)
+        if rec is not None:
+            result.recommendations.append(rec)
+        if copy_ms > 0 and not copies.empty:
+            result.recommendations.append(self._copy_rec(copies, copy_ms, step_ms, tl))
+        return result
+
+    def _op_exposure(self, tl: _timeline.Timeline) -> pd.DataFrame:
+        """Selected ops with ``exposed_ps``: their time in the device's exposed collective or
+        other set (the part no compute covered)."""
+        ops = tl.ops
+        parts = []
+        for (host, device), group in ops.groupby(["host", "device"], observed=True, sort=False):
+            sets = tl.sets.get((str(host), int(device)))
+            if sets is None:
+                continue
+            group = group[group["kind"] != schema.KIND_COMPUTE].copy()
+            if group.empty:
+                continue
+            s = group["start_ps"].to_numpy(dtype="int64")
+            e = s + group["dur_ps"].to_numpy(dtype="int64")
+            exposed_coll = iv.measure_in(sets.collective, s, e)
+            exposed_other = iv.measure_in(sets.other, s, e)
+            group["exposed_ps"] = np.where(
+                group["kind"] == schema.KIND_COLLECTIVE, exposed_coll, exposed_other
+            )
+            parts.append(group)
+        if not parts:
+            out = ops.iloc[0:0].copy()
+            out["exposed_ps"] = pd.Series(dtype="int64")
+            return out
+        out = pd.concat(parts, ignore_index=True)
+        for col in ("kind", "collective", "async_role", "op"):
+            out[col] = out[col].astype(str)
+        return out
+
+    def _by_kind(self, coll: pd.DataFrame, tl: _timeline.Timeline) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        n_windows = len(tl.windows)
+        step_ps = float(tl.breakdown["step_ps"].sum())
+        for kind, group in coll.groupby("collective", sort=True):
+            kind = str(kind) or "other"
+            sizes = sorted(
+                {
+                    s
+                    for s in (replica_group_size(str(t)) for t in group["hlo_text"].unique())
+                    if s is not None
+                }
+            )
+            out[kind] = {
+                "exposed_ms_per_step": float(group["exposed_ps"].sum()) / n_windows / 1e9,
+                "exposed_pct": 100.0 * float(group["exposed_ps"].sum()) / step_ps
+                if step_ps
+                else 0.0,
+                "ms_per_step": float(group["dur_ps"].sum()) / n_windows / 1e9,
+                "ops_per_step": len(group) / n_windows,
+                "sync_ops_per_step": int((group["async_role"] == "").sum()) / n_windows,
+                "async_ops_per_step": int((group["async_role"] != "").sum()) / n_windows,
+                "replica_group_sizes": sizes,
+            }
+        return out
+
+    def _async_windows(self, profile: Profile, tl: _timeline.Timeline) -> pd.DataFrame:
+        """One row per async window (start to done) that starts in a selected step."""
+        source = profile.async_ops
+        if not source.empty:
+            frame = source.copy()
+            frame["host"] = frame["host"].astype(str)
+            frame["end_ps"] = frame["start_ps"] + frame["dur_ps"]
+            frame["kind"] = np.where(
+                frame["collective"].astype(str) != "", frame["collective"].astype(str), "copy"
+            )
+            frame["op"] = frame["op"].astype(str)
+        else:
+            frame = _pair_async(tl.ops)
+        if frame.empty:
+            return pd.DataFrame(columns=["host", "device", "op", "kind", "start_ps", "dur_ps"])
+        rows = []
+        for (host, device), group in frame.groupby(["host", "device"], sort=True):
+            sets = tl.sets.get((str(host), int(device)))
+            win = tl.windows[(tl.windows["host"] == host) & (tl.windows["device"] == device)]
+            if sets is None or win.empty:
+                continue
+            s = group["start_ps"].to_numpy(dtype="int64")
+            e = group["end_ps"].to_numpy(dtype="int64")
+            ws = win["start_ps"].to_numpy(dtype="int64")
+            we = win["end_ps"].to_numpy(dtype="int64")
+            idx = np.searchsorted(ws, s, side="right") - 1
+            inside = idx >= 0
+            inside[inside] = s[inside] < we[idx[inside]]
+            covered = iv.measure_in(sets.compute, s, e)
+            length = np.maximum(e - s, 1)
+            part = pd.DataFrame(
+                {
+                    "host": str(host),
+                    "device": int(device),
+                    "op": group["op"].to_numpy(),
+                    "kind": group["kind"].to_numpy(),
+                    "start_ps": s,
+                    "dur_ps": e - s,
+                    "overlap_pct": 100.0 * covered / length,
+                }
+            )[inside]
+            rows.append(part)
+        if not rows:
+            return pd.DataFrame(columns=["host", "device", "op", "kind", "start_ps", "dur_ps"])
+        out = pd.concat(rows, ignore_index=True)
+        out["class"] = [overlap_class(f / 100.0) for f in out["overlap_pct"]]
+        return out
+
+    def _async_summary(self, windows: pd.DataFrame) -> dict[str, Any]:
+        if windows.empty:
+            return {"windows": 0, "hidden": 0, "partial": 0, "exposed": 0, "by_kind": {}}
+
+        def counts(frame: pd.DataFrame) -> dict[str, Any]:
+            classes = frame["class"].value_counts()
+            return {
+                "windows": len(frame),
+                "hidden": int(classes.get("hidden", 0)),
+                "partial": int(classes.get("partial", 0)),
+                "exposed": int(classes.get("exposed", 0)),
+                # Weighted by window length: the share of async time compute covered.
+                "overlap_pct": float(
+                    (frame["overlap_pct"] * frame["dur_ps"]).sum() / max(frame["dur_ps"].sum(), 1)
+                ),
+            }
+
+        out = counts(windows)
+        out["hidden_min_pct"] = 100 * HIDDEN_MIN
+        out["exposed_max_pct"] = 100 * EXPOSED_MAX
+        out["by_kind"] = {str(k): counts(g) for k, g in windows.groupby("kind", sort=True)}
+        return out
+
+    def _collective_rec(
+        self,
+        bd: pd.DataFrame,
+        coll: pd.DataFrame,
+        by_kind: dict[str, Any],
+        step_ms: float,
+        config: AnalysisConfig,
+        tl: _timeline.Timeline,
+    ) -> Recommendation | None:
+        dev = bd.groupby(["host", "device"], sort=True)[
+            ["compute_ps", "exposed_collective_ps"]
+        ].mean()
+        if dev["exposed_collective_ps"].sum() <= 0:
+            return None
+        z = modified_z(dev["compute_ps"].to_numpy(dtype="float64"))
+        straggling = bool((z > config.straggler_z).any())
+        if straggling:
+            # The others' extra collective time is waiting for the straggler, which overlap cannot
+            # hide; the straggler's own exposed collective time is the transfer itself.
+            exposed_ms = float(dev["exposed_collective_ps"].iloc[int(np.argmax(z))]) / 1e9
+        else:
+            exposed_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
+        if exposed_ms <= 0:
+            return None
+        top = _top_ops(coll, tl).head(5)
+        kinds = sorted(by_kind, key=lambda k: -by_kind[k]["exposed_ms_per_step"])
+        kind_text = ", ".join(
+            f"{k} {by_kind[k]['exposed_ms_per_step']:.3f} ms"
+            + (" (synchronous)" if by_kind[k]["async_ops_per_step"] == 0 else "")
+            for k in kinds
+            if by_kind[k]["exposed_ms_per_step"] > 0
+        )
+        ops_text = ", ".join(
+            f"{r.op} {r.exposed_ms_per_step:.3f} ms"
+            for r in top.itertuples()
+            if r.exposed_ms_per_step > 0
+        )
+        evidence = (
+            f"{exposed_ms:.3f} ms per step of collectives with no compute beside them: {kind_text}"
+        )
+        if ops_text:
+            evidence += f"; top ops: {ops_text}"
+        if straggling:
+            evidence += " (the rest of the devices' collective time is waiting for a straggler)"
+        tpu = "; ".join(f"{k}: {_TPU_FLAGS[k]}" for k in kinds if k in _TPU_FLAGS)
+        gpu = "; ".join(f"{k}: {_GPU_FLAGS[k]}" for k in kinds if k in _GPU_FLAGS)
+        sync = [k for k in kinds if by_kind[k]["async_ops_per_step"] == 0]
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_EXPOSED_COLLECTIVE,
+            title=(
+                f"Exposed collectives: {kinds[0]} time compute does not hide"
+                if kinds
+                else "Exposed collectives"
+            ),
+            evidence=evidence,
+            fix={
+                "tpu": (
+                    "Let XLA overlap collectives with compute (LIBTPU_INIT_ARGS) — "
+                    + (tpu or "--xla_tpu_enable_async_collective_fusion=true")
+                    + (
+                        f". The {', '.join(sync)} run synchronously: shard so the reduction can "
+                        "be pipelined with the backward pass (FSDP/ZeRO-style sharding, "
+                        "gradient accumulation), or reduce its size (bf16 gradients)."
+                        if sync
+                        else ""
+                    )
+                ),
+                "gpu": (
+                    "--xla_gpu_enable_latency_hiding_scheduler=true "
+                    + (gpu + " " if gpu else "")
+                    + "--xla_gpu_all_reduce_combine_threshold_bytes=134217728 (combine small "
+                    "collectives); make sure NCCL runs on its own stream "
+                    "(--xla_gpu_enable_highest_priority_async_stream=true)."
+                ),
+            },
+            est_savings_ms=exposed_ms,
+            est_savings_pct=100.0 * exposed_ms / step_ms if step_ms > 0 else 0.0,
+            confidence="high" if not sync else "medium",
+            ops=[str(o) for o in top["op"]],
+            values={
+                "exposed_collective_ms_per_step": exposed_ms,
+                "by_kind_ms": {k: by_kind[k]["exposed_ms_per_step"] for k in kinds},
+            },
+        )
+
+    def _copy_rec(
+        self, copies: pd.DataFrame, copy_ms: float, step_ms: float, tl: _timeline.Timeline
+    ) -> Recommendation:
+        top = _top_ops(copies, tl).head(5)
+        ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
+        is_tpu = (copies["kind"] == schema.KIND_ASYNC_COPY).any()
+        what = (
+            "async copies (copy-start/copy-done: host offload or memory-space moves)"
+            if is_tpu
+            else "memcpys"
+        )
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_EXPOSED_ASYNC_COPY,
+            title="Exposed copies: the device waits for "
+            + ("host-offload copies" if is_tpu else "memcpys"),
+            evidence=(
+                f"{copy_ms:.3f} ms per step waiting on {what} with no compute beside them; "
+                f"top: {ops_text}"
+            ),
+            fix={
+                "tpu": (
+                    "The copy-done waits mean buffers offloaded to host memory come back too late. "
+                    "Offload less (in the `jax.checkpoint` policy, move names from "
+                    "`offloadable`/`offload_src` back to saveable, or use "
+                    "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`), keep "
+                    "serving caches in HBM, or issue the transfer earlier so compute covers it."
+                ),
+                "gpu": (
+                    "Move host<->device copies out of the step: pinned host memory, "
+                    "`jax.device_put` of the next batch ahead of time, and no `jax.device_get` "
+                    "or `.item()` inside the step."
+                ),
+            },
+            est_savings_ms=copy_ms,
+            est_savings_pct=100.0 * copy_ms / step_ms if step_ms > 0 else 0.0,
+            confidence="medium",
+            ops=[str(o) for o in top["op"]],
+            values={"exposed_copy_ms_per_step": copy_ms},
+        )
+
+
+def _top_ops(ops: pd.DataFrame, tl: _timeline.Timeline) -> pd.DataFrame:
+    """Ops by exposed time, per step per device."""
+    n = max(len(tl.windows), 1)
+    grouped = ops.groupby(["op", "collective", "async_role"], sort=False).agg(
+        count=("dur_ps", "size"), dur_ps=("dur_ps", "sum"), exposed_ps=("exposed_ps", "sum")
+    )
+    out = grouped.reset_index()
+    out["ms_per_step"] = out.pop("dur_ps") / n / 1e9
+    out["exposed_ms_per_step"] = out.pop("exposed_ps") / n / 1e9
+    out["count_per_step"] = out.pop("count") / n
+    return out.sort_values("exposed_ms_per_step", ascending=False, ignore_index=True)
+
+
+def _pair_async(ops: pd.DataFrame) -> pd.DataFrame:
+    """Async windows from ``-start``/``-done`` op pairs: each start to the next matching done."""
+    starts = ops[ops["async_role"].astype(str) == "start"]
+    dones = ops[ops["async_role"].astype(str) == "done"]
+    if starts.empty or dones.empty:
+        return pd.DataFrame()
+    s = pd.DataFrame(
+        {
+            "host": starts["host"].astype(str).to_numpy(),
+            "device": starts["device"].to_numpy(),
+            "op": starts["op"].astype(str).to_numpy(),
+            "key": starts["op"].astype(str).str.replace("-start", "-done", regex=False).to_numpy(),
+            "kind": np.where(
+                starts["collective"].astype(str) != "", starts["collective"].astype(str), "copy"
+            ),
+            "start_ps": starts["start_ps"].to_numpy(dtype="int64"),
+        }
+    )
+    d = pd.DataFrame(
+        {
+            "host": dones["host"].astype(str).to_numpy(),
+            "device": dones["device"].to_numpy(),
+            "key": dones["op"].astype(str).to_numpy(),
+            "done_ps": dones["start_ps"].to_numpy(dtype="int64"),
+            "end_ps": (dones["start_ps"] + dones["dur_ps"]).to_numpy(dtype="int64"),
+        }
+    )
+    paired = pd.merge_asof(
+        s.sort_values("start_ps"),
+        d.sort_values("done_ps"),
+        left_on="start_ps",
+        right_on="done_ps",
+        by=["host", "device", "key"],
+        direction="forward",
+    ).dropna(subset=["end_ps"])
+    paired["end_ps"] = paired["end_ps"].astype("int64")
+    paired["dur_ps"] = paired["end_ps"] - paired["start_ps"]
+    return paired[["host", "device", "op", "kind", "start_ps", "end_ps", "dur_ps"]]

@@ -1,0 +1,194 @@
+"""idle: how much of each step the devices sit idle, and whether the host is to blame.
+
+Gaps are classified by where they fall in a step window: before the first op
+or after the last (between steps: the device waits for the host or its input),
+or inside the step (dependency waits and launch gaps; micro when shorter than
+``micro_gap_us``, else macro).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tpuperf.analyzers import _timeline
+from tpuperf.analyzers.base import (
+    KIND_HOST_BOUND,
+    KIND_IDLE_GAPS,
+    AnalysisConfig,
+    Analyzer,
+    AnalyzerResult,
+    Recommendation,
+)
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+
+# Between-step gaps must be the larger part of idle time for a host-bound verdict.
+_HOST_BOUND_SHARE = 0.5
+
+
+class IdleAnalyzer(Analyzer):
+    name = "idle"
+    summary = "Idle time per step: gaps between steps (host/input bound) vs inside steps."
+    requires: ClassVar[dict[str, list[str]]] = {
+        "ops": ["host", "device", "line", "kind", "start_ps", "dur_ps"],
+        "steps": ["host", "device", "step", "start_ps", "end_ps", "source"],
+    }
+
+    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
+        tl = _timeline.timeline(profile, config)
+        result = AnalyzerResult(self.name, notes=list(tl.notes))
+        bd = tl.breakdown
+        if bd.empty:
+            result.metrics = {"idle_pct": None}
+            result.notes.append("no ops in the analysed windows")
+            return result
+
+        dev = bd.groupby(["host", "device"], sort=True)[
+            [
+                "step_ps",
+                "busy_ps",
+                "idle_ps",
+                "leading_idle_ps",
+                "trailing_idle_ps",
+                "interior_idle_ps",
+                "micro_idle_ps",
+                "micro_gaps",
+                "macro_gaps",
+            ]
+        ].sum()
+        dev["idle_pct"] = 100.0 * dev["idle_ps"] / dev["step_ps"]
+        dev["between_steps_idle_ps"] = dev["leading_idle_ps"] + dev["trailing_idle_ps"]
+        idle_pct = float(dev["idle_pct"].mean())  # DESIGN.md: averaged over devices
+        total_idle = float(dev["idle_ps"].sum())
+        between = float(dev["between_steps_idle_ps"].sum())
+        interior = float(dev["interior_idle_ps"].sum())
+        micro = float(dev["micro_idle_ps"].sum())
+        window = float(dev["step_ps"].sum())
+        between_share = between / total_idle if total_idle > 0 else 0.0
+        host_bound = tl.has_steps and total_idle > 0 and between_share > _HOST_BOUND_SHARE
+        metrics: dict[str, Any] = {
+            "idle_pct": idle_pct,
+            "busy_pct": 100.0 - idle_pct,
+            "idle_ms_per_step": tl.per_step(total_idle) / 1e9,
+            "between_steps_idle_pct": 100.0 * between / window if window else 0.0,
+            "in_step_idle_pct": 100.0 * interior / window if window else 0.0,
+            "micro_idle_pct": 100.0 * micro / window if window else 0.0,
+            "macro_idle_pct": 100.0 * (interior - micro) / window if window else 0.0,
+            "micro_gap_us": config.micro_gap_us,
+            "micro_gaps": int(dev["micro_gaps"].sum()),
+            "macro_gaps": int(dev["macro_gaps"].sum()),
+            "between_steps_share_of_idle_pct": 100.0 * between_share,
+            "host_bound": bool(host_bound),
+            # Idle fraction times device count: how many whole chips the idle time adds up to.
+            "equivalent_idle_chips": float(dev["idle_pct"].sum() / 100.0),
+            "devices": len(dev),
+        }
+        result.metrics = metrics
+        table = dev.reset_index()
+        for col in [c for c in table.columns if c.endswith("_ps")]:
+            table[col.replace("_ps", "_ms")] = table.pop(col) / 1e9
+        result.tables["devices"] = table
+
+        step_ms = tl.median_step_ps / 1e9
+        between_ms = tl.per_step(between) / 1e9
+        interior_ms = tl.per_step(interior) / 1e9
+        if between_ms > 0 and tl.has_steps:
+            result.recommendations.append(
+                self._host_bound(between_ms, step_ms, between_share, metrics, host_bound)
+            )
+        if interior_ms > 0:
+            result.recommendations.append(self._gaps(interior_ms, step_ms, metrics, tl))
+        return result
+
+    def _host_bound(
+        self,
+        between_ms: float,
+        step_ms: float,
+        share: float,
+        metrics: dict[str, Any],
+        verdict: bool,
+    ) -> Recommendation:
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_HOST_BOUND,
+            title=(
+                "Host-bound: devices wait for input before each step"
+                if verdict
+                else "Devices wait between steps"
+            ),
+            evidence=(
+                f"{between_ms:.3f} ms per step of idle before the first op or after the last op "
+                f"of each step ({metrics['between_steps_idle_pct']:.1f}% of step time, "
+                f"{100 * share:.0f}% of all idle time)"
+            ),
+            fix={
+                "tpu": (
+                    "Feed the device ahead of time: prefetch batches to device (e.g. "
+                    "`flax.jax_utils.prefetch_to_device`, or `jax.device_put` the next batch "
+                    "before the step), add loader workers (grain `worker_count`, tf.data "
+                    "`.prefetch(tf.data.AUTOTUNE)`), and drop per-step host syncs "
+                    "(`float(loss)`, `.block_until_ready()`, logging every step)."
+                ),
+                "gpu": (
+                    "Same as on TPU: prefetch to device, more data-loader workers with pinned "
+                    "memory, no per-step host syncs; on PyTorch/XLA, overlap with "
+                    "`MpDeviceLoader`."
+                ),
+            },
+            est_savings_ms=between_ms,
+            est_savings_pct=100.0 * between_ms / step_ms if step_ms > 0 else 0.0,
+            confidence="high" if verdict else "medium",
+            values={
+                "between_steps_idle_ms_per_step": between_ms,
+                "between_steps_share_of_idle_pct": 100.0 * share,
+            },
+        )
+
+    def _gaps(
+        self, interior_ms: float, step_ms: float, metrics: dict[str, Any], tl: _timeline.Timeline
+    ) -> Recommendation:
+        micro_share = (
+            metrics["micro_idle_pct"] / metrics["in_step_idle_pct"]
+            if metrics["in_step_idle_pct"]
+            else 0
+        )
+        mostly_micro = micro_share > 0.5
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_IDLE_GAPS,
+            title=(
+                "Launch gaps between ops inside each step"
+                if mostly_micro
+                else "Devices stall inside each step"
+            ),
+            evidence=(
+                f"{interior_ms:.3f} ms per step idle between ops inside steps "
+                f"({metrics['in_step_idle_pct']:.1f}% of step time): {metrics['micro_gaps']} gaps "
+                f"under {metrics['micro_gap_us']:g} us ({metrics['micro_idle_pct']:.1f}%), "
+                f"{metrics['macro_gaps']} longer ({metrics['macro_idle_pct']:.1f}%)"
+            ),
+            fix={
+                "tpu": (
+                    "Remove host round-trips inside the step: host callbacks (`jax.debug.print`, "
+                    "`jax.pure_callback`, `io_callback`), Python loops that dispatch many small "
+                    "jitted calls (use `jax.lax.scan`/`fori_loop` inside one jit), and data-"
+                    "dependent shapes that force recompiles or transfers."
+                ),
+                "gpu": (
+                    "Cut launch overhead: let XLA use CUDA graphs "
+                    "(`--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUSTOM_CALL`), fuse small "
+                    "kernels (`jax.lax.scan` instead of Python loops), and remove host callbacks "
+                    "inside the step."
+                ),
+            },
+            est_savings_ms=interior_ms,
+            est_savings_pct=100.0 * interior_ms / step_ms if step_ms > 0 else 0.0,
+            # Dependency waits cannot all be removed; the estimate is a loose upper bound.
+            confidence="medium" if mostly_micro else "low",
+            values={
+                "in_step_idle_ms_per_step": interior_ms,
+                "micro_idle_pct": metrics["micro_idle_pct"],
+                "macro_idle_pct": metrics["macro_idle_pct"],
+            },
+        )

@@ -1,0 +1,155 @@
+"""Peak dense bf16 FLOP/s and HBM bandwidth of the accelerators tpuperf knows by name.
+
+Every number cites the public page it comes from. Peaks are *dense* (no 2:4
+sparsity) bf16 tensor/matrix-unit rates per chip (per GPU); bandwidth is HBM
+bandwidth in GB/s (1e9 bytes/s), as the vendors state it.
+
+Where the peaks come from, in order (DESIGN.md, Roofline): the profile's plane
+stats, then this table by chip name, then the user's ``--peak-tflops`` /
+``--peak-hbm-gbps``. :func:`resolve_peaks` applies that order and says which
+source it used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# Values of Peaks.source.
+SOURCE_PROFILE = (
+    "profile"  # the plane's peak_teraflops_per_second / peak_hbm_bw_gigabytes_per_second
+)
+SOURCE_TABLE = "chip_table"
+SOURCE_FLAGS = "flags"
+SOURCE_UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    name: str
+    vendor: str
+    peak_tflops: float  # dense bf16 (fp16 where the chip has no bf16), TFLOP/s
+    peak_hbm_gbps: float  # GB/s
+    note: str = ""
+
+
+# (pattern over the normalised chip name, spec). The first match wins, so more
+# specific names (v5 lite before v5, PCIe before SXM) come first.
+_CHIPS: list[tuple[str, ChipSpec]] = [
+    # https://cloud.google.com/tpu/docs/v4 : 275 TFLOP/s bf16, 1200 GB/s HBM2 per chip.
+    (r"tpuv4", ChipSpec("TPU v4", "Google", 275.0, 1200.0)),
+    # https://cloud.google.com/tpu/docs/v5e : 197 TFLOP/s bf16, 819 GB/s HBM2e per chip.
+    # XLA calls it "TPU v5 lite".
+    (r"tpuv5lite|v5e|v5litepod", ChipSpec("TPU v5e", "Google", 197.0, 819.0)),
+    # https://cloud.google.com/tpu/docs/v5p : 459 TFLOP/s bf16, 2765 GB/s HBM2e per chip.
+    # XLA calls it "TPU v5".
+    (r"tpuv5p|tpuv5$|v5p", ChipSpec("TPU v5p", "Google", 459.0, 2765.0)),
+    # https://cloud.google.com/tpu/docs/v6e : 918 TFLOP/s bf16, 1640 GB/s HBM per chip.
+    # XLA calls it "TPU v6 lite"; v6e planes themselves record 1637.99 GB/s.
+    (r"tpuv6lite|v6e|trillium", ChipSpec("TPU v6e", "Google", 918.0, 1640.0)),
+    # https://cloud.google.com/tpu/docs/tpu7x : 2307 TFLOP/s bf16 (4614 fp8), 7380 GB/s HBM3e.
+    (r"tpu7x|tpuv7|ironwood", ChipSpec("TPU7x", "Google", 2307.0, 7380.0)),
+    # https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf
+    # V100 SXM2: 125 TFLOP/s fp16 tensor (V100 has no bf16), 900 GB/s HBM2.
+    (
+        r"v100",
+        ChipSpec("V100", "NVIDIA", 125.0, 900.0, note="fp16 tensor peak: V100 has no bf16"),
+    ),
+    # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+    # A100 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s; A100 80GB SXM: 312, 2039 GB/s.
+    (r"a100.*40gb", ChipSpec("A100 40GB", "NVIDIA", 312.0, 1555.0)),
+    (r"a100", ChipSpec("A100 80GB", "NVIDIA", 312.0, 2039.0)),
+    # https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
+    # H100 SXM: 989 TFLOP/s bf16 dense (1979 with sparsity), 3350 GB/s HBM3;
+    # H100 PCIe: 756 TFLOP/s dense, 2000 GB/s.
+    (r"h100.*pcie", ChipSpec("H100 PCIe", "NVIDIA", 756.0, 2000.0)),
+    (r"h100", ChipSpec("H100 SXM", "NVIDIA", 989.0, 3350.0)),
+    # https://www.nvidia.com/en-us/data-center/h200/ : H200 SXM 989 TFLOP/s bf16 dense
+    # (1979 with sparsity), 4800 GB/s HBM3e.
+    (r"h200", ChipSpec("H200 SXM", "NVIDIA", 989.0, 4800.0)),
+    # https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200): 4.5 PFLOP/s bf16 with
+    # sparsity per GPU, so 2250 dense; 8 TB/s HBM3e per GPU.
+    (r"b200", ChipSpec("B200", "NVIDIA", 2250.0, 8000.0)),
+    # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
+    # MI300X: 1307.4 TFLOP/s bf16 dense, 5.3 TB/s HBM3.
+    (r"mi300x|mi300$|instinctmi300", ChipSpec("MI300X", "AMD", 1307.4, 5300.0)),
+]
+
+CHIPS: tuple[ChipSpec, ...] = tuple(spec for _, spec in _CHIPS)
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.lower())
+
+
+def lookup(chip_name: str | None) -> ChipSpec | None:
+    """The table's spec for a chip name (``device_type_string`` or a GPU model), or None."""
+    if not chip_name:
+        return None
+    key = _normalise(chip_name)
+    for pattern, spec in _CHIPS:
+        if re.search(pattern, key):
+            return spec
+    return None
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """The peaks an analysis uses, and where each came from (one of the SOURCE_* values)."""
+
+    peak_tflops: float | None
+    peak_hbm_gbps: float | None
+    tflops_source: str
+    hbm_source: str
+    chip: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.peak_tflops is not None and self.peak_hbm_gbps is not None
+
+    @property
+    def source(self) -> str:
+        """One word for both peaks: their common source, or "a+b" when they differ."""
+        if self.tflops_source == self.hbm_source:
+            return self.tflops_source
+        return f"{self.tflops_source}+{self.hbm_source}"
+
+
+def _positive(value: float | None) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value) or value <= 0:
+        return None
+    return value
+
+
+def resolve_peaks(
+    chip_name: str | None,
+    profile_tflops: float | None = None,
+    profile_hbm_gbps: float | None = None,
+    flag_tflops: float | None = None,
+    flag_hbm_gbps: float | None = None,
+) -> Peaks:
+    """Pick each peak from the profile, else the chip table, else the flags (DESIGN.md order)."""
+    spec = lookup(chip_name)
+    candidates_tflops = [
+        (_positive(profile_tflops), SOURCE_PROFILE),
+        (spec.peak_tflops if spec else None, SOURCE_TABLE),
+        (_positive(flag_tflops), SOURCE_FLAGS),
+    ]
+    candidates_hbm = [
+        (_positive(profile_hbm_gbps), SOURCE_PROFILE),
+        (spec.peak_hbm_gbps if spec else None, SOURCE_TABLE),
+        (_positive(flag_hbm_gbps), SOURCE_FLAGS),
+    ]
+    tflops, tflops_source = next(
+        ((v, s) for v, s in candidates_tflops if v is not None), (None, SOURCE_UNKNOWN)
+    )
+    hbm, hbm_source = next(
+        ((v, s) for v, s in candidates_hbm if v is not None), (None, SOURCE_UNKNOWN)
+    )
+    return Peaks(
+        tflops, hbm, tflops_source, hbm_source, chip=spec.name if spec else (chip_name or "")
+    )

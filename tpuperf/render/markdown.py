@@ -1,0 +1,86 @@
+"""Render a :class:`~tpuperf.report.Report` as Markdown (for PRs, issues and notebooks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tpuperf.render.terminal import fmt_ms, fmt_pct
+
+if TYPE_CHECKING:
+    from tpuperf.report import Report
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    s = report.summary
+    st = s.get("step_time_ms") or {}
+    out = [f"# tpuperf analyze: {report.source or 'profile'}", ""]
+    peaks = (
+        f"{s['peak_tflops']:g} TFLOP/s, {s['peak_hbm_gbps']:g} GB/s ({s['peaks_source']})"
+        if s.get("peak_tflops") is not None
+        else "unknown"
+    )
+    rows = [
+        ("Chip", f"{s.get('chip') or 'unknown'} ({s.get('platform')})"),
+        ("Peaks", peaks),
+        ("Devices", f"{s.get('devices')} on {s.get('hosts')} host(s)"),
+        (
+            "Steps",
+            f"{s['steps_analyzed']} analysed ({s['step_source']}), {s['steps_excluded']} left out"
+            if s.get("step_source")
+            else "none found",
+        ),
+        (
+            "Step time",
+            f"median {fmt_ms(st.get('median'))}, mean {fmt_ms(st.get('mean'))}, "
+            f"p90 {fmt_ms(st.get('p90'))}",
+        ),
+        ("Compute", fmt_pct(s.get("compute_pct"))),
+        ("Exposed collective", fmt_pct(s.get("exposed_collective_pct"))),
+        ("Exposed copy", fmt_pct(s.get("exposed_copy_pct"))),
+        ("Idle", fmt_pct(s.get("idle_pct"))),
+        ("FLOP utilization", fmt_pct(s.get("flops_utilization_pct"))),
+        ("MFU", fmt_pct(s.get("mfu_pct"))),
+    ]
+    out += ["| | |", "|---|---|", *(f"| {k} | {_cell(v)} |" for k, v in rows), ""]
+
+    if not report.top_ops.empty:
+        out += [
+            "## Top ops",
+            "",
+            "| op | kind | time/step | % busy | count/step | bound | roofline eff. |",
+            "|---|---|---:|---:|---:|---|---:|",
+        ]
+        for r in report.top_ops.to_dict("records"):
+            out.append(
+                f"| `{_cell(r['op'])}` | {r['kind']} | {fmt_ms(r['ms_per_step'])} | "
+                f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:g} | {r['bound'] or ''} | "
+                f"{fmt_pct(r['efficiency_pct'])} |"
+            )
+        out.append("")
+
+    out += ["## Recommendations", ""]
+    if not report.recommendations:
+        out += ["None: nothing in this profile stands out.", ""]
+    for i, rec in enumerate(report.recommendations, 1):
+        out += [
+            f"### {i}. {rec.title} (`{rec.kind}`)",
+            "",
+            f"**Saves up to {fmt_ms(rec.est_savings_ms)} per step ({rec.est_savings_pct:.1f}%)**, "
+            f"confidence {rec.confidence}.",
+            "",
+            f"- Evidence: {rec.evidence}",
+        ]
+        platform = report.platform.lower()
+        fixes = [(platform, rec.fix[platform])] if platform in rec.fix else list(rec.fix.items())
+        out += [f"- Fix ({k.upper()}): {v}" for k, v in fixes]
+        out.append("")
+
+    notes = [f"{n}: {note}" for n, r in report.results.items() for note in r.notes]
+    notes += [f"analyzer {n} failed: {e}" for n, e in report.errors.items()]
+    if notes:
+        out += ["## Notes", "", *(f"- {_cell(n)}" for n in dict.fromkeys(notes)), ""]
+    return "\n".join(out)
