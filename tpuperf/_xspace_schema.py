@@ -29,7 +29,14 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None, int | None]]] = 
         ("id", 1, _F.TYPE_INT64, _F.LABEL_OPTIONAL, None, None),
         ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, None, None),
         ("lines", 3, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XLine", None),
-        ("event_metadata", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XPlane.EventMetadataEntry", None),
+        (
+            "event_metadata",
+            4,
+            _F.TYPE_MESSAGE,
+            _F.LABEL_REPEATED,
+            "XPlane.EventMetadataEntry",
+            None,
+        ),
         ("stat_metadata", 5, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XPlane.StatMetadataEntry", None),
         ("stats", 6, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "XStat", None),
     ],
@@ -77,7 +84,9 @@ _MAP_ENTRIES = {"EventMetadataEntry": "XEventMetadata", "StatMetadataEntry": "XS
 _PACKAGE = "tensorflow.profiler"
 
 
-def _add_fields(message: Any, fields: list[tuple[str, int, int, int, str | None, int | None]]) -> None:
+def _add_fields(
+    message: Any, fields: list[tuple[str, int, int, int, str | None, int | None]]
+) -> None:
     for name, number, ftype, label, type_name, oneof in fields:
         field = message.field.add(name=name, number=number, type=ftype, label=label)
         if type_name is not None:
@@ -116,7 +125,8 @@ def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
     get_class = getattr(message_factory, "GetMessageClass", None)
     if get_class is not None:  # protobuf >= 4.22
         return get_class(descriptor)
-    return message_factory.MessageFactory(pool).GetPrototype(descriptor)  # protobuf 4.21
+    factory: Any = message_factory.MessageFactory(pool)
+    return factory.GetPrototype(descriptor)  # protobuf 4.21
 
 
 _POOL = descriptor_pool.DescriptorPool()

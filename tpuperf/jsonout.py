@@ -52,4 +52,9 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+    data = text.encode("utf-8")
+    write_atomic(path, lambda handle: _write_all(handle, data))
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    handle.write(data)

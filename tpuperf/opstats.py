@@ -7,7 +7,15 @@ import pandas as pd
 from tpuperf.errors import UsageError
 
 GROUPINGS = {"op": "op", "category": "category", "module": "module", "program": "program_id"}
-SORT_KEYS = ("total_time", "self_time", "occurrences", "avg_time", "flops", "bytes_accessed", "name")
+SORT_KEYS = (
+    "total_time",
+    "self_time",
+    "occurrences",
+    "avg_time",
+    "flops",
+    "bytes_accessed",
+    "name",
+)
 _SORT_COLUMNS = {
     "total_time": "total_time_ms",
     "self_time": "self_time_ms",
@@ -57,17 +65,31 @@ def aggregate(
     table["self_time_ms"] = table.pop("self_ps") / 1e9
     table["avg_time_us"] = table["total_time_ms"] * 1e3 / table["occurrences"]
     if per_device:
-        device_total = table.groupby(["host", "device"], observed=True)["total_time_ms"].transform("sum")
+        device_total = table.groupby(["host", "device"], observed=True)["total_time_ms"].transform(
+            "sum"
+        )
     else:
         device_total = table["total_time_ms"].sum()
     table["time_pct"] = 100.0 * table["total_time_ms"] / device_total
     ordered = [*keys, *(c for c in ("module", "category") if c in table and c != key)]
-    ordered += ["occurrences", "total_time_ms", "self_time_ms", "avg_time_us", "time_pct", "flops", "bytes_accessed"]
+    ordered += [
+        "occurrences",
+        "total_time_ms",
+        "self_time_ms",
+        "avg_time_us",
+        "time_pct",
+        "flops",
+        "bytes_accessed",
+    ]
     table = table[ordered]
     if sort == "name":
         table = table.sort_values(key, kind="stable")
     else:
         table = table.sort_values(_SORT_COLUMNS[sort], ascending=False, kind="stable")
     if top is not None:
-        table = (table.groupby(["host", "device"], observed=True).head(top) if per_device else table.head(top))
+        table = (
+            table.groupby(["host", "device"], observed=True).head(top)
+            if per_device
+            else table.head(top)
+        )
     return table.reset_index(drop=True)

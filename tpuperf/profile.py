@@ -122,9 +122,7 @@ def load(
         )
         del data, space
     warnings = [*resolved.notices, *(w for t in built for w in t.warnings)]
-    frames = {
-        table: _concat(table, [t.frames[table] for t in built]) for table in schema.TABLES
-    }
+    frames = {table: _concat(table, [t.frames[table] for t in built]) for table in schema.TABLES}
     if frames["devices"].empty:
         raise BadInput(
             f"{text}: no device planes and no XLA ops: this is a host-only profile; capture it "

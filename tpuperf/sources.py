@@ -76,7 +76,10 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
         if run is None:
             chosen = runs[-1]
             notices = (
-                [f"{path}: reading the latest of {len(runs)} runs, {chosen} (pick another with --run)"]
+                [
+                    f"{path}: reading the latest of {len(runs)} runs, {chosen} "
+                    "(pick another with --run)"
+                ]
                 if len(runs) > 1
                 else []
             )
@@ -100,7 +103,9 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
             + (f" (found: {listing})" if found else " (it is empty)")
             + "; pass a profile file, a run directory or a logdir"
         )
-    return Resolved([HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name)
+    return Resolved(
+        [HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name
+    )
 
 
 def _runs_dir(fs: Any, root: str) -> str | None:

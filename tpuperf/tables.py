@@ -22,7 +22,7 @@ import pandas as pd
 
 from tpuperf import schema
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
-from tpuperf.xspace import Line, Plane, Space
+from tpuperf.xspace import Line, Plane, Space, decode_memory_breakdown
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")
 _HOST_PLANE = "/host:CPU"
@@ -63,9 +63,11 @@ _GPU_COLLECTIVE_KINDS = (
 )
 _GPU_MEMCPY = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
 
-# memory_access_breakdown: MemoryAccessed{operation_type=1 (1 read, 2 write),
-# memory_space=2 (1 HBM, 2 CMEM, 3 VMEM), bytes_accessed=3}, repeated as field 1.
+# memory_access_breakdown entries: operation 1 read, 2 write; memory space 1 HBM,
+# 2 CMEM, 3 VMEM (XProf's MemoryAccessed enums).
 _MEMORY_SPACES = {1: "hbm", 2: "cmem", 3: "vmem"}
+_MEMORY_OPERATIONS = {1: "read", 2: "write"}
+_NO_RUN_ID = -(2**63)  # run ids can be negative
 
 
 @dataclass
@@ -245,7 +247,9 @@ def _concat(table: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- devices
 
 
-def _device_row(plane: Plane, host: str, device: int, kind: str, sparse: bool, n_ops: int) -> dict[str, Any]:
+def _device_row(
+    plane: Plane, host: str, device: int, kind: str, sparse: bool, n_ops: int
+) -> dict[str, Any]:
     stats = plane.stats
     peak_tflops = _float(stats.get("peak_teraflops_per_second"))
     peak_hbm_gbps = _float(stats.get("peak_hbm_bw_gigabytes_per_second"))
@@ -281,7 +285,11 @@ def _cpu_device_row(host: str, n_ops: int) -> dict[str, Any]:
 
 
 def _float(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        else float("nan")
+    )
 
 
 # NVIDIA compute capability -> the data-center part that has it (H100 and H200
@@ -300,7 +308,9 @@ def _chip_name(kind: str, stats: dict[str, Any]) -> str:
         return "GPU"
     capability = (int(stats.get("compute_cap_major", 0)), int(stats.get("compute_cap_minor", 0)))
     if stats.get("device_vendor") == "AMD":
-        return "AMD " + _AMD_BY_CAPABILITY.get(capability, f"GPU (gfx{capability[0]}{capability[1]})")
+        return "AMD " + _AMD_BY_CAPABILITY.get(
+            capability, f"GPU (gfx{capability[0]}{capability[1]})"
+        )
     if capability == (9, 0):
         memory = _float(stats.get("memory_size"))
         return "NVIDIA H200" if memory > 100e9 else "NVIDIA H100"
@@ -311,7 +321,9 @@ def _chip_name(kind: str, stats: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- TPU
 
 
-def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _tpu_ops(
+    plane: Plane, module_names: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     meta = plane.metadata
     n_meta = len(meta.ids)
     op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
@@ -359,20 +371,26 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, 
 
 
 def _device_clock_times(line: Line) -> tuple[np.ndarray, np.ndarray]:
-    """Start and duration of TPU ops on the device clock, where the events record it.
+    """Start and duration of TPU ops from the device clock, placed on the host's timeline.
 
     TPU op events carry ``device_offset_ps`` / ``device_duration_ps``: the
     device's own measurement, which XProf's op statistics use. The event's own
-    offset and duration are that span converted to the host clock and can be
-    stretched or shrunk by the conversion (10% for some ops of the v6e
-    profile). Both start and duration come from the device clock, or neither.
+    offset and duration are that span converted to the host clock, and the
+    conversion can stretch or shrink an op (by 10% for some ops of the v6e
+    profile). So durations and the spacing of ops come from the device clock,
+    and the whole device timeline is shifted by one constant, the median
+    host-minus-device offset, to line up with host-clock events (steps, modules).
     """
     device_offset = np.asarray(line.stat("device_offset_ps", -1))
     device_duration = np.asarray(line.stat("device_duration_ps", -1))
     if device_offset.dtype.kind not in "iu" or device_duration.dtype.kind not in "iu":
         return line.start_ps, line.duration_ps
     use = (device_offset >= 0) & (device_duration >= 0)
-    start = np.where(use, device_offset + line.timestamp_ns * 1000, line.start_ps)
+    if not use.any():
+        return line.start_ps, line.duration_ps
+    host_start = line.start_ps
+    shift = int(np.median(host_start[use] - device_offset[use]))
+    start = np.where(use, device_offset + shift, host_start)
     return start, np.where(use, device_duration, line.duration_ps)
 
 
@@ -387,26 +405,22 @@ def _strings(values: np.ndarray | list[Any]) -> list[str]:
 
 
 def _memory_breakdown(values: np.ndarray | list[Any], n: int) -> dict[str, np.ndarray]:
+    """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded)."""
     columns = {
         f"{space}_{direction}_bytes": np.full(n + 1, np.nan)
-        for space in ("hbm", "vmem", "cmem")
+        for space in _MEMORY_SPACES.values()
         for direction in ("read", "write")
     }
-    from tpuperf.xspace import _fields, _varint  # the wire walker; the breakdown is a tiny proto
-
     for row, raw in enumerate(values):
         if not isinstance(raw, bytes) or not raw:
             continue
-        for space_name in ("hbm", "vmem", "cmem"):
-            for direction in ("read", "write"):
-                columns[f"{space_name}_{direction}_bytes"][row] = 0.0
-        for _, _, _, start, stop in _fields(raw, 0, len(raw)):
-            entry = {number: _varint(raw, value_start, value_stop)[0]
-                     for number, wire, _, value_start, value_stop in _fields(raw, start, stop) if wire == 0}
-            space_name = _MEMORY_SPACES.get(entry.get(2, 0))
-            direction = {1: "read", 2: "write"}.get(entry.get(1, 0))
-            if space_name and direction:
-                columns[f"{space_name}_{direction}_bytes"][row] += entry.get(3, 0)
+        for column in columns.values():
+            column[row] = 0.0
+        for operation, memory_space, size in decode_memory_breakdown(raw):
+            space = _MEMORY_SPACES.get(memory_space)
+            direction = _MEMORY_OPERATIONS.get(operation)
+            if space and direction:
+                columns[f"{space}_{direction}_bytes"][row] += size
     return columns
 
 
@@ -418,10 +432,15 @@ def _modules_by_time(plane: Plane, starts: np.ndarray) -> list[str]:
     order = np.argsort(line.start_ps, kind="stable")
     module_start = line.start_ps[order]
     module_end = module_start + line.duration_ps[order]
-    names = [_MODULE_WITH_ID.sub(r"\1", plane.metadata.names[r]) if r >= 0 else ""
-             for r in plane.metadata.rows(line.metadata_id[order])]
+    names = [
+        _MODULE_WITH_ID.sub(r"\1", plane.metadata.names[r]) if r >= 0 else ""
+        for r in plane.metadata.rows(line.metadata_id[order])
+    ]
     index = np.searchsorted(module_start, starts, side="right") - 1
-    return [names[i] if i >= 0 and s < module_end[i] else "" for i, s in zip(index.tolist(), starts.tolist(), strict=True)]
+    return [
+        names[i] if i >= 0 and s < module_end[i] else ""
+        for i, s in zip(index.tolist(), starts.tolist(), strict=True)
+    ]
 
 
 def _tpu_modules(plane: Plane, module_names: dict[str, str]) -> pd.DataFrame:
@@ -492,7 +511,9 @@ def _stream_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFram
     return _kernel_ops(plane, lines, module_names, gpu=True)
 
 
-def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _host_thread_ops(
+    plane: Plane, module_names: dict[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _kernel_ops(plane, [line for line in plane.lines if len(line)], module_names, gpu=False)
 
 
@@ -516,6 +537,7 @@ def _kernel_ops(
         hlo = [hlo_ops[i] if isinstance(hlo_ops[i], str) else None for i in idx.tolist()]
         hlo_modules = line.stat("hlo_module")
         program_ids = line.stat("program_id")
+        run_ids = np.asarray(line.stat("run_id", _NO_RUN_ID))
         module = []
         for i in idx.tolist():
             name = hlo_modules[i]
@@ -523,7 +545,10 @@ def _kernel_ops(
                 pid = program_ids[i]
                 name = module_names.get(str(pid), "") if pid is not None else ""
             module.append(name)
-        classes = [_gpu_classify(k, h, line.name) if gpu else classify_op(h or k) for k, h in zip(kernels, hlo, strict=True)]
+        classes = [
+            _gpu_classify(k, h, line.name) if gpu else classify_op(h or k)
+            for k, h in zip(kernels, hlo, strict=True)
+        ]
         start = line.start_ps[idx]
         dur = line.duration_ps[idx]
         ops = [h if h else k for h, k in zip(hlo, kernels, strict=True)]
@@ -532,10 +557,15 @@ def _kernel_ops(
                 {
                     "line": line.name,
                     "module": module,
-                    "program_id": [str(program_ids[i]) if program_ids[i] is not None else "" for i in idx.tolist()],
+                    "program_id": [
+                        str(program_ids[i]) if program_ids[i] is not None else ""
+                        for i in idx.tolist()
+                    ],
                     "op": ops,
                     "hlo_text": kernels,
-                    "category": [_derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)],
+                    "category": [
+                        _derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)
+                    ],
                     "kind": [c[0] for c in classes],
                     "collective": [c[1] for c in classes],
                     "async_role": [c[2] for c in classes],
@@ -545,6 +575,7 @@ def _kernel_ops(
                     "tf_op": _strings([line.stat("tf_op")[i] for i in idx.tolist()]),
                     "source": "",
                     "step": np.full(len(idx), -1, dtype=np.int64),
+                    "_run_id": run_ids[idx] if run_ids.dtype.kind in "iu" else _NO_RUN_ID,
                 }
             )
         )
@@ -552,10 +583,21 @@ def _kernel_ops(
         empty = schema.empty("ops").drop(columns=["host", "device"])
         return empty, schema.empty("modules").drop(columns=["host", "device"])
     ops_frame = pd.concat(parts, ignore_index=True)
-    for name in ("flops", "model_flops", "bytes_accessed", "hbm_read_bytes", "hbm_write_bytes",
-                 "vmem_read_bytes", "vmem_write_bytes", "cmem_read_bytes", "cmem_write_bytes"):
+    modules = _module_runs(ops_frame)
+    ops_frame = ops_frame.drop(columns="_run_id")
+    for name in (
+        "flops",
+        "model_flops",
+        "bytes_accessed",
+        "hbm_read_bytes",
+        "hbm_write_bytes",
+        "vmem_read_bytes",
+        "vmem_write_bytes",
+        "cmem_read_bytes",
+        "cmem_write_bytes",
+    ):
         ops_frame[name] = np.nan
-    return ops_frame, _module_runs(ops_frame)
+    return ops_frame, modules
 
 
 def _derived_category(op: str, kind: str) -> str:
@@ -565,27 +607,42 @@ def _derived_category(op: str, kind: str) -> str:
 
 
 def _module_runs(ops: pd.DataFrame) -> pd.DataFrame:
-    """Module executions on a device: runs of consecutive ops (by start) of one module."""
+    """Module executions on a device.
+
+    Events that carry a ``run_id`` (XLA:CPU) are grouped by it: one execution
+    per (module, run_id), even when its ops ran on several threads. Otherwise
+    (GPU kernels) an execution is a run of consecutive ops, by start, of one module.
+    """
     with_module = ops[ops["module"] != ""].sort_values("start_ps", kind="stable")
     if with_module.empty:
         return schema.empty("modules").drop(columns=["host", "device"])
-    names = with_module["module"].to_numpy()
+    names = with_module["module"].astype(str).to_numpy()
+    run_ids = with_module["_run_id"].to_numpy()
+    if (run_ids != _NO_RUN_ID).all():
+        keys = pd.Series(names).str.cat(pd.Series(run_ids).astype(str), sep="#").to_numpy()
+        _, first_seen, run_index = np.unique(keys, return_index=True, return_inverse=True)
+    else:
+        new_run = np.ones(len(names), dtype=bool)
+        new_run[1:] = names[1:] != names[:-1]
+        run_index = np.cumsum(new_run) - 1
+        first_seen = np.flatnonzero(new_run)
     start = with_module["start_ps"].to_numpy()
     end = start + with_module["dur_ps"].to_numpy()
-    new_run = np.ones(len(names), dtype=bool)
-    new_run[1:] = names[1:] != names[:-1]
-    run_id = np.cumsum(new_run) - 1
-    first = np.flatnonzero(new_run)
-    run_end = np.maximum.reduceat(end, first)
-    del run_id
-    return pd.DataFrame(
+    runs = (
+        pd.DataFrame({"run": run_index, "start": start, "end": end})
+        .groupby("run")
+        .agg(start_ps=("start", "min"), end_ps=("end", "max"))
+    )
+    first_seen = np.asarray(first_seen)[runs.index.to_numpy()]
+    frame = pd.DataFrame(
         {
-            "module": names[first],
-            "program_id": with_module["program_id"].to_numpy()[first],
-            "start_ps": start[first],
-            "dur_ps": run_end - start[first],
+            "module": names[first_seen],
+            "program_id": with_module["program_id"].to_numpy()[first_seen],
+            "start_ps": runs["start_ps"].to_numpy(),
+            "dur_ps": (runs["end_ps"] - runs["start_ps"]).to_numpy(),
         }
     )
+    return frame.sort_values("start_ps", kind="stable").reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- steps
@@ -604,7 +661,9 @@ def _step_markers(plane: Plane) -> pd.DataFrame | None:
         events = np.flatnonzero(np.asarray(values) >= 0)
         start = line.start_ps[events]
         end = start + line.duration_ps[events]
-        for step, s, e in zip(np.asarray(values)[events].tolist(), start.tolist(), end.tolist(), strict=True):
+        for step, s, e in zip(
+            np.asarray(values)[events].tolist(), start.tolist(), end.tolist(), strict=True
+        ):
             span = spans.setdefault(int(step), [s, e])
             span[0], span[1] = min(span[0], s), max(span[1], e)
     if not spans:
@@ -620,7 +679,9 @@ def _step_markers(plane: Plane) -> pd.DataFrame | None:
     )
 
 
-def _complete_steps(frames: dict[str, pd.DataFrame], markers: pd.DataFrame | None, host: str) -> pd.DataFrame:
+def _complete_steps(
+    frames: dict[str, pd.DataFrame], markers: pd.DataFrame | None, host: str
+) -> pd.DataFrame:
     """Steps for every device with ops: its Steps line, else host markers, else module periods."""
     steps = frames["steps"]
     have = set(steps["device"].tolist()) if len(steps) else set()
@@ -650,7 +711,8 @@ def _module_period_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
     start = runs["start_ps"].to_numpy()
     if len(start) < 2:
         return None
-    end = np.append(start[1:], start[-1] + runs["dur_ps"].to_numpy()[-1])
+    # The last execution has no successor: its step lasts one median period.
+    end = np.append(start[1:], start[-1] + int(np.median(np.diff(start))))
     return pd.DataFrame(
         {
             "step": np.arange(len(start), dtype=np.int64),
@@ -707,7 +769,9 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     return out
 
 
-def _subtract_children(s: np.ndarray, e: np.ndarray, result: np.ndarray, begin: int, end: int) -> None:
+def _subtract_children(
+    s: np.ndarray, e: np.ndarray, result: np.ndarray, begin: int, end: int
+) -> None:
     stack: list[int] = []
     for i in range(begin, end):
         while stack and e[stack[-1]] <= s[i]:

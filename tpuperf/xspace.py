@@ -132,7 +132,9 @@ class Plane:
         """The stat ``name`` of every event metadata row."""
         return self.stat_column(self.metadata.stats, len(self.metadata.ids), name, default)
 
-    def stat_column(self, stats: Stats, count: int, name: str, default: Any = None) -> np.ndarray | list[Any]:
+    def stat_column(
+        self, stats: Stats, count: int, name: str, default: Any = None
+    ) -> np.ndarray | list[Any]:
         """One value of stat ``name`` per owner (event or metadata row).
 
         An int64 array when the stat is an integer wherever present, float64
@@ -146,7 +148,9 @@ class Plane:
         kinds = stats.kind[rows]
         if len(rows) and isinstance(default, (int, float)) and not isinstance(default, bool):
             if np.all((kinds == STAT_INT64) | (kinds == STAT_UINT64)):
-                column = np.full(count, default, dtype=np.int64 if isinstance(default, int) else np.float64)
+                column = np.full(
+                    count, default, dtype=np.int64 if isinstance(default, int) else np.float64
+                )
                 column[owners] = stats.int_value[rows]
                 return column
             if np.all(kinds == STAT_DOUBLE):
@@ -154,7 +158,9 @@ class Plane:
                 column[owners] = stats.double_value[rows]
                 return column
         if not len(rows) and isinstance(default, (int, float)) and not isinstance(default, bool):
-            return np.full(count, default, dtype=np.int64 if isinstance(default, int) else np.float64)
+            return np.full(
+                count, default, dtype=np.int64 if isinstance(default, int) else np.float64
+            )
         out: list[Any] = [default] * count
         for owner, value in zip(owners.tolist(), self._values(stats, rows, kinds), strict=True):
             out[owner] = value
@@ -254,7 +260,9 @@ def _decode_plane(data: bytes, buf: np.ndarray, start: int, stop: int) -> Plane:
     return plane
 
 
-def _decode_event_metadata(data: bytes, buf: np.ndarray, spans: list[tuple[int, int]]) -> EventMetadata:
+def _decode_event_metadata(
+    data: bytes, buf: np.ndarray, spans: list[tuple[int, int]]
+) -> EventMetadata:
     """Decode the ``event_metadata`` map entries of a plane, all at once."""
     spans_array = np.array(spans, dtype=np.int64).reshape(-1, 2)
     n = len(spans_array)
@@ -390,7 +398,9 @@ def _decode_events(
     return metadata_id, offset_ps, duration_ps, fields.get(_EVENT_STATS, (_EMPTY, _EMPTY, _EMPTY))
 
 
-def _decode_stats(buf: np.ndarray, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
+def _decode_stats(
+    buf: np.ndarray, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray
+) -> Stats:
     n = len(owner)
     fields = _message_fields(buf, starts, stops)
     kind = np.zeros(n, dtype=np.uint8)
@@ -424,7 +434,9 @@ def _decode_stats(buf: np.ndarray, owner: np.ndarray, starts: np.ndarray, stops:
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _scalar(fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int) -> np.ndarray:
+def _scalar(
+    fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
+) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     rows, values, _ = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
     out[rows] = values  # for a repeated scalar the last one wins, as in protobuf
@@ -478,11 +490,14 @@ def _message_fields(
         else:
             index, cursor, end = index[active], next_cursor[active], end[active]
     return {
-        number: chunks[0] if len(chunks) == 1 else _concat(chunks) for number, chunks in found.items()
+        number: chunks[0] if len(chunks) == 1 else _concat(chunks)
+        for number, chunks in found.items()
     }
 
 
-def _concat(chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _concat(
+    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, values, stops = zip(*chunks, strict=True)
     return np.concatenate(rows), np.concatenate(values), np.concatenate(stops)
 
@@ -491,7 +506,9 @@ def _take(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return array if mask is None else array[mask]
 
 
-def _read_values(buf: np.ndarray, pos: np.ndarray, wire: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _read_values(
+    buf: np.ndarray, pos: np.ndarray, wire: int, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Values of one wire type at ``pos``, and where each ends.
 
     Varints come back as int64, fixed64 as their raw bits in an int64, and
@@ -614,6 +631,23 @@ def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def decode_memory_breakdown(raw: bytes) -> list[tuple[int, int, int]]:
+    """The ``memory_access_breakdown`` stat of TPU op metadata: (operation, memory space, bytes).
+
+    It is a serialized ``MemoryAccessBreakdown``: repeated ``memory_accessed`` (field 1)
+    of {operation_type = 1, memory_space = 2, bytes_accessed = 3}, all varints.
+    """
+    entries = []
+    for _, _, _, start, stop in _fields(raw, 0, len(raw)):
+        values = {
+            number: _varint(raw, value_start, value_stop)[0]
+            for number, wire, _, value_start, value_stop in _fields(raw, start, stop)
+            if wire == _WIRE_VARINT
+        }
+        entries.append((values.get(1, 0), values.get(2, 0), values.get(3, 0)))
+    return entries
 
 
 def decode_or_bad_input(data: bytes, path: str) -> Space:

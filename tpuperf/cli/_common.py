@@ -56,4 +56,6 @@ def load_profile(path: str, host: str | None, run: str | None = None) -> Any:
     return profile
 
 
-PROFILE_ARGUMENT_HELP = "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
+PROFILE_ARGUMENT_HELP = (
+    "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
+)

@@ -10,7 +10,9 @@ def command(
     format: str = typer.Option("table", "--format", "-f", help="table or json."),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
-    output: str = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    output: str = typer.Option(
+        None, "--output", "-o", help="Write to this file instead of stdout."
+    ),
 ) -> None:
     """What a profile holds: hosts, devices (kind, chip, peaks), lines, time span, steps.
 

@@ -8,13 +8,21 @@ from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
 def command(
     profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
     by: str = typer.Option("op", "--by", help="op, category, module or program."),
-    per_device: bool = typer.Option(False, "--per-device", help="One table per device instead of all together."),
-    top: int = typer.Option(None, "--top", "-n", help="Only the first N rows (per device with --per-device)."),
+    per_device: bool = typer.Option(
+        False, "--per-device", help="One table per device instead of all together."
+    ),
+    top: int = typer.Option(
+        None, "--top", "-n", help="Only the first N rows (per device with --per-device)."
+    ),
     sort: str = typer.Option(
-        "total_time", "--sort", help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name."
+        "total_time",
+        "--sort",
+        help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name.",
     ),
     format: str = typer.Option("table", "--format", "-f", help="table, json, csv or parquet."),
-    output: str = typer.Option(None, "--output", "-o", help="Write to this file (needed for parquet)."),
+    output: str = typer.Option(
+        None, "--output", "-o", help="Write to this file (needed for parquet)."
+    ),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
 ) -> None:
@@ -40,7 +48,12 @@ def command(
     if format == "json":
         from tpuperf.jsonout import dumps
 
-        document = {"source": loaded.source, "by": by, "per_device": per_device, "rows": table.to_dict("records")}
+        document = {
+            "source": loaded.source,
+            "by": by,
+            "per_device": per_device,
+            "rows": table.to_dict("records"),
+        }
         emit_text(dumps(document), output)
     elif format == "csv":
         emit_text(table.to_csv(index=False), output)

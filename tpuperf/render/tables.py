@@ -34,7 +34,9 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         if host["hostnames"]:
             extra.append("hostname " + ", ".join(host["hostnames"]))
         if host["capture_start_ns"] and host["capture_stop_ns"]:
-            extra.append(f"capture window {(host['capture_stop_ns'] - host['capture_start_ns']) / 1e9:.2f} s")
+            extra.append(
+                f"capture window {(host['capture_stop_ns'] - host['capture_start_ns']) / 1e9:.2f} s"
+            )
         for name, version in host["versions"].items():
             extra.append(f"{name} {version}")
         console.print(
@@ -44,13 +46,28 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         )
 
     devices = Table(title="Devices", title_justify="left")
-    for column, justify in (("host", "left"), ("device", "right"), ("kind", "left"), ("core", "left"),
-                            ("chip", "left"), ("peak TFLOP/s", "right"), ("peak HBM GB/s", "right"),
-                            ("ops", "right")):
+    for column, justify in (
+        ("host", "left"),
+        ("device", "right"),
+        ("kind", "left"),
+        ("core", "left"),
+        ("chip", "left"),
+        ("peak TFLOP/s", "right"),
+        ("peak HBM GB/s", "right"),
+        ("ops", "right"),
+    ):
         devices.add_column(column, justify=justify, no_wrap=column != "chip")  # type: ignore[arg-type]
     for d in info["devices"]:
-        devices.add_row(d["host"], str(d["device"]), d["kind"], d["core"], d["chip"],
-                        _number(d["peak_tflops"]), _number(d["peak_hbm_gbps"], 2), f"{d['ops']:,}")
+        devices.add_row(
+            d["host"],
+            str(d["device"]),
+            d["kind"],
+            d["core"],
+            d["chip"],
+            _number(d["peak_tflops"]),
+            _number(d["peak_hbm_gbps"], 2),
+            f"{d['ops']:,}",
+        )
     console.print(devices)
 
     steps = info["steps"]
@@ -69,7 +86,12 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         console.print(f"op time span: {span['duration_ms']:,.3f} ms", highlight=False)
 
     lines = Table(title="Lines", title_justify="left")
-    for column, justify in (("host", "left"), ("plane", "left"), ("line", "left"), ("events", "right")):
+    for column, justify in (
+        ("host", "left"),
+        ("plane", "left"),
+        ("line", "left"),
+        ("events", "right"),
+    ):
         lines.add_column(column, justify=justify)  # type: ignore[arg-type]
     shown = [row for row in info["lines"] if row["events"]]
     for row in shown[:40]:
@@ -88,9 +110,15 @@ def render_ops(table: pd.DataFrame, by: str, console: Console, title: str | None
     key_columns += [c for c in ("module", "category") if c in table and c not in key_columns]
     for column in key_columns:
         out.add_column(column, overflow="fold", max_width=48)
-    numeric = (("occurrences", "count"), ("total_time_ms", "total ms"), ("self_time_ms", "self ms"),
-               ("avg_time_us", "avg us"), ("time_pct", "time %"), ("flops", "FLOPs"),
-               ("bytes_accessed", "bytes"))
+    numeric = (
+        ("occurrences", "count"),
+        ("total_time_ms", "total ms"),
+        ("self_time_ms", "self ms"),
+        ("avg_time_us", "avg us"),
+        ("time_pct", "time %"),
+        ("flops", "FLOPs"),
+        ("bytes_accessed", "bytes"),
+    )
     for _, header in numeric:
         out.add_column(header, justify="right", no_wrap=True)
     for row in table.itertuples(index=False):

@@ -1,0 +1,29 @@
+"""Shared test fixtures: where the real profiles are, and a pinned terminal width."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_PROFILES = REPO.parent / "shared" / "profiles"
+CPU_FIXTURE = REPO / "fixtures" / "data" / "cpu_train_steps.xplane.pb"
+CPU_TRUTH = REPO / "fixtures" / "data" / "cpu_train_steps.truth.json"
+
+# Rendered tables are compared at a fixed width (memray pins COLUMNS too).
+os.environ["COLUMNS"] = "100"
+
+
+def shared_profile(relative: str) -> Path:
+    """A real profile from ../shared/profiles, or skip the test when that folder is absent."""
+    path = SHARED_PROFILES / relative
+    if not path.exists():
+        pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
+    return path
+
+
+@pytest.fixture
+def v6e() -> Path:
+    return shared_profile("tpu/v6e_4chip_inference.xplane.pb")

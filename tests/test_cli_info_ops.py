@@ -1,0 +1,245 @@
+"""`tpuperf info`, `tpuperf ops`, `--help`, and every bad input: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from fixtures.generate import generate, write_run
+from tests.conftest import CPU_FIXTURE, REPO, shared_profile
+from tpuperf.cli import main
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "from tpuperf.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('jax', 'xprof', 'ray', 'gcsfs', 'pandas') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert "HEAVY []" in result.stdout
+    for command in ("info", "ops"):
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["info", "ops"])
+def test_command_help_has_an_example(capsys, command: str) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    assert "Example" in out and f"tpuperf {command}" in out
+
+
+def test_info_json_on_v6e(capsys, v6e) -> None:
+    code, out, _ = run(capsys, "info", str(v6e), "--format", "json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["schema_version"] == 1
+    devices = info["devices"]
+    assert len(devices) == 4
+    for device in devices:
+        assert {"host", "device", "kind", "chip", "peak_tflops", "peak_hbm_gbps"} <= set(device)
+        assert device["kind"] == "TPU"
+        assert device["peak_tflops"] == 918.0
+        assert round(device["peak_hbm_gbps"], 2) == 1637.99
+    assert {s["source"] for s in info["steps"]} == {"module_period"}
+
+
+def test_info_json_gpu_unknown_peak_is_null(capsys) -> None:
+    path = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    assert code == 0
+    devices = json.loads(out)["devices"]
+    assert [d["chip"] for d in devices] == ["NVIDIA V100"] * 8
+    assert all(d["peak_tflops"] is None for d in devices)
+    assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)
+
+
+def test_info_table_on_cpu_fixture(capsys) -> None:
+    code, out, _ = run(capsys, "info", str(CPU_FIXTURE))
+    assert code == 0
+    assert "CPU" in out
+    assert "steps: 8 per device on 1 device(s), from step_marker" in out
+
+
+def test_ops_json_rows(capsys, v6e) -> None:
+    code, out, _ = run(capsys, "ops", str(v6e), "--by", "op", "--format", "json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["schema_version"] == 1
+    rows = {row["op"]: row for row in document["rows"]}
+    assert len(rows) == 17
+    for row in rows.values():
+        assert {
+            "op",
+            "category",
+            "occurrences",
+            "total_time_ms",
+            "self_time_ms",
+            "flops",
+            "bytes_accessed",
+        } <= set(row)
+    assert rows["copy-done.4"]["occurrences"] == 400
+    assert rows["copy-done.4"]["total_time_ms"] == pytest.approx(77_773.2157, rel=1e-3)
+    assert rows["all-reduce"]["flops"] == 12 * 1342177280
+
+
+def test_ops_by_category_per_device_top(capsys, tmp_path) -> None:
+    run_dir, truth = write_run("collective_training", tmp_path)
+    code, out, _ = run(
+        capsys,
+        "ops",
+        str(run_dir),
+        "--by",
+        "category",
+        "--per-device",
+        "--top",
+        "3",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert len(rows) == 3 * len(truth.devices)
+    per_device = pd.DataFrame(rows).groupby("device")["time_pct"].sum()
+    assert (per_device <= 100.0 + 1e-9).all()
+
+
+def test_ops_csv_and_parquet_files(capsys, tmp_path) -> None:
+    csv_path = tmp_path / "ops.csv"
+    parquet_path = tmp_path / "ops.parquet"
+    assert run(capsys, "ops", str(CPU_FIXTURE), "--format", "csv", "-o", str(csv_path))[0] == 0
+    assert (
+        run(capsys, "ops", str(CPU_FIXTURE), "--format", "parquet", "-o", str(parquet_path))[0] == 0
+    )
+    from_csv = pd.read_csv(csv_path)
+    from_parquet = pd.read_parquet(parquet_path)
+    assert from_csv["occurrences"].sum() == from_parquet["occurrences"].sum() == 272
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_ops_by_program_and_module(capsys) -> None:
+    code, out, _ = run(capsys, "ops", str(CPU_FIXTURE), "--by", "module", "--format", "json")
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert [r["module"] for r in rows] == ["jit_train_step"]
+    assert rows[0]["occurrences"] == 272
+    code, out, _ = run(capsys, "ops", str(CPU_FIXTURE), "--by", "program", "--format", "json")
+    assert json.loads(out)["rows"][0]["program_id"] == "16"
+
+
+def test_parquet_needs_output(capsys) -> None:
+    code, _, err = run(capsys, "ops", str(CPU_FIXTURE), "--format", "parquet")
+    assert code == 2
+    assert "-o" in err
+
+
+def test_unknown_format_is_usage_error(capsys) -> None:
+    code, _, err = run(capsys, "info", str(CPU_FIXTURE), "--format", "xml")
+    assert code == 2
+    assert "table, json" in err
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _bad_inputs(tmp_path):  # type: ignore[no-untyped-def]
+    empty_dir = tmp_path / "empty_dir"
+    empty_dir.mkdir()
+    (empty_dir / "notes.txt").write_text("hello")
+    empty = tmp_path / "empty.xplane.pb"
+    empty.write_bytes(b"")
+    data = CPU_FIXTURE.read_bytes()
+    truncated = tmp_path / "truncated.xplane.pb"
+    truncated.write_bytes(data[: len(data) // 2])
+    random_bytes = tmp_path / "random.xplane.pb"
+    random_bytes.write_bytes(bytes(range(256)) * 40)
+    trace = tmp_path / "host.trace.json.gz"
+    trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    host_only = tmp_path / "host_only.xplane.pb"
+    host_only.write_bytes(_host_only_space())
+    return {
+        "missing": (tmp_path / "nope.xplane.pb", "no such file"),
+        "no profiles": (empty_dir, "no *.xplane.pb profiles"),
+        "empty": (empty, "empty"),
+        "truncated": (truncated, "not a readable XSpace"),
+        "random": (random_bytes, "not a readable XSpace"),
+        "trace json": (trace, "trace JSON"),
+        "host only": (host_only, "host-only profile"),
+    }
+
+
+def _host_only_space() -> bytes:
+    from tpuperf import _xspace_schema as pb
+
+    space = pb.XSpace()
+    plane = space.planes.add(id=0, name="/host:CPU")
+    plane.event_metadata[1].name = "main"
+    line = plane.lines.add(id=1, name="python3", timestamp_ns=10)
+    line.events.add(metadata_id=1, offset_ps=5, duration_ps=100)
+    return space.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "case", ["missing", "no profiles", "empty", "truncated", "random", "trace json", "host only"]
+)
+@pytest.mark.parametrize("command", ["info", "ops"])
+def test_bad_input_exit_4_one_line(capsys, tmp_path, case: str, command: str) -> None:
+    path, message = _bad_inputs(tmp_path)[case]
+    code, out, err = run(capsys, command, str(path))
+    assert code == 4
+    assert out == ""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert str(path.name) in lines[0] and message in lines[0]
+    assert "Traceback" not in err
+
+
+def test_debug_shows_the_traceback(tmp_path) -> None:
+    from tpuperf.errors import BadInput
+
+    with pytest.raises(BadInput):
+        main(["--debug", "info", str(tmp_path / "missing.xplane.pb")])
+
+
+def test_too_large_file_is_refused(tmp_path, monkeypatch) -> None:
+    from tpuperf import sources
+    from tpuperf.errors import BadInput
+
+    monkeypatch.setattr(sources, "_memory_limit", lambda: 1000)
+    with pytest.raises(BadInput, match="more than this machine can hold"):
+        sources.read_bytes(str(CPU_FIXTURE))
+
+
+def test_gzip_profile_reads(capsys, tmp_path) -> None:
+    path = tmp_path / "host.xplane.pb.gz"
+    path.write_bytes(gzip.compress(CPU_FIXTURE.read_bytes()))
+    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    assert code == 0
+    assert json.loads(out)["hosts"][0]["host"] == "host"
+
+
+def test_generated_in_memory_filesystem(capsys) -> None:
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    xspaces = generate("collective_training").xspaces
+    for host, data in xspaces.items():
+        fs.pipe(f"/logs/plugins/profile/2026_01_01_00_00_00/{host}.xplane.pb", data)
+    code, out, err = run(capsys, "info", "memory://logs", "--format", "json")
+    assert code == 0, err
+    assert [h["host"] for h in json.loads(out)["hosts"]] == sorted(xspaces)

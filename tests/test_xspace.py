@@ -1,0 +1,166 @@
+"""The columnar decoder agrees with protobuf's own parser, event for event."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import SHARED_PROFILES, shared_profile
+from tpuperf import _xspace_schema as pb
+from tpuperf import xspace
+
+REAL = sorted(
+    str(p.relative_to(SHARED_PROFILES)) for p in SHARED_PROFILES.glob("*/*.xplane.pb")
+) or ["tpu/v6e_4chip_inference.xplane.pb"]
+
+
+def _assert_same(data: bytes) -> int:
+    """Decode ``data`` both ways and compare every event and stat; return the event count."""
+    ours = xspace.decode(data)
+    ref = pb.XSpace()
+    ref.ParseFromString(data)
+    assert [p.name for p in ours.planes] == [p.name for p in ref.planes]
+    assert ours.hostnames == list(ref.hostnames)
+    events = 0
+    for plane, ref_plane in zip(ours.planes, ref.planes, strict=True):
+        assert sorted(plane.metadata.ids.tolist()) == sorted(ref_plane.event_metadata.keys())
+        for key, meta in ref_plane.event_metadata.items():
+            row = int(plane.metadata.rows(np.array([key]))[0])
+            assert plane.metadata.names[row] == meta.name
+            assert plane.metadata.display_names[row] == meta.display_name
+        assert [line.name for line in plane.lines] == [line.name for line in ref_plane.lines]
+        for line, ref_line in zip(plane.lines, ref_plane.lines, strict=True):
+            assert line.timestamp_ns == ref_line.timestamp_ns
+            assert line.metadata_id.tolist() == [e.metadata_id for e in ref_line.events]
+            assert line.offset_ps.tolist() == [e.offset_ps for e in ref_line.events]
+            assert line.duration_ps.tolist() == [e.duration_ps for e in ref_line.events]
+            expected_stats = sorted(
+                (i, s.metadata_id, s.WhichOneof("value") or "")
+                for i, e in enumerate(ref_line.events)
+                for s in e.stats
+            )
+            kinds = {
+                xspace.STAT_NONE: "",
+                xspace.STAT_DOUBLE: "double_value",
+                xspace.STAT_UINT64: "uint64_value",
+                xspace.STAT_INT64: "int64_value",
+                xspace.STAT_STR: "str_value",
+                xspace.STAT_BYTES: "bytes_value",
+                xspace.STAT_REF: "ref_value",
+            }
+            got_stats = sorted(
+                zip(
+                    line.stats.owner.tolist(),
+                    line.stats.metadata_id.tolist(),
+                    [kinds[k] for k in line.stats.kind.tolist()],
+                    strict=True,
+                )
+            )
+            assert got_stats == expected_stats
+            events += len(line)
+    return events
+
+
+@pytest.mark.parametrize("relative", REAL)
+def test_real_profiles_decode_like_protobuf(relative: str) -> None:
+    data = shared_profile(relative).read_bytes()
+    assert _assert_same(data) > 1000
+
+
+def test_stat_values_match_protobuf(v6e) -> None:
+    data = v6e.read_bytes()
+    ours = xspace.decode(data)
+    ref = pb.XSpace()
+    ref.ParseFromString(data)
+    plane, ref_plane = ours.planes[0], ref.planes[0]
+    names = {k: m.name for k, m in ref_plane.stat_metadata.items()}
+    line = next(line for line in plane.lines if line.name == "XLA Ops")
+    ref_line = next(line for line in ref_plane.lines if line.name == "XLA Ops")
+    expected = [
+        next(
+            getattr(s, s.WhichOneof("value"))
+            for s in e.stats
+            if names[s.metadata_id] == "device_duration_ps"
+        )
+        for e in ref_line.events
+    ]
+    assert line.stat("device_duration_ps", -1).tolist() == expected
+    assert plane.stats["peak_teraflops_per_second"] == 918.0
+    flops = plane.metadata_stat("flops", -1)
+    by_name = dict(zip(plane.metadata.display_names, flops.tolist(), strict=True))
+    assert by_name["all-reduce"] == 1342177280
+
+
+_stat = st.fixed_dictionaries(
+    {
+        "metadata_id": st.integers(0, 50),
+        "kind": st.sampled_from(
+            ["double_value", "uint64_value", "int64_value", "str_value", "ref_value"]
+        ),
+        "int": st.integers(-(2**63), 2**63 - 1),
+        "text": st.text(max_size=20),
+        "double": st.floats(allow_nan=False),
+    }
+)
+_event = st.fixed_dictionaries(
+    {
+        "metadata_id": st.integers(0, 2**40),
+        "offset_ps": st.integers(0, 2**62),
+        "duration_ps": st.integers(0, 2**40),
+        "stats": st.lists(_stat, max_size=4),
+    }
+)
+
+
+def _set_stat(stat, spec) -> None:  # type: ignore[no-untyped-def]
+    stat.metadata_id = spec["metadata_id"]
+    kind = spec["kind"]
+    if kind == "double_value":
+        stat.double_value = spec["double"]
+    elif kind == "str_value":
+        stat.str_value = spec["text"]
+    elif kind == "int64_value":
+        stat.int64_value = spec["int"]
+    else:
+        setattr(stat, kind, spec["int"] % 2**64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.lists(_event, max_size=30), min_size=1, max_size=3),
+    name=st.text(max_size=10),
+)
+def test_random_spaces_decode_like_protobuf(lines, name) -> None:  # type: ignore[no-untyped-def]
+    space = pb.XSpace()
+    space.hostnames.append("h")
+    plane = space.planes.add(id=1, name="/device:TPU:0")
+    plane.event_metadata[3].name = "%fusion.1 = f32[2] fusion()"
+    plane.event_metadata[3].display_name = name
+    for i, events in enumerate(lines):
+        line = plane.lines.add(id=i, name=f"line {i}", timestamp_ns=i * 7, display_name=name)
+        for spec in events:
+            event = line.events.add(
+                metadata_id=spec["metadata_id"],
+                offset_ps=spec["offset_ps"],
+                duration_ps=spec["duration_ps"],
+            )
+            for stat_spec in spec["stats"]:
+                _set_stat(event.stats.add(), stat_spec)
+    _assert_same(space.SerializeToString())
+
+
+def test_truncated_bytes_are_refused(v6e) -> None:
+    data = v6e.read_bytes()
+    for cut in (len(data) // 3, len(data) - 5):
+        with pytest.raises(xspace.DecodeError):
+            xspace.decode(data[:cut])
+
+
+def test_random_bytes_are_refused() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        data = rng.integers(0, 256, size=4096, dtype=np.uint8).tobytes()
+        with pytest.raises(xspace.DecodeError):
+            xspace.decode(data)
