@@ -122,19 +122,12 @@ def load(
         )
         del data, space
     warnings = [*resolved.notices, *(w for t in built for w in t.warnings)]
-    frames = {table: _concat(table, [t.frames[table] for t in built]) for table in schema.TABLES}
+    frames = {
+        table: schema.concat(table, [t.frames[table] for t in built]) for table in schema.TABLES
+    }
     if frames["devices"].empty:
         raise BadInput(
             f"{text}: no device planes and no XLA ops: this is a host-only profile; capture it "
             "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
         )
     return Profile(**frames, hosts=infos, source=text, warnings=warnings)
-
-
-def _concat(table: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return schema.empty(table)
-    if len(frames) == 1:
-        return frames[0]
-    return schema.conform(table, pd.concat(frames, ignore_index=True))

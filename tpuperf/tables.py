@@ -22,7 +22,7 @@ import pandas as pd
 
 from tpuperf import schema
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
-from tpuperf.xspace import Line, Plane, Space, decode_memory_breakdown
+from tpuperf.xspace import Line, Plane, Space
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")
 _HOST_PLANE = "/host:CPU"
@@ -123,15 +123,23 @@ def _gpu_classify(kernel: str, hlo_op: str | None, line_name: str) -> tuple[str,
 # --------------------------------------------------------------------------- host
 
 
+@dataclass
+class _Device:
+    """One device's rows while a host is being built (tables without host/device columns)."""
+
+    number: int
+    row: dict[str, Any]
+    ops: pd.DataFrame | dict[str, Any]
+    modules: pd.DataFrame
+    async_ops: pd.DataFrame | None = None
+    steps: pd.DataFrame | None = None
+
+
 def build_host(host: str, space: Space) -> HostTables:
     """All tables of one host's profile."""
     planes_by_name = {plane.name: plane for plane in space.planes}
     module_names = _module_names(space.planes)
-    devices: list[dict[str, Any]] = []
-    ops: list[pd.DataFrame] = []
-    modules: list[pd.DataFrame] = []
-    async_ops: list[pd.DataFrame] = []
-    steps: list[pd.DataFrame] = []
+    devices: list[_Device] = []
     sparse_ordinal = 0
     for plane in space.planes:
         match = _DEVICE_PLANE.match(plane.name)
@@ -139,46 +147,58 @@ def build_host(host: str, space: Space) -> HostTables:
             continue
         kind, number, suffix = match.group(1), int(match.group(2)), match.group(3)
         sparse = "SparseCore" in suffix
-        device = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
+        device_id = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
         sparse_ordinal += sparse
         if kind == "TPU":
-            plane_ops, plane_modules, plane_async = _tpu_ops(plane, module_names)
+            ops, modules, async_ops = _tpu_ops(plane, module_names)
         else:
-            plane_ops, plane_modules = _stream_ops(plane, module_names)
-            plane_async = None
-        plane_ops = _with_keys(plane_ops, host, device)
-        ops.append(plane_ops)
-        modules.append(_with_keys(plane_modules, host, device))
-        if plane_async is not None:
-            async_ops.append(_with_keys(plane_async, host, device))
+            (ops, modules), async_ops = _stream_ops(plane, module_names), None
         steps_line = _line(plane, _STEPS_LINE)
-        if steps_line is not None and len(steps_line):
-            steps.append(_with_keys(_steps_from_line(steps_line), host, device))
-        devices.append(_device_row(plane, host, device, kind, sparse, len(plane_ops)))
+        devices.append(
+            _Device(
+                number=device_id,
+                row=_device_row(plane, host, device_id, kind, sparse, len(ops)),
+                ops=ops,
+                modules=modules,
+                async_ops=async_ops,
+                steps=_steps_from_line(steps_line)
+                if steps_line is not None and len(steps_line)
+                else None,
+            )
+        )
 
     warnings: list[str] = []
     host_plane = planes_by_name.get(_HOST_PLANE)
-    if not any(row["ops"] for row in devices) and host_plane is not None:
+    if not any(d.row["ops"] for d in devices) and host_plane is not None:
         cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
         if len(cpu_ops):
-            cpu_ops = _with_keys(cpu_ops, host, 0)
-            ops.append(cpu_ops)
-            modules.append(_with_keys(cpu_modules, host, 0))
-            devices.append(_cpu_device_row(host, len(cpu_ops)))
+            devices.append(_Device(0, _cpu_device_row(host, len(cpu_ops)), cpu_ops, cpu_modules))
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
 
+    markers = _step_markers(host_plane) if host_plane is not None else None
+    for device in devices:
+        if device.steps is None and device.row["ops"]:
+            device.steps = markers if markers is not None else _module_period_steps(device.modules)
+        if device.steps is not None:
+            device.ops["step"] = _step_of(np.asarray(device.ops["start_ps"]), device.steps)
+
+    def stacked(table: str, attribute: str) -> pd.DataFrame:
+        parts = [
+            _with_keys(getattr(d, attribute), host, d.number)
+            for d in devices
+            if getattr(d, attribute) is not None
+        ]
+        return schema.concat(table, parts)
+
     frames = {
-        "devices": _frame("devices", devices),
-        "ops": _concat("ops", ops),
-        "modules": _concat("modules", modules),
-        "async_ops": _concat("async_ops", async_ops),
-        "steps": _concat("steps", steps),
+        "devices": _frame("devices", [d.row for d in devices]),
+        "ops": stacked("ops", "ops"),
+        "modules": stacked("modules", "modules"),
+        "async_ops": stacked("async_ops", "async_ops"),
+        "steps": stacked("steps", "steps"),
         "lines": _lines_table(host, space.planes),
     }
-    markers = _step_markers(host_plane) if host_plane is not None else None
-    frames["steps"] = _complete_steps(frames, markers, host)
-    frames["ops"] = _assign_steps(frames["ops"], frames["steps"])
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
     env_stats = environment.stats if environment is not None else {}
     return HostTables(
@@ -225,23 +245,19 @@ def _line(plane: Plane, name: str) -> Line | None:
     return None
 
 
-def _with_keys(frame: pd.DataFrame, host: str, device: int) -> pd.DataFrame:
-    frame.insert(0, "device", np.full(len(frame), device, dtype=np.int64))
-    frame.insert(0, "host", host)
-    return frame
+def _with_keys(part: pd.DataFrame | dict[str, Any], host: str, device: int) -> dict[str, Any]:
+    """The columns of ``part`` with the host and device columns added."""
+    columns = dict(part.items()) if isinstance(part, pd.DataFrame) else dict(part)
+    n = schema._rows(part)
+    columns["host"] = _constant(host, n)
+    columns["device"] = np.full(n, device, dtype=np.int64)
+    return columns
 
 
 def _frame(table: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
     if not rows:
         return schema.empty(table)
     return schema.conform(table, pd.DataFrame(rows))
-
-
-def _concat(table: str, frames: list[pd.DataFrame]) -> pd.DataFrame:
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return schema.empty(table)
-    return schema.conform(table, pd.concat(frames, ignore_index=True))
 
 
 # --------------------------------------------------------------------------- devices
@@ -323,7 +339,7 @@ def _chip_name(kind: str, stats: dict[str, Any]) -> str:
 
 def _tpu_ops(
     plane: Plane, module_names: dict[str, str]
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame | dict[str, Any], pd.DataFrame, pd.DataFrame]:
     meta = plane.metadata
     n_meta = len(meta.ids)
     op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
@@ -334,18 +350,19 @@ def _tpu_ops(
         name: np.append(np.asarray(plane.metadata_stat(name, np.nan), dtype=np.float64), np.nan)
         for name in ("flops", "model_flops", "bytes_accessed")
     }
-    memory = _memory_breakdown(plane.metadata_stat("memory_access_breakdown"), n_meta)
+    memory = _memory_breakdown(plane, n_meta)
 
     line = _line(plane, _TPU_OPS_LINE)
+    ops: pd.DataFrame | dict[str, Any]
     if line is None:
         ops = schema.empty("ops").drop(columns=["host", "device"])
     else:
         rows = meta.rows(line.metadata_id)
         start, dur = _device_clock_times(line)
         module_by_meta = [module_names.get(p, "") for p in program_ids]
-        ops = pd.DataFrame(
+        ops = dict(
             {
-                "line": line.name,
+                "line": _constant(line.name, len(rows)),
                 "module": _spread(module_by_meta, rows),
                 "program_id": _spread(program_ids, rows),
                 "op": _spread(op_names, rows),
@@ -364,9 +381,12 @@ def _tpu_ops(
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
-        missing = ops["module"] == ""
+        module = ops["module"]
+        missing = np.asarray(module == "")
         if missing.any():
-            ops.loc[missing, "module"] = _modules_by_time(plane, start[missing.to_numpy()])
+            filled = np.asarray(module, dtype=object)
+            filled[missing] = _modules_by_time(plane, start[missing])
+            ops["module"] = pd.Categorical(filled)
     return ops, _tpu_modules(plane, module_names), _tpu_async(plane, op_names, categories, classes)
 
 
@@ -394,6 +414,10 @@ def _device_clock_times(line: Line) -> tuple[np.ndarray, np.ndarray]:
     return start, np.where(use, device_duration, line.duration_ps)
 
 
+def _constant(value: str, n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
+
+
 def _spread(values: list[str], rows: np.ndarray, default: str = "") -> pd.Categorical:
     """Per-event categorical from per-metadata strings (row -1: ``default``)."""
     categories, codes = np.unique(np.array([*values, default], dtype=object), return_inverse=True)
@@ -404,24 +428,27 @@ def _strings(values: np.ndarray | list[Any]) -> list[str]:
     return [v if isinstance(v, str) else "" for v in values]
 
 
-def _memory_breakdown(values: np.ndarray | list[Any], n: int) -> dict[str, np.ndarray]:
+def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
     """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded)."""
-    columns = {
-        f"{space}_{direction}_bytes": np.full(n + 1, np.nan)
-        for space in _MEMORY_SPACES.values()
-        for direction in ("read", "write")
-    }
-    for row, raw in enumerate(values):
-        if not isinstance(raw, bytes) or not raw:
-            continue
-        for column in columns.values():
-            column[row] = 0.0
-        for operation, memory_space, size in decode_memory_breakdown(raw):
-            space = _MEMORY_SPACES.get(memory_space)
-            direction = _MEMORY_OPERATIONS.get(operation)
-            if space and direction:
-                columns[f"{space}_{direction}_bytes"][row] += size
+    rows, operation, memory_space, size = plane.metadata_memory_breakdown()
+    recorded = np.zeros(n + 1, dtype=bool)
+    recorded[np.flatnonzero(_has_stat(plane, "memory_access_breakdown"))] = True
+    columns = {}
+    for space_code, space in _MEMORY_SPACES.items():
+        for operation_code, direction in _MEMORY_OPERATIONS.items():
+            column = np.where(recorded, 0.0, np.nan)
+            pick = (memory_space == space_code) & (operation == operation_code)
+            np.add.at(column, rows[pick], size[pick].astype(np.float64))
+            columns[f"{space}_{direction}_bytes"] = column
     return columns
+
+
+def _has_stat(plane: Plane, name: str) -> np.ndarray:
+    """Whether each metadata row carries the stat ``name``."""
+    stats = plane.metadata.stats
+    has = np.zeros(len(plane.metadata.ids), dtype=bool)
+    has[stats.owner[np.isin(stats.metadata_id, plane.stat_ids(name))]] = True
+    return has
 
 
 def _modules_by_time(plane: Plane, starts: np.ndarray) -> list[str]:
@@ -679,28 +706,6 @@ def _step_markers(plane: Plane) -> pd.DataFrame | None:
     )
 
 
-def _complete_steps(
-    frames: dict[str, pd.DataFrame], markers: pd.DataFrame | None, host: str
-) -> pd.DataFrame:
-    """Steps for every device with ops: its Steps line, else host markers, else module periods."""
-    steps = frames["steps"]
-    have = set(steps["device"].tolist()) if len(steps) else set()
-    extra: list[pd.DataFrame] = []
-    for device in frames["devices"].loc[frames["devices"]["ops"] > 0, "device"].tolist():
-        if device in have:
-            continue
-        if markers is not None:
-            extra.append(_with_keys(markers.copy(), host, device))
-            continue
-        modules = frames["modules"]
-        periods = _module_period_steps(modules[modules["device"] == device])
-        if periods is not None:
-            extra.append(_with_keys(periods, host, device))
-    if not extra:
-        return steps
-    return _concat("steps", [steps, *extra])
-
-
 def _module_period_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
     """Steps from the executions of the dominant module (the one with the most total time)."""
     if modules.empty:
@@ -723,20 +728,15 @@ def _module_period_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
     )
 
 
-def _assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    if ops.empty or steps.empty:
-        return ops
-    step_column = ops["step"].to_numpy().copy()
-    for (host, device), group in steps.groupby(["host", "device"], observed=True):
-        group = group.sort_values("start_ps")
-        mask = ((ops["host"] == host) & (ops["device"] == device)).to_numpy()
-        starts = ops["start_ps"].to_numpy()[mask]
-        index = np.searchsorted(group["start_ps"].to_numpy(), starts, side="right") - 1
-        inside = (index >= 0) & (starts < group["end_ps"].to_numpy()[np.maximum(index, 0)])
-        step_column[mask] = np.where(inside, group["step"].to_numpy()[np.maximum(index, 0)], -1)
-    ops = ops.copy()
-    ops["step"] = step_column
-    return ops
+def _step_of(starts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+    """The step each op start falls in, or -1 outside every step."""
+    ordered = steps.sort_values("start_ps")
+    step_start = ordered["start_ps"].to_numpy()
+    step_end = ordered["end_ps"].to_numpy()
+    index = np.searchsorted(step_start, starts, side="right") - 1
+    clipped = np.maximum(index, 0)
+    inside = (index >= 0) & (starts < step_end[clipped])
+    return np.where(inside, ordered["step"].to_numpy()[clipped], -1)
 
 
 # --------------------------------------------------------------------------- self time
@@ -751,7 +751,9 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     n = len(start)
     if n < 2:
         return dur.astype(np.int64, copy=True)
-    order = np.lexsort((-dur, start))  # by start; an enclosing event before what it encloses
+    # By start, an enclosing event before what it encloses; most lines are already in order.
+    in_order = bool(np.all(start[1:] > start[:-1]))
+    order = np.arange(n) if in_order else np.lexsort((-dur, start))
     s, d = start[order], dur[order]
     e = s + d
     running_end = np.maximum.accumulate(e)

@@ -128,6 +128,29 @@ class Plane:
     def stat_ids(self, name: str) -> list[int]:
         return [i for i, n in self.stat_names.items() if n == name]
 
+    def metadata_memory_breakdown(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The ``memory_access_breakdown`` stat of every metadata row, all rows at once.
+
+        Returns (metadata row, operation, memory space, bytes), one entry per
+        ``MemoryAccessed``. The stat is a serialized ``MemoryAccessBreakdown``:
+        repeated ``memory_accessed`` (field 1) of {operation_type = 1,
+        memory_space = 2, bytes_accessed = 3}, all varints.
+        """
+        stats = self.metadata.stats
+        ids = self.stat_ids("memory_access_breakdown")
+        rows = np.flatnonzero(np.isin(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
+        buf = np.frombuffer(self._data, dtype=np.uint8)
+        entries = _message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
+        owner, starts, stops = entries.get(1, (_EMPTY, _EMPTY, _EMPTY))
+        fields = _message_fields(buf, starts, stops)
+        n = len(owner)
+        return (
+            stats.owner[rows][owner],
+            _scalar(fields, 1, n),
+            _scalar(fields, 2, n),
+            _scalar(fields, 3, n),
+        )
+
     def metadata_stat(self, name: str, default: Any = None) -> np.ndarray | list[Any]:
         """The stat ``name`` of every event metadata row."""
         return self.stat_column(self.metadata.stats, len(self.metadata.ids), name, default)
@@ -631,23 +654,6 @@ def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def decode_memory_breakdown(raw: bytes) -> list[tuple[int, int, int]]:
-    """The ``memory_access_breakdown`` stat of TPU op metadata: (operation, memory space, bytes).
-
-    It is a serialized ``MemoryAccessBreakdown``: repeated ``memory_accessed`` (field 1)
-    of {operation_type = 1, memory_space = 2, bytes_accessed = 3}, all varints.
-    """
-    entries = []
-    for _, _, _, start, stop in _fields(raw, 0, len(raw)):
-        values = {
-            number: _varint(raw, value_start, value_stop)[0]
-            for number, wire, _, value_start, value_stop in _fields(raw, start, stop)
-            if wire == _WIRE_VARINT
-        }
-        entries.append((values.get(1, 0), values.get(2, 0), values.get(3, 0)))
-    return entries
 
 
 def decode_or_bad_input(data: bytes, path: str) -> Space:

@@ -1,0 +1,83 @@
+"""Decode benchmark: file -> Profile tables on a generated ~80 MB, ~2M-event, 8-chip TPU profile.
+
+Run by hand (never as a timed test):
+
+    python benchmarks/bench_decode.py            # generates benchmarks/out/large.xplane.pb once
+    python benchmarks/bench_decode.py --repeat 5
+
+Each measurement runs in a fresh subprocess so that peak RSS is that of one load alone.
+Reports wall time, MB/s, events/s and peak RSS (ru_maxrss) for:
+  decode  - bytes -> columnar XSpace (tpuperf.xspace.decode)
+  load    - file -> validated Profile tables (tpuperf.load), the figure the target is about
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, {repo!r})
+path, stage = sys.argv[1], sys.argv[2]
+import tpuperf
+from tpuperf import profile as _profile, tables as _tables, xspace  # imports are not timed
+t0 = time.perf_counter()
+if stage == "decode":
+    data = open(path, "rb").read()
+    space = xspace.decode(data)
+    events = sum(len(line) for plane in space.planes for line in plane.lines)
+else:
+    profile = tpuperf.load(path)
+    events = int(profile.lines["events"].sum())
+seconds = time.perf_counter() - t0
+print(json.dumps({{"seconds": seconds, "events": events,
+                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def measure(path: Path, stage: str) -> dict[str, float]:
+    code = _CHILD.format(repo=str(REPO))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), stage], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", type=Path, default=HERE / "out" / "large.xplane.pb")
+    args = parser.parse_args()
+    if not args.profile.exists():
+        sys.path.insert(0, str(REPO))
+        from fixtures.generate import generate_large
+
+        args.profile.parent.mkdir(parents=True, exist_ok=True)
+        print(f"generating {args.profile} ...", file=sys.stderr)
+        generate_large(args.profile)
+    size_mb = args.profile.stat().st_size / 1e6
+    print(f"profile: {args.profile} ({size_mb:.1f} MB)")
+    for stage in ("decode", "load"):
+        runs = [measure(args.profile, stage) for _ in range(args.repeat)]
+        seconds = statistics.median(r["seconds"] for r in runs)
+        events = runs[0]["events"]
+        rss = max(r["peak_rss_mb"] for r in runs)
+        print(
+            f"{stage:>6}: {seconds:.2f} s median of {args.repeat} "
+            f"(min {min(r['seconds'] for r in runs):.2f}), {size_mb / seconds:.0f} MB/s, "
+            f"{events / seconds / 1e6:.2f} M events/s, peak RSS {rss:.0f} MB"
+        )
+
+
+if __name__ == "__main__":
+    main()
