@@ -7,7 +7,11 @@ warm-up), and splits each device's time into disjoint sets:
 - exposed collective: time in collective ops (sync, and the ``-start``/``-done``
   halves of async ones) not covered by compute on any line of the device;
 - other: async copies and memcpys covered by neither;
-- idle: the window less all of these (busy = their union).
+- idle: the window less busy time. Busy is the union of all op time on TPU and
+  CPU, and compute-kernel time only on GPU (DESIGN.md: "compute streams"), so a
+  GPU's idle time includes time when only NCCL kernels or memcpys run;
+- no-op: the window less every op, whatever its kind. Idle gaps are classified on
+  this set, so a gap means nothing at all ran (the same as idle on TPU).
 
 On one op line, ops overlap only by nesting (a ``while`` around its body), so
 there the inner, more specific kind wins (collective, then other, over
@@ -42,15 +46,21 @@ class DeviceSets:
     compute: iv.Intervals
     collective: iv.Intervals  # exposed: not covered by compute
     other: iv.Intervals  # not covered by compute or collectives
-    busy: iv.Intervals
+    busy: iv.Intervals  # DESIGN.md's busy: all ops (TPU, CPU) or compute kernels (GPU)
+    occupied: iv.Intervals  # any op at all
 
 
 @dataclass
 class Timeline:
     devices: pd.DataFrame  # host, device, chip, kind, peak_tflops, peak_hbm_gbps
     windows: pd.DataFrame  # host, device, step, start_ps, end_ps: the selected windows
+    all_windows: pd.DataFrame  # the same, warm-up and unselected steps included
     ops: pd.DataFrame  # ops of those devices that start in a selected window; step reassigned
     breakdown: pd.DataFrame  # one row per window, see _breakdown
+    # The same columns over each device's first-to-last op (step -1): XProf's window.
+    span: pd.DataFrame
+    # Per device, time in its span but outside every step (warm-up steps count as inside).
+    outside: pd.DataFrame
     sets: dict[tuple[str, int], DeviceSets]
     step_source: str  # one of schema.STEP_SOURCES, or SOURCE_OP_SPAN
     steps_selected: list[int]
@@ -74,9 +84,31 @@ class Timeline:
         return dur.groupby(self.windows["step"]).max().to_numpy(dtype="float64")
 
     @property
-    def median_step_ps(self) -> float:
-        values = self.step_time_ps
-        return float(np.median(values)) if len(values) else 0.0
+    def mean_window_ps(self) -> float:
+        """The mean window (step) length per device: the denominator of every per-step share.
+
+        Savings are totals per window per device, so their share of a step uses the same
+        average; with synchronous steps it equals the mean step time.
+        """
+        n = len(self.windows)
+        return float((self.windows["end_ps"] - self.windows["start_ps"]).sum()) / n if n else 0.0
+
+    def outside_ops(self, profile_ops: pd.DataFrame) -> pd.DataFrame:
+        """Ops of the analysed devices that start outside every step (setup, one-off calls)."""
+        if not self.has_steps:
+            return profile_ops.iloc[0:0]
+        parts = []
+        ops = profile_ops.assign(host=profile_ops["host"].astype(str))
+        for (host, device), win in self.all_windows.groupby(["host", "device"]):
+            dev = ops[(ops["host"] == host) & (ops["device"] == device)]
+            start = dev["start_ps"].to_numpy(dtype="int64")
+            ws = win["start_ps"].to_numpy(dtype="int64")
+            we = win["end_ps"].to_numpy(dtype="int64")
+            idx = np.searchsorted(ws, start, side="right") - 1
+            inside = idx >= 0
+            inside[inside] = start[inside] < we[idx[inside]]
+            parts.append(dev[~inside])
+        return pd.concat(parts, ignore_index=True) if parts else profile_ops.iloc[0:0]
 
     def per_step(self, total_ps: float) -> float:
         """A total over all analysed windows and devices, as ps per step per device."""
@@ -217,87 +249,79 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     steps, source = _steps_table(profile)
     if source == "module_period" and profile.steps.empty:
         notes.append("no Steps line or step markers: steps are the periods of the dominant module")
-    windows = []
     selected: list[int] = []
     excluded: list[int] = []
+    spans = ops.groupby(["host", "device"], observed=True).agg(
+        start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
+    )
+    span_win = _frame(
+        [
+            (str(h), int(d), -1, int(r["start_ps"]), int(r["end_ps"]))
+            for (h, d), r in spans.iterrows()
+        ]
+    )
     if source != SOURCE_OP_SPAN:
         numbers = sorted(int(n) for n in steps["step"].unique())
         selected, excluded = _select_steps(numbers, config, notes)
-        chosen = steps[steps["step"].isin(selected)]
-        for host, device in zip(devices["host"], devices["device"], strict=True):
-            own = chosen[(chosen["host"] == host) & (chosen["device"] == device)]
-            if own.empty:
-                # Host-level step markers: every device of the host shares them.
-                own = (
-                    chosen[chosen["host"] == host]
-                    .groupby("step", as_index=False)
-                    .agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
-                )
-            if own.empty:
-                continue
-            windows.append(
-                pd.DataFrame(
-                    {
-                        "host": host,
-                        "device": int(device),
-                        "step": own["step"].to_numpy(dtype="int64"),
-                        "start_ps": own["start_ps"].to_numpy(dtype="int64"),
-                        "end_ps": own["end_ps"].to_numpy(dtype="int64"),
-                    }
-                )
+        host_level = source == "step_marker"
+        win = _step_windows(steps[steps["step"].isin(selected)], devices, host_level)
+        all_win = _step_windows(steps, devices, host_level)
+        stepless = sorted(
+            set(zip(devices["host"], devices["device"], strict=True))
+            - set(zip(all_win["host"], all_win["device"], strict=True))
+        )
+        if stepless:
+            # A device with ops but no steps of its own (a GPU that only ran memcpys) has no
+            # window to measure; averaging it in as 100% idle would misstate the others.
+            keep = [
+                (h, d) not in set(stepless)
+                for h, d in zip(devices["host"], devices["device"], strict=True)
+            ]
+            devices = devices[keep].reset_index(drop=True)
+            notes.append(
+                "left out devices with ops but no steps: "
+                + ", ".join(f"{h}/device:{d}" for h, d in stepless)
             )
     else:
-        spans = ops.groupby(["host", "device"], observed=True).agg(
-            start_ps=("start_ps", "min"), end_ps=("end_ps", "max")
-        )
-        for (host, device), row in spans.iterrows():
-            windows.append(
-                pd.DataFrame(
-                    {
-                        "host": [host],
-                        "device": [int(device)],
-                        "step": [-1],
-                        "start_ps": [int(row["start_ps"])],
-                        "end_ps": [int(row["end_ps"])],
-                    }
-                )
-            )
+        win = span_win
+        all_win = span_win
         if len(ops):
             notes.append("no steps in this profile: each device's window is its first to last op")
-    if windows:
-        win = pd.concat(windows, ignore_index=True)
-    else:
-        win = pd.DataFrame(
-            {
-                "host": pd.Series(dtype="object"),
-                "device": pd.Series(dtype="int64"),
-                "step": pd.Series(dtype="int64"),
-                "start_ps": pd.Series(dtype="int64"),
-                "end_ps": pd.Series(dtype="int64"),
-            }
-        )
-    win = win.sort_values(["host", "device", "start_ps"], ignore_index=True)
 
     sets: dict[tuple[str, int], DeviceSets] = {}
-    rows = []
+    kinds = {
+        (str(h), int(d)): str(k)
+        for h, d, k in zip(devices["host"], devices["device"], devices["kind"], strict=True)
+    }
+    rows, span_rows, outside_rows = [], [], []
     selected_ops = []
     micro_ps = int(config.micro_gap_us * 1e6)
     for (host, device), dev_ops in ops.groupby(["host", "device"], observed=True, sort=True):
         key = (str(host), int(device))
-        dev_sets = _device_sets(dev_ops)
+        dev_sets = _device_sets(dev_ops, gpu=kinds.get(key) == "GPU")
         sets[key] = dev_sets
         dev_win = win[(win["host"] == key[0]) & (win["device"] == key[1])]
         if dev_win.empty:
             continue
         rows.append(_breakdown(dev_sets, dev_win, micro_ps))
         selected_ops.append(_assign_steps(dev_ops, dev_win))
+        dev_span = span_win[(span_win["host"] == key[0]) & (span_win["device"] == key[1])]
+        span_bd = _breakdown(dev_sets, dev_span, micro_ps)
+        span_rows.append(span_bd)
+        dev_all = all_win[(all_win["host"] == key[0]) & (all_win["device"] == key[1])]
+        outside_rows.append(_outside(span_bd, _breakdown(dev_sets, dev_all, micro_ps)))
     breakdown = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    span = pd.concat(span_rows, ignore_index=True) if span_rows else pd.DataFrame()
+    outside = pd.concat(outside_rows, ignore_index=True) if outside_rows else pd.DataFrame()
     sel = pd.concat(selected_ops, ignore_index=True) if selected_ops else ops.iloc[0:0]
     return Timeline(
         devices=devices,
         windows=win,
+        all_windows=all_win,
         ops=sel,
         breakdown=breakdown,
+        span=span,
+        outside=outside,
         sets=sets,
         step_source=source,
         steps_selected=selected,
@@ -306,7 +330,62 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     )
 
 
-def _device_sets(dev_ops: pd.DataFrame) -> DeviceSets:
+_WINDOW_COLUMNS = ["host", "device", "step", "start_ps", "end_ps"]
+
+
+def _frame(rows: list[tuple[str, int, int, int, int]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=_WINDOW_COLUMNS)
+    return frame.astype(
+        {
+            "host": "object",
+            "device": "int64",
+            "step": "int64",
+            "start_ps": "int64",
+            "end_ps": "int64",
+        }
+    ).sort_values(["host", "device", "start_ps"], ignore_index=True)
+
+
+def _step_windows(steps: pd.DataFrame, devices: pd.DataFrame, host_level: bool) -> pd.DataFrame:
+    """Each analysed device's step windows.
+
+    Host step markers (``host_level``) apply to every device of their host; steps
+    from a device's own Steps line or module periods apply to that device only.
+    """
+    rows: list[tuple[str, int, int, int, int]] = []
+    for host, device in zip(devices["host"], devices["device"], strict=True):
+        own = steps[(steps["host"] == host) & (steps["device"] == device)]
+        if own.empty and host_level:
+            # Host-level step markers: every device of the host shares them.
+            own = (
+                steps[steps["host"] == host]
+                .groupby("step", as_index=False)
+                .agg(start_ps=("start_ps", "min"), end_ps=("end_ps", "max"))
+            )
+        rows.extend(
+            (str(host), int(device), int(n), int(s), int(e))
+            for n, s, e in zip(own["step"], own["start_ps"], own["end_ps"], strict=True)
+        )
+    return _frame(rows)
+
+
+def _outside(span: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Span totals less step totals: what happened on the device outside every step."""
+    out = span[["host", "device"]].copy()
+    for col in (
+        "step_ps",
+        "compute_ps",
+        "exposed_collective_ps",
+        "other_ps",
+        "busy_ps",
+        "no_op_ps",
+    ):
+        # Steps can reach past the first or last op; time there is not "outside".
+        out[col] = np.maximum(span[col].to_numpy() - int(steps[col].sum()), 0)
+    return out.rename(columns={"step_ps": "outside_ps"})
+
+
+def _device_sets(dev_ops: pd.DataFrame, gpu: bool) -> DeviceSets:
     kind = dev_ops["kind"].astype(str).to_numpy()
     start = dev_ops["start_ps"].to_numpy(dtype="int64")
     end = dev_ops["end_ps"].to_numpy(dtype="int64")
@@ -327,8 +406,8 @@ def _device_sets(dev_ops: pd.DataFrame) -> DeviceSets:
     compute = iv.merge(*comp_parts)
     collective = iv.subtract(iv.merge(*coll_parts), compute)
     other = iv.subtract(iv.subtract(iv.merge(*other_parts), compute), collective)
-    busy = iv.merge(compute, collective, other)
-    return DeviceSets(compute, collective, other, busy)
+    occupied = iv.merge(compute, collective, other)
+    return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
 
 
 def _breakdown(sets: DeviceSets, win: pd.DataFrame, micro_ps: int) -> pd.DataFrame:
@@ -341,15 +420,17 @@ def _breakdown(sets: DeviceSets, win: pd.DataFrame, micro_ps: int) -> pd.DataFra
     out["other_ps"] = iv.measure_in(sets.other, ws, we)
     out["busy_ps"] = iv.measure_in(sets.busy, ws, we)
     out["idle_ps"] = out["step_ps"] - out["busy_ps"]
-    leading = iv.first_inside(sets.busy, ws, we) - ws
-    trailing = np.where(out["busy_ps"] > 0, we - iv.last_inside(sets.busy, ws, we), 0)
+    occupied_ps = iv.measure_in(sets.occupied, ws, we)
+    out["no_op_ps"] = out["step_ps"] - occupied_ps
+    leading = iv.first_inside(sets.occupied, ws, we) - ws
+    trailing = np.where(occupied_ps > 0, we - iv.last_inside(sets.occupied, ws, we), 0)
     out["leading_idle_ps"] = leading
     out["trailing_idle_ps"] = trailing
-    out["interior_idle_ps"] = out["idle_ps"] - leading - trailing
+    out["interior_idle_ps"] = out["no_op_ps"] - leading - trailing
     micro = np.zeros(len(ws), dtype="int64")
     micro_n = np.zeros(len(ws), dtype="int64")
     macro_n = np.zeros(len(ws), dtype="int64")
-    busy = sets.busy
+    busy = sets.occupied
     for i, (s, e) in enumerate(zip(ws, we, strict=True)):
         i0 = np.searchsorted(busy.ends, s, side="right")
         i1 = np.searchsorted(busy.starts, e, side="left")

@@ -117,7 +117,7 @@ class CollectivesAnalyzer(Analyzer):
             ["step_ps", "exposed_collective_ps", "compute_ps", "other_ps"]
         ].sum()
         exposed_pct = float((100.0 * dev["exposed_collective_ps"] / dev["step_ps"]).mean())
-        ops = self._op_exposure(tl)
+        ops = self._op_exposure(tl, tl.ops)
         coll = ops[ops["kind"] == schema.KIND_COLLECTIVE]
         by_kind = self._by_kind(coll, tl)
         windows = self._async_windows(profile, tl)
@@ -148,18 +148,19 @@ class CollectivesAnalyzer(Analyzer):
         if not copies.empty:
             result.tables["copy_ops"] = _top_ops(copies, tl)
 
-        step_ms = tl.median_step_ps / 1e9
-        rec = self._collective_rec(bd, coll, by_kind, step_ms, config, tl)
+        step_ms = tl.mean_window_ps / 1e9
+        outside = self._outside(profile, tl)
+        metrics["outside_steps"] = outside or None
+        rec = self._collective_rec(bd, coll, by_kind, outside, step_ms, config, tl)
         if rec is not None:
             result.recommendations.append(rec)
         if copy_ms > 0 and not copies.empty:
             result.recommendations.append(self._copy_rec(copies, copy_ms, step_ms, tl))
         return result
 
-    def _op_exposure(self, tl: _timeline.Timeline) -> pd.DataFrame:
-        """Selected ops with ``exposed_ps``: their time in the device's exposed collective or
-        other set (the part no compute covered)."""
-        ops = tl.ops
+    def _op_exposure(self, tl: _timeline.Timeline, ops: pd.DataFrame) -> pd.DataFrame:
+        """Non-compute ``ops`` with ``exposed_ps``: their time in the device's exposed
+        collective or other set (the part no compute covered)."""
         parts = []
         for (host, device), group in ops.groupby(["host", "device"], observed=True, sort=False):
             sets = tl.sets.get((str(host), int(device)))
@@ -287,6 +288,7 @@ class CollectivesAnalyzer(Analyzer):
         bd: pd.DataFrame,
         coll: pd.DataFrame,
         by_kind: dict[str, Any],
+        outside: dict[str, Any],
         step_ms: float,
         config: AnalysisConfig,
         tl: _timeline.Timeline,
@@ -294,58 +296,83 @@ class CollectivesAnalyzer(Analyzer):
         dev = bd.groupby(["host", "device"], sort=True)[
             ["compute_ps", "exposed_collective_ps"]
         ].mean()
-        if dev["exposed_collective_ps"].sum() <= 0:
-            return None
         z = modified_z(dev["compute_ps"].to_numpy(dtype="float64"))
         straggling = bool((z > config.straggler_z).any())
         if straggling:
             # The others' extra collective time is waiting for the straggler, which overlap cannot
             # hide; the straggler's own exposed collective time is the transfer itself.
-            exposed_ms = float(dev["exposed_collective_ps"].iloc[int(np.argmax(z))]) / 1e9
+            in_step_ms = float(dev["exposed_collective_ps"].iloc[int(np.argmax(z))]) / 1e9
         else:
-            exposed_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
+            in_step_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
+        outside_ms = outside.get("amortized_ms_per_step") or 0.0
+        exposed_ms = in_step_ms + outside_ms
         if exposed_ms <= 0:
             return None
-        top = _top_ops(coll, tl).head(5)
-        kinds = sorted(by_kind, key=lambda k: -by_kind[k]["exposed_ms_per_step"])
-        kind_text = ", ".join(
-            f"{k} {by_kind[k]['exposed_ms_per_step']:.3f} ms"
-            + (" (synchronous)" if by_kind[k]["async_ops_per_step"] == 0 else "")
-            for k in kinds
-            if by_kind[k]["exposed_ms_per_step"] > 0
-        )
-        ops_text = ", ".join(
-            f"{r.op} {r.exposed_ms_per_step:.3f} ms"
-            for r in top.itertuples()
-            if r.exposed_ms_per_step > 0
-        )
-        evidence = (
-            f"{exposed_ms:.3f} ms per step of collectives with no compute beside them: {kind_text}"
-        )
-        if ops_text:
-            evidence += f"; top ops: {ops_text}"
-        if straggling:
-            evidence += " (the rest of the devices' collective time is waiting for a straggler)"
+        parts, op_names = [], []
+        kinds: list[str] = []
+        if in_step_ms > 0:
+            top = _top_ops(coll, tl).head(5)
+            kinds = [
+                k
+                for k in sorted(by_kind, key=lambda k: -by_kind[k]["exposed_ms_per_step"])
+                if by_kind[k]["exposed_ms_per_step"] > 0
+            ]
+            kind_text = ", ".join(
+                f"{k} {by_kind[k]['exposed_ms_per_step']:.3f} ms"
+                + (" (synchronous)" if by_kind[k]["async_ops_per_step"] == 0 else "")
+                for k in kinds
+            )
+            ops_text = ", ".join(
+                f"{r.op} {r.exposed_ms_per_step:.3f} ms"
+                for r in top.itertuples()
+                if r.exposed_ms_per_step > 0
+            )
+            text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
+            text += kind_text + (f"; top ops: {ops_text}" if ops_text else "")
+            if straggling:
+                text += " (the other devices' extra collective time is waiting for a straggler)"
+            parts.append(text)
+            op_names += [str(o) for o in top["op"] if str(o)]
+        if outside_ms > 0:
+            ops_text = ", ".join(
+                f"{o['op']} x{o['count_per_device']:g} {o['exposed_ms_per_device']:.3f} ms"
+                + (" (synchronous)" if o["sync"] else "")
+                for o in outside["ops"][:5]
+            )
+            parts.append(
+                f"outside the steps, {outside['exposed_ms_per_device']:.3f} ms per device of "
+                f"exposed collectives ({ops_text}), {outside_ms:.3f} ms per step amortized over "
+                f"{outside['steps']} steps"
+            )
+            op_names += [o["op"] for o in outside["ops"][:5]]
+            for k in outside["kinds"]:
+                if k not in kinds:
+                    kinds.append(k)
         tpu = "; ".join(f"{k}: {_TPU_FLAGS[k]}" for k in kinds if k in _TPU_FLAGS)
         gpu = "; ".join(f"{k}: {_GPU_FLAGS[k]}" for k in kinds if k in _GPU_FLAGS)
-        sync = [k for k in kinds if by_kind[k]["async_ops_per_step"] == 0]
+        sync = sorted(
+            {k for k in kinds if k in by_kind and by_kind[k]["async_ops_per_step"] == 0}
+            | set(outside.get("sync_kinds", []))
+        )
+        head = kinds[0] if kinds else "collective"
         return Recommendation(
             analyzer=self.name,
             kind=KIND_EXPOSED_COLLECTIVE,
             title=(
-                f"Exposed collectives: {kinds[0]} time compute does not hide"
-                if kinds
-                else "Exposed collectives"
+                f"Exposed collectives: {head} time compute does not hide"
+                if in_step_ms > 0
+                else f"Exposed {'synchronous ' if sync else ''}{head} outside the steps"
             ),
-            evidence=evidence,
+            evidence="; ".join(parts),
             fix={
                 "tpu": (
                     "Let XLA overlap collectives with compute (LIBTPU_INIT_ARGS) — "
                     + (tpu or "--xla_tpu_enable_async_collective_fusion=true")
                     + (
                         f". The {', '.join(sync)} run synchronously: shard so the reduction can "
-                        "be pipelined with the backward pass (FSDP/ZeRO-style sharding, "
-                        "gradient accumulation), or reduce its size (bf16 gradients)."
+                        "be pipelined with compute (FSDP/ZeRO-style sharding, gradient "
+                        "accumulation), batch small reductions into one, or reduce their size "
+                        "(bf16)."
                         if sync
                         else ""
                     )
@@ -360,18 +387,58 @@ class CollectivesAnalyzer(Analyzer):
             },
             est_savings_ms=exposed_ms,
             est_savings_pct=100.0 * exposed_ms / step_ms if step_ms > 0 else 0.0,
-            confidence="high" if not sync else "medium",
-            ops=[str(o) for o in top["op"]],
+            # One-off collectives outside the steps save wall time, not step time: less sure.
+            confidence="low" if in_step_ms <= 0 else ("medium" if sync else "high"),
+            ops=op_names,
             values={
-                "exposed_collective_ms_per_step": exposed_ms,
-                "by_kind_ms": {k: by_kind[k]["exposed_ms_per_step"] for k in kinds},
+                "exposed_collective_ms_per_step": in_step_ms,
+                "outside_steps_amortized_ms_per_step": outside_ms,
+                "by_kind_ms": {k: by_kind[k]["exposed_ms_per_step"] for k in by_kind},
             },
         )
+
+    def _outside(self, profile: Profile, tl: _timeline.Timeline) -> dict[str, Any]:
+        """Exposed collectives on the devices but outside every step (setup, one-off calls)."""
+        if not tl.has_steps or tl.outside.empty:
+            return {}
+        exposed_ps = float(tl.outside["exposed_collective_ps"].mean())
+        if exposed_ps <= 0:
+            return {}
+        ops = tl.outside_ops(profile.ops)
+        ops = self._op_exposure(tl, ops[ops["kind"].astype(str) == schema.KIND_COLLECTIVE])
+        n_dev = max(tl.n_devices, 1)
+        table = (
+            ops.groupby(["op", "collective", "async_role"], sort=False)
+            .agg(count=("dur_ps", "size"), exposed_ps=("exposed_ps", "sum"))
+            .reset_index()
+            .sort_values("exposed_ps", ascending=False)
+        )
+        steps = len(tl.windows) / n_dev
+        return {
+            "exposed_ms_per_device": exposed_ps / 1e9,
+            "steps": round(steps),
+            "amortized_ms_per_step": exposed_ps / steps / 1e9 if steps else 0.0,
+            "kinds": [str(k) for k in dict.fromkeys(table["collective"]) if str(k)],
+            "sync_kinds": sorted(
+                {str(r.collective) for r in table.itertuples() if r.async_role == ""}
+            ),
+            "ops": [
+                {
+                    "op": str(r.op),
+                    "collective": str(r.collective),
+                    "count_per_device": r.count / n_dev,
+                    "exposed_ms_per_device": r.exposed_ps / n_dev / 1e9,
+                    "sync": r.async_role == "",
+                }
+                for r in table.itertuples()
+            ],
+        }
 
     def _copy_rec(
         self, copies: pd.DataFrame, copy_ms: float, step_ms: float, tl: _timeline.Timeline
     ) -> Recommendation:
         top = _top_ops(copies, tl).head(5)
+        top = top[top["exposed_ms_per_step"] > 0]
         ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
         is_tpu = (copies["kind"] == schema.KIND_ASYNC_COPY).any()
         what = (

@@ -145,8 +145,8 @@ class RooflineAnalyzer(Analyzer):
         metrics["ops_with_costs_pct"] = 100.0 * len(costed) / len(leaves) if len(leaves) else None
         if costed.empty:
             result.notes.append(
-                "this profile records no per-op FLOPs or bytes (usual for GPU profiles): "
-                "no per-op roofline"
+                "this profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do "
+                "not): no per-op roofline"
             )
         metrics.update(utilization(tl, leaves, peaks_by_device))
         if costed.empty:
@@ -161,7 +161,7 @@ class RooflineAnalyzer(Analyzer):
             rows = per_op[per_op["bound"] == bound]
             metrics[f"{bound}_bound_ms_per_step"] = float(rows["ms_per_step"].sum())
             metrics[f"{bound}_bound_lost_ms_per_step"] = float(rows["lost_ms_per_step"].sum())
-        step_ms = tl.median_step_ps / 1e9
+        step_ms = tl.mean_window_ps / 1e9
         mem = per_op[per_op["bound"] == rl.BOUND_MEMORY]
         if mem["lost_ms_per_step"].sum() > 0:
             result.recommendations.append(self._memory_rec(mem, peaks, step_ms))

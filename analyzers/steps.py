@@ -67,7 +67,8 @@ class StepsAnalyzer(Analyzer):
             result.notes.append("no ops in the analysed windows")
             return result
 
-        parts = ["compute_ps", "exposed_collective_ps", "other_ps", "idle_ps"]
+        # no_op: nothing ran; idle (DESIGN.md) also counts NCCL/memcpy-only time on GPU.
+        parts = ["compute_ps", "exposed_collective_ps", "other_ps", "no_op_ps", "idle_ps"]
         per_device = bd.groupby(["host", "device"], sort=True)[["step_ps", *parts]].mean()
         per_device["steps"] = bd.groupby(["host", "device"], sort=True).size()
         metrics["breakdown_ms_per_step"] = {
@@ -76,6 +77,7 @@ class StepsAnalyzer(Analyzer):
         stragglers, z = self._stragglers(per_device, config)
         per_device["compute_z"] = z
         metrics["stragglers"] = stragglers
+        metrics["straggler_hosts"] = self._host_stragglers(per_device, config)
         result.metrics = metrics
         table = bd[["host", "device", "step", "step_ps", *parts]].copy()
         for col in ["step_ps", *parts]:
@@ -119,12 +121,30 @@ class StepsAnalyzer(Analyzer):
         found.sort(key=lambda s: -float(s["z"]))
         return found, z
 
+    def _host_stragglers(
+        self, per_device: pd.DataFrame, config: AnalysisConfig
+    ) -> list[dict[str, Any]]:
+        """Hosts whose devices, taken together, compute slowest (needs three hosts or more)."""
+        per_host = per_device.groupby(level="host")["compute_ps"].median()
+        z = modified_z(per_host.to_numpy(dtype="float64"))
+        median = float(per_host.median()) if len(per_host) else 0.0
+        return [
+            {
+                "host": str(host),
+                "z": float(z[i]),
+                "compute_ms_per_step": float(value) / 1e9,
+                "median_compute_ms_per_step": median / 1e9,
+            }
+            for i, (host, value) in enumerate(per_host.items())
+            if z[i] > config.straggler_z
+        ]
+
     def _recommend(
         self, stragglers: list[dict[str, Any]], tl: _timeline.Timeline, platform: str
     ) -> Recommendation:
         worst = stragglers[0]
         excess_ms = worst["compute_ms_per_step"] - worst["median_compute_ms_per_step"]
-        step_ms = tl.median_step_ps / 1e9
+        step_ms = tl.mean_window_ps / 1e9
         names = [f"{s['host']}/device:{s['device']}" for s in stragglers]
         evidence = (
             f"{names[0]} computes {worst['compute_ms_per_step']:.3f} ms per step against a median "

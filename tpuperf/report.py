@@ -24,6 +24,85 @@ if TYPE_CHECKING:
 # Bump on any change to the JSON layout that could break a reader.
 SCHEMA_VERSION = 1
 
+# The documented JSON layout (README, "tpuperf analyze --format json"): name -> JSON types.
+# "number" is int or float; a list of types means any of them; None is null. Tests hold
+# the output to this, and README documents every name here.
+TOP_LEVEL_FIELDS: dict[str, Any] = {
+    "schema_version": "int",
+    "tool": "object",
+    "source": "string",
+    "platform": "string",
+    "summary": "object",
+    "top_ops": "array",
+    "recommendations": "array",
+    "analyzers": "object",
+    "notes": "array",
+}
+SUMMARY_FIELDS: dict[str, Any] = {
+    "platform": "string",
+    "chip": ["string", None],
+    "hosts": "int",
+    "devices": "int",
+    "step_source": ["string", None],
+    "steps_analyzed": "int",
+    "steps_excluded": "int",
+    "step_time_ms": "object",  # median, mean, p90, min, max (null without steps), count
+    "window_ms": "number",
+    "busy_pct": ["number", None],
+    "compute_pct": ["number", None],
+    "exposed_collective_pct": ["number", None],
+    "exposed_copy_pct": ["number", None],
+    "idle_pct": ["number", None],
+    "no_op_pct": ["number", None],
+    "span_idle_pct": ["number", None],
+    "equivalent_idle_chips": ["number", None],
+    "flops_utilization_pct": ["number", None],
+    "mfu_pct": ["number", None],
+    "peak_tflops": ["number", None],
+    "peak_hbm_gbps": ["number", None],
+    "peaks_source": ["string", None],
+    "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
+}
+STEP_TIME_FIELDS: dict[str, Any] = {
+    "median": ["number", None],
+    "mean": ["number", None],
+    "p90": ["number", None],
+    "min": ["number", None],
+    "max": ["number", None],
+    "count": "int",
+}
+RECOMMENDATION_FIELDS: dict[str, Any] = {
+    "rank": "int",
+    "analyzer": "string",
+    "kind": "string",
+    "title": "string",
+    "evidence": "object",  # text, ops, values
+    "fix": "object",  # tpu, gpu
+    "est_savings_ms": "number",
+    "est_savings_pct": "number",
+    "confidence": "string",
+}
+TOP_OP_FIELDS: dict[str, Any] = {
+    "op": "string",
+    "module": "string",
+    "kind": "string",
+    "count_per_step": "number",
+    "ms_per_step": "number",
+    "pct_of_busy": ["number", None],
+    "bound": ["string", None],
+    "efficiency_pct": ["number", None],
+}
+ANALYZER_FIELDS: dict[str, Any] = {
+    "summary": "string",
+    "error": ["string", None],
+    "metrics": "object",
+    "notes": "array",
+    "tables": "object",  # name -> {columns, rows, total_rows}
+}
+
+# Recommendations that would save less than this share of a step are noise, not advice.
+MIN_SAVINGS_PCT = 0.05
+
 # Tables in JSON are cut to this many rows (total_rows says how many there were).
 JSON_TABLE_ROWS = 50
 
@@ -134,7 +213,12 @@ def analyze(
                 analyzer.name, error=f"{type(exc).__name__}: {exc}"
             )
     recommendations = sorted(
-        (rec for r in results.values() for rec in r.recommendations),
+        (
+            rec
+            for r in results.values()
+            for rec in r.recommendations
+            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT
+        ),
         key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
     )
     roofline = results.get("roofline")
@@ -181,7 +265,14 @@ def _summary(
     bd = tl.breakdown
     peaks_by_device = roofline_analyzer.device_peaks(tl, config)
     pct: dict[str, float | None] = dict.fromkeys(
-        ("busy_pct", "compute_pct", "exposed_collective_pct", "exposed_copy_pct", "idle_pct")
+        (
+            "busy_pct",
+            "compute_pct",
+            "exposed_collective_pct",
+            "exposed_copy_pct",
+            "idle_pct",
+            "no_op_pct",
+        )
     )
     if not bd.empty:
         dev = bd.groupby(["host", "device"]).sum(numeric_only=True)
@@ -191,8 +282,14 @@ def _summary(
             ("exposed_collective_pct", "exposed_collective_ps"),
             ("exposed_copy_pct", "other_ps"),
             ("idle_pct", "idle_ps"),
+            ("no_op_pct", "no_op_ps"),
         ):
             pct[name] = float((100.0 * dev[col] / dev["step_ps"]).mean())
+    span_idle = (
+        float((100.0 * tl.span["idle_ps"] / tl.span["step_ps"]).mean())
+        if not tl.span.empty
+        else None
+    )
     util = roofline_analyzer.utilization(tl, roofline_analyzer.leaf_costs(tl.ops), peaks_by_device)
     peaks = list(peaks_by_device.values())
     common = max(set(peaks), key=peaks.count) if peaks else None
@@ -208,11 +305,12 @@ def _summary(
         "steps_excluded": len(tl.steps_excluded),
         "step_time_ms": _timeline.stats_ms(tl.step_time_ps)
         if tl.has_steps
-        else {"median": None, "mean": None, "p90": None, "count": 0},
+        else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
         "window_ms": float(bd["step_ps"].sum() / max(tl.n_devices, 1) / 1e9)
         if not bd.empty
         else 0.0,
         **pct,
+        "span_idle_pct": span_idle,
         "equivalent_idle_chips": (
             float(
                 bd.groupby(["host", "device"])[["idle_ps", "step_ps"]]

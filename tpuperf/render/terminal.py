@@ -21,7 +21,7 @@ SEGMENTS = [
     ("compute_pct", "compute", "green"),
     ("exposed_collective_pct", "exposed collective", "red"),
     ("exposed_copy_pct", "exposed copy", "yellow"),
-    ("idle_pct", "idle", "grey50"),
+    ("no_op_pct", "idle (no op)", "grey50"),
 ]
 
 
