@@ -6,7 +6,8 @@ Run by hand (never as a timed test):
     python benchmarks/bench_decode.py --repeat 5
 
 Each measurement runs in a fresh subprocess so that peak RSS is that of one load alone.
-Reports wall time, MB/s, events/s and peak RSS (ru_maxrss) for:
+Reports wall time (and the process's CPU time, steadier on a busy machine), MB/s,
+events/s and peak RSS (ru_maxrss) for:
   decode  - bytes -> columnar XSpace (tpuperf.xspace.decode)
   load    - file -> validated Profile tables (tpuperf.load), the figure the target is about
 """
@@ -30,6 +31,7 @@ path, stage = sys.argv[1], sys.argv[2]
 import tpuperf
 from tpuperf import profile as _profile, tables as _tables, xspace  # imports are not timed
 t0 = time.perf_counter()
+c0 = time.process_time()
 if stage == "decode":
     data = open(path, "rb").read()
     space = xspace.decode(data)
@@ -38,7 +40,8 @@ else:
     profile = tpuperf.load(path)
     events = int(profile.lines["events"].sum())
 seconds = time.perf_counter() - t0
-print(json.dumps({{"seconds": seconds, "events": events,
+cpu_seconds = time.process_time() - c0
+print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": events,
                    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -72,9 +75,10 @@ def main() -> None:
         seconds = statistics.median(r["seconds"] for r in runs)
         events = runs[0]["events"]
         rss = max(r["peak_rss_mb"] for r in runs)
+        cpu = statistics.median(r["cpu_seconds"] for r in runs)
         print(
             f"{stage:>6}: {seconds:.2f} s median of {args.repeat} "
-            f"(min {min(r['seconds'] for r in runs):.2f}), {size_mb / seconds:.0f} MB/s, "
+            f"(min {min(r['seconds'] for r in runs):.2f}; CPU {cpu:.2f} s), {size_mb / seconds:.0f} MB/s, "
             f"{events / seconds / 1e6:.2f} M events/s, peak RSS {rss:.0f} MB"
         )
 

@@ -154,6 +154,8 @@ def build_host(host: str, space: Space) -> HostTables:
         else:
             (ops, modules), async_ops = _stream_ops(plane, module_names), None
         steps_line = _line(plane, _STEPS_LINE)
+        # A large plane's decoded event stats are not needed again: keep one plane's at a time.
+        plane.release_stats()
         devices.append(
             _Device(
                 number=device_id,

@@ -128,6 +128,11 @@ class Plane:
     def stat_ids(self, name: str) -> list[int]:
         return [i for i, n in self.stat_names.items() if n == name]
 
+    def release_stats(self) -> None:
+        """Drop the decoded event stats of every line (they are decoded again if asked for)."""
+        for line in self.lines:
+            line._stats = None
+
     def metadata_memory_breakdown(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The ``memory_access_breakdown`` stat of every metadata row, all rows at once.
 
