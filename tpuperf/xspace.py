@@ -110,6 +110,12 @@ class EventMetadata:
         """Row of each of ``metadata_ids`` (events' metadata ids); -1 where unknown."""
         if not len(self.ids):
             return np.full(len(metadata_ids), -1, dtype=np.int64)
+        if self.ids[0] >= 0 and self.ids[-1] < 4 * len(self.ids) + 1024:
+            # Ids are small and dense (the usual case): a lookup table beats a binary search.
+            table = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int64)
+            table[self.ids] = np.arange(len(self.ids))
+            inside = (metadata_ids >= 0) & (metadata_ids <= self.ids[-1])
+            return table[np.where(inside, metadata_ids, len(table) - 1)]
         rows = np.searchsorted(self.ids, metadata_ids)
         rows[rows >= len(self.ids)] = len(self.ids) - 1
         return np.where(self.ids[rows] == metadata_ids, rows, -1)
@@ -390,10 +396,12 @@ def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, 
     candidates, ends = candidates[fits], ends[fits]
     if not len(candidates) or candidates[0] != first:
         raise DecodeError("an event record runs past the end of its line (truncated file?)")
-    # successor[i]: index of the candidate that starts where record i ends, or -1.
-    successor = np.searchsorted(candidates, ends)
-    successor[successor >= len(candidates)] = len(candidates) - 1
-    successor = np.where(candidates[successor] == ends, successor, -1)
+    # successor[i]: index of the candidate that starts where record i ends, or -1;
+    # looked up in a table over the line's bytes (linear, unlike a binary search).
+    index_at = np.full(stop - first + 1, -1, dtype=np.int64)
+    index_at[candidates - first] = np.arange(len(candidates))
+    successor = index_at[ends - first]
+    del index_at
     alive = np.ones(len(candidates), dtype=bool)
     while True:
         linked = np.zeros(len(candidates), dtype=bool)
@@ -577,26 +585,37 @@ def _varints(
     (for candidate positions that may not be varints at all).
     """
     limit = min(limit, len(buf))
-    if len(pos) and int(pos.max()) >= limit:
+    n = len(pos)
+    if n and int(pos.max()) >= limit:
         if strict:
             raise DecodeError("a varint runs past the end of the file (truncated?)")
         pos = np.minimum(pos, limit - 1)
     byte = buf[pos]
     values = (byte & 0x7F).astype(np.uint64)
-    widths = np.ones(len(pos), dtype=np.int64)
-    todo = np.flatnonzero(byte & 0x80)
+    more = byte >= 0x80
+    if not more.any():  # one-byte varints: tags, small ids and lengths
+        return values, np.ones(n, dtype=np.int64)
+    widths = np.ones(n, dtype=np.int64)
+    todo = np.flatnonzero(more)
     for k in range(1, 10):
         if not len(todo):
             return values, widths
-        at = pos[todo] + k
+        # While every varint goes on (fixed-width values such as timestamps), skip the indexing.
+        every = len(todo) == n
+        at = (pos if every else pos[todo]) + k
         if int(at.max()) >= limit:
             if strict:
                 raise DecodeError("a varint runs past the end of the file (truncated?)")
             at = np.minimum(at, limit - 1)
         byte = buf[at]
-        values[todo] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        widths[todo] = k + 1
-        todo = todo[(byte & 0x80) != 0]
+        bits = (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        if every:
+            values |= bits
+            widths += 1
+        else:
+            values[todo] |= bits
+            widths[todo] = k + 1
+        todo = todo[byte >= 0x80]
     if len(todo):
         raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
     return values, widths
