@@ -219,9 +219,12 @@ class CollectivesAnalyzer(Analyzer):
             frame = source.copy()
             frame["host"] = frame["host"].astype(str)
             frame["end_ps"] = frame["start_ps"] + frame["dur_ps"]
-            frame["kind"] = np.where(
-                frame["collective"].astype(str) != "", frame["collective"].astype(str), "copy"
-            )
+            frame["kind"] = [
+                _async_kind(c, cat)
+                for c, cat in zip(
+                    frame["collective"].astype(str), frame["category"].astype(str), strict=True
+                )
+            ]
             frame["op"] = frame["op"].astype(str)
         else:
             frame = _pair_async(tl.ops)
@@ -275,6 +278,7 @@ class CollectivesAnalyzer(Analyzer):
                 "overlap_pct": float(
                     (frame["overlap_pct"] * frame["dur_ps"]).sum() / max(frame["dur_ps"].sum(), 1)
                 ),
+                "mean_window_overlap_pct": float(frame["overlap_pct"].mean()),
             }
 
         out = counts(windows)
@@ -475,6 +479,15 @@ class CollectivesAnalyzer(Analyzer):
             ops=[str(o) for o in top["op"]],
             values={"exposed_copy_ms_per_step": copy_ms},
         )
+
+
+def _async_kind(collective: str, category: str) -> str:
+    """The kind of an `Async XLA Ops` window: its collective, else its category less the
+    ``-start``/``-done`` suffix (``all-gather-start`` -> all-gather, ``copy-start`` -> copy)."""
+    if collective:
+        return collective
+    base = re.sub(r"-(start|done)$", "", category.strip())
+    return base or "copy"
 
 
 def _top_ops(ops: pd.DataFrame, tl: _timeline.Timeline) -> pd.DataFrame:

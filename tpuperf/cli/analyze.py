@@ -6,16 +6,11 @@ import io
 import os
 import sys
 import tempfile
-from enum import Enum
 from pathlib import Path
 
 import typer
 
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    md = "md"
+FORMATS = ("table", "json", "md")
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -35,7 +30,7 @@ def write_atomically(path: str, text: str) -> None:
 
 def command(
     profile: str = typer.Argument(..., help="A .xplane.pb file, a run directory or a logdir."),
-    format: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    format: str = typer.Option("table", "--format", "-f", help="table, json or md."),
     output: str = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout."),
     analyzer: list[str] = typer.Option(
         None,
@@ -79,6 +74,8 @@ def command(
     from tpuperf.profile import load
     from tpuperf.report import analyze
 
+    if format not in FORMATS:
+        raise UsageError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
     if warmup < 0:
         raise UsageError("--warmup must be 0 or more")
     if top < 0:
@@ -94,9 +91,9 @@ def command(
     for name, error in report.errors.items():
         typer.echo(f"tpuperf: analyzer {name} failed: {error}", err=True)
 
-    if format is Format.json:
+    if format == "json":
         text = report.to_json() + "\n"
-    elif format is Format.md:
+    elif format == "md":
         from tpuperf.render.markdown import render_markdown
 
         text = render_markdown(report) + "\n"

@@ -1,0 +1,257 @@
+"""The analyzer plug-in registry, interval algebra, the chip table and the roofline math."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_analyzers_synth import four_chip_training
+from tpuperf.analyzers import _intervals as iv
+from tpuperf.analyzers import base
+from tpuperf.analyzers.base import AnalysisConfig, Analyzer, AnalyzerResult
+from tpuperf.analyzers.steps import modified_z
+from tpuperf.roofline import chips
+from tpuperf.roofline import model as rl
+
+from tpuperf import schema
+from tpuperf.errors import UsageError
+from tpuperf.report import analyze
+
+# ---------------------------------------------------------------------------- registry
+
+
+def test_builtin_analyzers_are_registered_in_order() -> None:
+    registry = base.available()
+    assert list(registry)[:4] == ["steps", "idle", "collectives", "roofline"]
+    for analyzer in registry.values():
+        assert analyzer.summary and "\n" not in analyzer.summary
+
+
+@pytest.mark.parametrize("name", ["steps", "idle", "collectives", "roofline"])
+def test_required_columns_exist_in_the_schema(name: str) -> None:
+    analyzer = base.available()[name]
+    for table, columns in analyzer.requires.items():
+        assert set(columns) <= set(schema.TABLES[table]), (table, columns)
+
+
+def test_unknown_analyzer_is_a_usage_error_listing_the_valid_ones() -> None:
+    with pytest.raises(UsageError, match="valid: steps, idle, collectives, roofline"):
+        base.select(["idel"])
+
+
+class _Broken(Analyzer):
+    name = "broken"
+    summary = "Always fails."
+    requires: ClassVar[dict[str, list[str]]] = {"ops": ["op"]}
+
+    def analyze(self, profile, config):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("on purpose")
+
+
+class _Counts(Analyzer):
+    name = "counts"
+    summary = "Counts ops."
+    requires: ClassVar[dict[str, list[str]]] = {"ops": ["op"]}
+
+    def analyze(self, profile, config):  # type: ignore[no-untyped-def]
+        return AnalyzerResult(self.name, metrics={"ops": len(profile.ops)})
+
+
+class _NeedsMissing(Analyzer):
+    name = "needs_missing"
+    summary = "Reads a column no profile has."
+    requires: ClassVar[dict[str, list[str]]] = {"ops": ["no_such_column"]}
+
+    def analyze(self, profile, config):  # type: ignore[no-untyped-def]
+        raise AssertionError("must not run")
+
+
+class _EntryPoint:
+    def __init__(self, name: str, target: object) -> None:
+        self.name = name
+        self._target = target
+
+    def load(self) -> object:
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+@pytest.fixture
+def plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = [
+        ("broken", _EntryPoint("broken", _Broken)),
+        ("counts", _EntryPoint("counts", _Counts())),
+        ("needs_missing", _EntryPoint("needs_missing", _NeedsMissing)),
+        ("unloadable", _EntryPoint("unloadable", ImportError("no module named x"))),
+        ("steps", _EntryPoint("steps", _Counts)),  # cannot shadow a built-in
+    ]
+    monkeypatch.setattr(base, "_entry_point_analyzers", lambda: found)
+
+
+@pytest.mark.usefixtures("plugins")
+def test_entry_point_plugins_join_the_registry() -> None:
+    registry = base.available()
+    assert list(registry) == [
+        "steps",
+        "idle",
+        "collectives",
+        "roofline",
+        "broken",
+        "counts",
+        "needs_missing",
+    ]
+    assert type(registry["steps"]).__name__ == "StepsAnalyzer"
+    assert base.plugin_errors() == {"unloadable": "ImportError: no module named x"}
+
+
+@pytest.mark.usefixtures("plugins")
+def test_a_failing_analyzer_is_reported_and_the_others_still_run() -> None:
+    profile = four_chip_training()
+    report = analyze(profile)
+    assert report.errors["broken"] == "ZeroDivisionError: on purpose"
+    assert report.errors["needs_missing"] == ("needs columns the profile lacks: ops.no_such_column")
+    assert report.results["counts"].metrics == {"ops": len(profile.ops)}
+    assert report.results["steps"].error is None
+    assert report.recommendations  # the built-ins' advice is still there
+    assert report.to_dict()["analyzers"]["broken"]["error"] == "ZeroDivisionError: on purpose"
+
+
+# ---------------------------------------------------------------------------- intervals
+
+_spans = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(0, 200)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=30,
+)
+
+
+def _mask(spans: list[tuple[int, int]]) -> np.ndarray:
+    covered = np.zeros(1300, dtype=bool)
+    for s, e in spans:
+        covered[s:e] = True
+    return covered
+
+
+def _as_set(spans: list[tuple[int, int]]) -> iv.Intervals:
+    return iv.union(np.array([s for s, _ in spans]), np.array([e for _, e in spans]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_spans, _spans)
+def test_interval_algebra_matches_a_brute_force_mask(a: list, b: list) -> None:
+    sa, sb = _as_set(a), _as_set(b)
+    for result in (sa, sb, iv.subtract(sa, sb), iv.intersect(sa, sb), iv.merge(sa, sb)):
+        # Merged intervals are sorted, disjoint and non-empty.
+        assert np.all(result.ends > result.starts)
+        assert np.all(result.starts[1:] > result.ends[:-1])
+    ma, mb = _mask(a), _mask(b)
+    assert sa.total == ma.sum()
+    assert iv.subtract(sa, sb).total == (ma & ~mb).sum()
+    assert iv.intersect(sa, sb).total == (ma & mb).sum()
+    assert iv.merge(sa, sb).total == (ma | mb).sum()
+    windows = np.array([0, 100, 250, 999]), np.array([50, 400, 260, 1300])
+    expected = [ma[s:e].sum() for s, e in zip(*windows, strict=True)]
+    assert list(iv.measure_in(sa, *windows)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(_spans, _spans)
+def test_overlap_never_exceeds_either_side(comm: list, compute: list) -> None:
+    sc, sk = _as_set(comm), _as_set(compute)
+    overlap = iv.intersect(sc, sk).total
+    assert overlap <= min(sc.total, sk.total)
+    assert iv.subtract(sc, sk).total == sc.total - overlap
+
+
+def test_first_and_last_covered_time_in_windows() -> None:
+    a = iv.union(np.array([10, 40]), np.array([20, 50]))
+    starts, ends = np.array([0, 15, 25, 60]), np.array([30, 45, 35, 70])
+    assert list(iv.first_inside(a, starts, ends)) == [10, 15, 35, 70]
+    assert list(iv.last_inside(a, starts, ends)) == [20, 45, 25, 60]
+
+
+# ---------------------------------------------------------------------------- chips, roofline
+
+
+@pytest.mark.parametrize(
+    ("name", "chip", "tflops", "gbps"),
+    [
+        ("TPU v4", "TPU v4", 275.0, 1200.0),
+        ("TPU v5 lite", "TPU v5e", 197.0, 819.0),
+        ("TPU v5", "TPU v5p", 459.0, 2765.0),
+        ("TPU v6 Lite", "TPU v6e", 918.0, 1640.0),
+        ("TPU7x", "TPU7x", 2307.0, 7380.0),
+        ("Tesla V100-SXM2-16GB", "V100", 125.0, 900.0),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB", 312.0, 1555.0),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB", 312.0, 2039.0),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.0, 3350.0),
+        ("NVIDIA H100 PCIe", "H100 PCIe", 756.0, 2000.0),
+        ("NVIDIA H200", "H200 SXM", 989.0, 4800.0),
+        ("NVIDIA B200", "B200", 2250.0, 8000.0),
+        ("AMD Instinct MI300X", "MI300X", 1307.4, 5300.0),
+    ],
+)
+def test_chip_table_lookup(name: str, chip: str, tflops: float, gbps: float) -> None:
+    spec = chips.lookup(name)
+    assert spec is not None
+    assert (spec.name, spec.peak_tflops, spec.peak_hbm_gbps) == (chip, tflops, gbps)
+
+
+@pytest.mark.parametrize("name", ["AMD MI355 (gfx950)", "CPU", "", None, "NVIDIA GeForce RTX 4090"])
+def test_unknown_chips_are_not_guessed(name: str | None) -> None:
+    assert chips.lookup(name) is None
+
+
+def test_every_chip_number_cites_a_public_source() -> None:
+    import inspect
+
+    source = inspect.getsource(chips)
+    for spec in chips.CHIPS:
+        line = next(i for i, text in enumerate(source.splitlines()) if f'"{spec.name}"' in text)
+        above = "\n".join(source.splitlines()[max(0, line - 4) : line])
+        assert "https://" in above, spec.name
+
+
+def test_peaks_come_from_the_profile_then_the_table_then_flags() -> None:
+    from_profile = chips.resolve_peaks("TPU v6 Lite", 918.0, 1637.99, 1.0, 1.0)
+    assert (from_profile.peak_hbm_gbps, from_profile.source) == (1637.99, "profile")
+    from_table = chips.resolve_peaks("TPU v6 Lite", float("nan"), None, 1.0, 1.0)
+    assert (from_table.peak_tflops, from_table.source) == (918.0, "chip_table")
+    from_flags = chips.resolve_peaks("AMD MI355 (gfx950)", None, 4096.0, 2300.0, 1.0)
+    assert (from_flags.peak_tflops, from_flags.tflops_source) == (2300.0, "flags")
+    assert (from_flags.peak_hbm_gbps, from_flags.hbm_source) == (4096.0, "profile")
+    unknown = chips.resolve_peaks("CPU")
+    assert not unknown.known and unknown.source == "unknown"
+
+
+def test_ridge_point_of_the_v6e_matches_xprof() -> None:
+    # XProf 2.24.2 on the real v6e profile: 918 TFLOP/s, 1637.99 GB/s, ridge 560.44 FLOP/byte.
+    assert rl.ridge_point(918.0, 1637.99) == pytest.approx(560.44, abs=0.01)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(1e-3, 1e5),
+    st.floats(1.0, 5000.0),
+    st.floats(10.0, 10000.0),
+)
+def test_attainable_is_under_both_roofs(intensity: float, peak: float, gbps: float) -> None:
+    attainable = float(rl.attainable_tflops(intensity, peak, gbps))
+    assert attainable <= peak * (1 + 1e-12)
+    assert attainable <= intensity * gbps / 1000 * (1 + 1e-12)
+    assert attainable == pytest.approx(min(peak, intensity * gbps / 1000))
+
+
+def test_modified_z_flags_one_outlier_even_when_the_mad_is_zero() -> None:
+    z = modified_z(np.array([1.0] * 7 + [1.35]))
+    assert z[-1] > 3.5 and np.all(z[:-1] == 0)
+    assert np.all(modified_z(np.array([2.0, 2.0, 2.0])) == 0)
+    assert np.all(modified_z(np.array([1.0, 9.0])) == 0)  # too few to tell
+
+
+def test_config_defaults_are_documented_values() -> None:
+    config = AnalysisConfig()
+    assert (config.warmup_steps, config.straggler_z, config.micro_gap_us) == (1, 3.5, 10.0)

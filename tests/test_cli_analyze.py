@@ -1,0 +1,151 @@
+"""`tpuperf analyze` and `tpuperf analyzers` through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from conftest import CPU_FIXTURE
+from test_report import check_schema
+
+from fixtures.generate import write_run
+from tpuperf.cli import main
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    return write_run("collective_training", tmp_path_factory.mktemp("run"))
+
+
+def test_json_output(run: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir, truth = run
+    assert main(["analyze", str(run_dir), "--format", "json", "--warmup", "0"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    check_schema(data)
+    s = data["summary"]
+    assert s["step_time_ms"]["median"] == pytest.approx(
+        statistics.median(truth.step_time_ps) / 1e9, rel=0.01
+    )
+    assert s["exposed_collective_pct"] == pytest.approx(truth.exposed_collective_pct, rel=0.01)
+    assert s["idle_pct"] == pytest.approx(truth.idle_pct, rel=0.01)
+    assert data["recommendations"][0]["kind"] == truth.expected_top_recommendation
+
+
+def test_table_output_at_a_pinned_width(
+    run: tuple, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    run_dir, _ = run
+    assert main(["analyze", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    assert "│ Chip     TPU v6 Lite (TPU)  peaks 918 TFLOP/s, 1637.99 GB/s from profile" in out
+    assert "│ Devices  4 on 1 host(s)" in out
+    assert "│ Steps    9 analysed (steps_line), 1 left out" in out
+    assert "1. Exposed collectives: all-gather time compute does not hide" in out
+    assert "Async windows: 72 —" in out
+
+
+def test_markdown_to_a_file_is_written_atomically(
+    run: tuple, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = run
+    target = tmp_path / "report.md"
+    assert main(["analyze", str(run_dir), "--format", "md", "-o", str(target)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"wrote {target}" in captured.err
+    assert target.read_text().startswith("# tpuperf analyze: ")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]  # no temp file left
+
+
+def test_table_to_a_file_is_plain_text(run: tuple, tmp_path: Path) -> None:
+    run_dir, _ = run
+    target = tmp_path / "report.txt"
+    assert main(["analyze", str(run_dir), "-o", str(target)]) == 0
+    text = target.read_text()
+    assert "\x1b[" not in text
+    assert "Recommendations (ranked by estimated savings)" in text
+
+
+def test_one_analyzer_and_a_step_range(run: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir, _ = run
+    args = ["analyze", str(run_dir), "-f", "json", "--analyzer", "idle", "--steps", "2:5"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["analyzers"]) == ["idle"]
+    assert data["summary"]["steps_analyzed"] == 3
+    assert {r["analyzer"] for r in data["recommendations"]} <= {"idle"}
+
+
+def test_host_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir, truth = write_run("straggler", tmp_path)
+    slow_host, slow_device = truth.straggler
+    assert main(["analyze", str(run_dir), "-f", "json", "--host", slow_host]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["hosts"] == 1 and data["summary"]["devices"] == 4
+    stragglers = data["analyzers"]["steps"]["metrics"]["stragglers"]
+    assert [(s["host"], s["device"]) for s in stragglers] == [(slow_host, slow_device)]
+
+
+def test_cpu_fixture_table_says_peaks_are_unknown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["analyze", str(CPU_FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "peaks unknown" in out
+    assert "--peak-tflops" in out
+
+
+def test_unknown_analyzer_is_a_usage_error(run: tuple, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir, _ = run
+    assert main(["analyze", str(run_dir), "--analyzer", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown analyzer 'nope'; valid: steps, idle, collectives, roofline" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--steps", "x:y"], "--steps 'x:y'"),
+        (["--steps", "50:60"], "selects no step"),
+        (["--host", "nowhere"], "--host 'nowhere' is not in this profile"),
+        (["--peak-tflops", "-1"], "--peak-tflops must be a positive number"),
+        (["--format", "html"], "--format 'html': expected one of table, json, md"),
+    ],
+)
+def test_bad_options_exit_2(
+    run: tuple, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    run_dir, _ = run
+    assert main(["analyze", str(run_dir), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_profile_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path / "absent.xplane.pb")]) == 4
+    assert "absent.xplane.pb" in capsys.readouterr().err
+
+
+def test_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Example" in out and "tpuperf analyze" in out
+    assert main(["analyzers", "--help"]) == 0
+    assert "Example" in capsys.readouterr().out
+
+
+def test_analyzers_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyzers", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema_version"] == 1
+    names = [a["name"] for a in data["analyzers"]]
+    assert names[:4] == ["steps", "idle", "collectives", "roofline"]
+    assert data["analyzers"][0]["origin"] == "built-in"
+    assert "ops" in data["analyzers"][0]["requires"]
+    assert main(["analyzers"]) == 0
+    assert "collectives" in capsys.readouterr().out

@@ -1,0 +1,173 @@
+"""The Report: its JSON against the documented schema, ranking, and the renderers."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import Any
+
+import pytest
+from rich.console import Console
+from test_analyzers_synth import build, four_chip_training, op
+
+from tpuperf import report as report_module
+from tpuperf.errors import UsageError
+from tpuperf.render.markdown import render_markdown
+from tpuperf.render.terminal import render_report, split_bar
+from tpuperf.report import Report, analyze, parse_steps
+
+_TYPES: dict[str, Any] = {
+    "int": int,
+    "number": (int, float),
+    "string": str,
+    "object": dict,
+    "array": list,
+}
+
+
+def _check(obj: dict, fields: dict[str, Any], where: str) -> None:
+    """``obj`` has exactly ``fields``, each of its documented JSON type."""
+    assert set(obj) == set(fields), (where, set(obj) ^ set(fields))
+    for name, spec in fields.items():
+        allowed = spec if isinstance(spec, list) else [spec]
+        value = obj[name]
+        ok = any(
+            value is None if t is None else isinstance(value, _TYPES[t]) and type(value) is not bool
+            for t in allowed
+        )
+        assert ok, f"{where}.{name} = {value!r} is not {spec}"
+
+
+def check_schema(data: dict) -> None:
+    """Hold a `tpuperf analyze` JSON document to report.py's documented field lists."""
+    _check(data, report_module.TOP_LEVEL_FIELDS, "")
+    assert data["schema_version"] == report_module.SCHEMA_VERSION
+    _check(data["summary"], report_module.SUMMARY_FIELDS, "summary")
+    _check(data["summary"]["step_time_ms"], report_module.STEP_TIME_FIELDS, "step_time_ms")
+    for i, rec in enumerate(data["recommendations"]):
+        _check(rec, report_module.RECOMMENDATION_FIELDS, f"recommendations[{i}]")
+        assert rec["rank"] == i + 1
+        assert set(rec["evidence"]) == {"text", "ops", "values"}
+        assert set(rec["fix"]) == {"tpu", "gpu"}
+        assert rec["confidence"] in ("high", "medium", "low")
+        assert 0 <= rec["est_savings_pct"] <= 100
+    for i, top in enumerate(data["top_ops"]):
+        _check(top, report_module.TOP_OP_FIELDS, f"top_ops[{i}]")
+    for name, result in data["analyzers"].items():
+        _check(result, report_module.ANALYZER_FIELDS, f"analyzers.{name}")
+        for table in result["tables"].values():
+            assert set(table) == {"columns", "rows", "total_rows"}
+            assert all(len(row) == len(table["columns"]) for row in table["rows"])
+    for key in ("busy_pct", "idle_pct", "exposed_collective_pct", "span_idle_pct"):
+        value = data["summary"][key]
+        assert value is None or 0 <= value <= 100, key
+
+
+def test_json_follows_the_documented_schema() -> None:
+    data = analyze(four_chip_training()).to_dict()
+    check_schema(data)
+    json.dumps(data, allow_nan=False)  # no NaN or Infinity anywhere
+
+
+def test_json_without_steps_or_peaks_has_nulls_not_nan() -> None:
+    profile = build(
+        {("h0", 0): [op("fusion.1", 0, 100), op("fusion.2", 150, 50)]},
+        kind="CPU",
+        chip="CPU",
+        peak_tflops=math.nan,
+        peak_hbm_gbps=math.nan,
+    )
+    data = analyze(profile).to_dict()
+    check_schema(data)
+    text = json.dumps(data, allow_nan=False)
+    assert "NaN" not in text and "Infinity" not in text
+    assert data["summary"]["step_time_ms"] == {
+        "median": None,
+        "mean": None,
+        "p90": None,
+        "min": None,
+        "max": None,
+        "count": 0,
+    }
+    assert data["summary"]["peak_tflops"] is None
+    assert data["top_ops"][0]["efficiency_pct"] is None
+
+
+def test_recommendations_are_ranked_by_estimated_savings() -> None:
+    report = analyze(four_chip_training(lead=300.0))
+    pcts = [r.est_savings_pct for r in report.recommendations]
+    assert pcts == sorted(pcts, reverse=True)
+    assert report.summary["top_recommendation"] == {
+        "kind": report.recommendations[0].kind,
+        "est_savings_pct": pcts[0],
+        "est_savings_ms": report.recommendations[0].est_savings_ms,
+    }
+    assert all(p >= report_module.MIN_SAVINGS_PCT for p in pcts)
+
+
+def test_summary_is_the_same_whichever_analyzers_run() -> None:
+    profile = four_chip_training()
+    full = analyze(profile).summary
+    only_idle = analyze(profile, analyzers=["idle"]).summary
+    assert {k: v for k, v in full.items() if k != "top_recommendation"} == {
+        k: v for k, v in only_idle.items() if k != "top_recommendation"
+    }
+    assert only_idle["top_recommendation"]["kind"] in ("host_bound", "idle_gaps")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("2:10", (2, 10)), (":5", (None, 5)), ("3:", (3, None)), ("4", (4, 5))],
+)
+def test_parse_steps(text: str, expected: tuple) -> None:
+    assert parse_steps(text) == expected
+
+
+@pytest.mark.parametrize("text", ["a:b", "5:2", "1:2:3"])
+def test_parse_steps_rejects_nonsense(text: str) -> None:
+    with pytest.raises(UsageError, match="--steps"):
+        parse_steps(text)
+
+
+def _render(report: Report, width: int = 100) -> str:
+    buffer = io.StringIO()
+    render_report(report, Console(file=buffer, width=width, color_system=None))
+    return buffer.getvalue()
+
+
+def test_terminal_report_at_a_pinned_width() -> None:
+    text = _render(analyze(four_chip_training(lead=300.0)))
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    assert lines[0].startswith("╭─ tpuperf analyze: synthetic")
+    assert "│ Chip     TPU v6 lite (TPU)  peaks 918 TFLOP/s, 1637.99 GB/s from profile" in text
+    assert "│ Devices  4 on 1 host(s)" in text
+    assert "│ Steps    4 analysed (steps_line), 1 left out" in text
+    assert "│ Step     median 1.00 ms   mean 1.00 ms   p90 1.00 ms" in text
+    legend = (
+        "█ compute 50.0%   █ exposed collective 16.0%   █ exposed copy 0.0%   █ idle (no op) 34.0%"
+    )
+    assert legend in text
+    # The bar: 94 cells split 50/16/0/34.
+    bar = next(line for line in lines if line.startswith("│ ████"))
+    assert bar.count("█") == 94
+    order = [text.index(s) for s in ("Top ops", "Recommendations", "1. Host-bound", "2. Exposed")]
+    assert order == sorted(order)
+    assert "saves up to 320.0 us/step (32.0%), confidence high" in text
+    assert "Fix (TPU):" in text and "Fix (GPU):" not in text
+
+
+def test_split_bar_cells_add_up() -> None:
+    summary = {"compute_pct": 33.3, "exposed_collective_pct": 33.3, "no_op_pct": 33.4}
+    assert len(split_bar(summary, 40).plain) == 40
+
+
+def test_markdown_report() -> None:
+    text = render_markdown(analyze(four_chip_training()))
+    assert text.startswith("# tpuperf analyze: synthetic")
+    assert "| Exposed collective | 16.0% |" in text
+    assert "## Top ops" in text and "| `fusion.1` | compute | 300.0 us |" in text
+    assert "### 1. Host-bound: devices wait for input before each step (`host_bound`)" in text
+    assert "### 2. Exposed collectives: all-reduce time compute does not hide" in text
+    assert "**Saves up to 160.0 us per step (16.0%)**" in text
