@@ -71,23 +71,43 @@ def _combine(a: Intervals, b: Intervals, both: bool) -> Intervals:
     return union(lo[mask], hi[mask])
 
 
+def _touching(x: Intervals, y: Intervals) -> np.ndarray:
+    """For each interval of x, whether it overlaps some interval of y."""
+    idx = np.searchsorted(y.ends, x.starts, side="right")  # first y ending after x starts
+    hit = idx < len(y)
+    hit[hit] = y.starts[idx[hit]] < x.ends[hit]
+    return hit
+
+
+def _take(x: Intervals, mask: np.ndarray) -> Intervals:
+    return Intervals(x.starts[mask], x.ends[mask])
+
+
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     if len(a) == 0 or len(b) == 0:
         return EMPTY
-    return _combine(a, b, both=True)
+    # Only intervals that touch the other set matter; the sweep then sorts far fewer bounds.
+    return _combine(_take(a, _touching(a, b)), _take(b, _touching(b, a)), both=True)
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
     """a minus b."""
     if len(a) == 0 or len(b) == 0:
         return a
-    return _combine(a, b, both=False)
+    hit = _touching(a, b)
+    if not hit.any():
+        return a
+    cut = _combine(_take(a, hit), _take(b, _touching(b, a)), both=False)
+    return merge(_take(a, ~hit), cut)
 
 
 def merge(*sets: Intervals) -> Intervals:
     """The union of several disjoint sets."""
+    sets = tuple(s for s in sets if len(s))
     if not sets:
         return EMPTY
+    if len(sets) == 1:
+        return sets[0]
     return union(np.concatenate([s.starts for s in sets]), np.concatenate([s.ends for s in sets]))
 
 

@@ -39,6 +39,23 @@ if TYPE_CHECKING:
 SOURCE_OP_SPAN = "op_span"  # no steps: the window is the device's first to last op
 
 _OTHER_KINDS = (schema.KIND_ASYNC_COPY, schema.KIND_MEMCPY)
+_OP_COLUMNS = [
+    "host",
+    "device",
+    "line",
+    "module",
+    "op",
+    "hlo_text",
+    "kind",
+    "collective",
+    "async_role",
+    "start_ps",
+    "dur_ps",
+    "self_ps",
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+]
 
 
 @dataclass
@@ -98,9 +115,9 @@ class Timeline:
         if not self.has_steps:
             return profile_ops.iloc[0:0]
         parts = []
-        ops = profile_ops.assign(host=profile_ops["host"].astype(str))
+        ops = profile_ops
         for (host, device), win in self.all_windows.groupby(["host", "device"]):
-            dev = ops[(ops["host"] == host) & (ops["device"] == device)]
+            dev = ops[((ops["host"] == host) & (ops["device"] == device)).to_numpy()]
             start = dev["start_ps"].to_numpy(dtype="int64")
             ws = win["start_ps"].to_numpy(dtype="int64")
             we = win["end_ps"].to_numpy(dtype="int64")
@@ -152,13 +169,14 @@ def _analysed_devices(profile: Profile, host: str | None) -> pd.DataFrame:
     ops = profile.ops
     if host is not None:
         hosts = sorted(
-            set(profile.ops["host"].astype(str)) | set(profile.devices["host"].astype(str))
+            {str(h) for h in profile.ops["host"].unique()}
+            | {str(h) for h in profile.devices["host"].unique()}
         )
         if host not in hosts:
             raise UsageError(
                 f"--host {host!r} is not in this profile; its hosts: {', '.join(hosts)}"
             )
-        ops = ops[ops["host"].astype(str) == host]
+        ops = ops[(ops["host"] == host).to_numpy()]
     pairs = ops.groupby(["host", "device"], observed=True).size().reset_index()[["host", "device"]]
     pairs["host"] = pairs["host"].astype(str)
     info = profile.devices.copy()
@@ -239,11 +257,13 @@ def _select_steps(
 def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     notes: list[str] = []
     devices = _analysed_devices(profile, config.host)
-    keys = set(zip(devices["host"], devices["device"], strict=True))
-    ops = profile.ops.copy()
-    ops["host"] = ops["host"].astype(str)
-    if len(ops):
-        ops = ops[[k in keys for k in zip(ops["host"], ops["device"], strict=True)]]
+    # Only the analysed devices' ops, and only the columns the built-in analyzers read.
+    keep = np.zeros(len(profile.ops), dtype=bool)
+    for host, group in devices.groupby("host"):
+        keep |= (
+            (profile.ops["host"] == host) & profile.ops["device"].isin(group["device"])
+        ).to_numpy()
+    ops = profile.ops.loc[keep, _OP_COLUMNS].copy()
     ops["end_ps"] = ops["start_ps"] + ops["dur_ps"]
 
     steps, source = _steps_table(profile)
@@ -386,19 +406,21 @@ def _outside(span: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def _device_sets(dev_ops: pd.DataFrame, gpu: bool) -> DeviceSets:
-    kind = dev_ops["kind"].astype(str).to_numpy()
+    # Comparisons on the categorical columns: no per-row strings for million-op profiles.
+    is_coll_all = (dev_ops["kind"] == schema.KIND_COLLECTIVE).to_numpy()
+    is_other_all = dev_ops["kind"].isin(_OTHER_KINDS).to_numpy()
+    is_comp_all = (dev_ops["kind"] == schema.KIND_COMPUTE).to_numpy()
     start = dev_ops["start_ps"].to_numpy(dtype="int64")
     end = dev_ops["end_ps"].to_numpy(dtype="int64")
-    line = dev_ops["line"].astype(str).to_numpy()
+    line = pd.factorize(dev_ops["line"])[0]
     comp_parts, coll_parts, other_parts = [], [], []
-    for name in np.unique(line):
-        on = line == name
-        coll = iv.union(
-            start[on & (kind == schema.KIND_COLLECTIVE)], end[on & (kind == schema.KIND_COLLECTIVE)]
-        )
-        is_other = on & np.isin(kind, _OTHER_KINDS)
+    for code in np.unique(line):
+        on = line == code
+        is_coll = on & is_coll_all
+        coll = iv.union(start[is_coll], end[is_coll])
+        is_other = on & is_other_all
         other = iv.subtract(iv.union(start[is_other], end[is_other]), coll)
-        is_comp = on & (kind == schema.KIND_COMPUTE)
+        is_comp = on & is_comp_all
         comp = iv.subtract(iv.subtract(iv.union(start[is_comp], end[is_comp]), coll), other)
         comp_parts.append(comp)
         coll_parts.append(coll)

@@ -409,7 +409,7 @@ class CollectivesAnalyzer(Analyzer):
         if exposed_ps <= 0:
             return {}
         ops = tl.outside_ops(profile.ops)
-        ops = self._op_exposure(tl, ops[ops["kind"].astype(str) == schema.KIND_COLLECTIVE])
+        ops = self._op_exposure(tl, ops[(ops["kind"] == schema.KIND_COLLECTIVE).to_numpy()])
         n_dev = max(tl.n_devices, 1)
         table = (
             ops.groupby(["op", "collective", "async_role"], sort=False)
@@ -505,8 +505,8 @@ def _top_ops(ops: pd.DataFrame, tl: _timeline.Timeline) -> pd.DataFrame:
 
 def _pair_async(ops: pd.DataFrame) -> pd.DataFrame:
     """Async windows from ``-start``/``-done`` op pairs: each start to the next matching done."""
-    starts = ops[ops["async_role"].astype(str) == "start"]
-    dones = ops[ops["async_role"].astype(str) == "done"]
+    starts = ops[(ops["async_role"] == "start").to_numpy()]
+    dones = ops[(ops["async_role"] == "done").to_numpy()]
     if starts.empty or dones.empty:
         return pd.DataFrame()
     s = pd.DataFrame(

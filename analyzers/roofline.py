@@ -46,7 +46,7 @@ def leaf_costs(ops: pd.DataFrame) -> pd.DataFrame:
     An op with nested ops inside it (``self_ps < dur_ps``: a while loop, a call)
     is left out, so its body's FLOPs and bytes are not counted twice.
     """
-    compute = ops[ops["kind"].astype(str) == schema.KIND_COMPUTE]
+    compute = ops[(ops["kind"] == schema.KIND_COMPUTE).to_numpy()]
     return compute[compute["self_ps"] >= compute["dur_ps"]]
 
 
@@ -182,9 +182,7 @@ class RooflineAnalyzer(Analyzer):
         for key, peak in peaks_by_device.items():
             if not peak.known:
                 continue
-            on = (frame["host"].astype(str) == key[0]).to_numpy() & (
-                frame["device"] == key[1]
-            ).to_numpy()
+            on = (frame["host"] == key[0]).to_numpy() & (frame["device"] == key[1]).to_numpy()
             ideal[on] = rl.ideal_time_ps(
                 frame["flops"].to_numpy()[on].astype("float64"),
                 frame["bytes_accessed"].to_numpy()[on].astype("float64"),
