@@ -293,11 +293,11 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
         if stepless:
             # A device with ops but no steps of its own (a GPU that only ran memcpys) has no
             # window to measure; averaging it in as 100% idle would misstate the others.
-            keep = [
+            has_steps = [
                 (h, d) not in set(stepless)
                 for h, d in zip(devices["host"], devices["device"], strict=True)
             ]
-            devices = devices[keep].reset_index(drop=True)
+            devices = devices[has_steps].reset_index(drop=True)
             notes.append(
                 "left out devices with ops but no steps: "
                 + ", ".join(f"{h}/device:{d}" for h, d in stepless)
