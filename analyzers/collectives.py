@@ -302,10 +302,14 @@ class CollectivesAnalyzer(Analyzer):
         ].mean()
         z = modified_z(dev["compute_ps"].to_numpy(dtype="float64"))
         straggling = bool((z > config.straggler_z).any())
+        slow_name = ""
         if straggling:
             # The others' extra collective time is waiting for the straggler, which overlap cannot
             # hide; the straggler's own exposed collective time is the transfer itself.
-            in_step_ms = float(dev["exposed_collective_ps"].iloc[int(np.argmax(z))]) / 1e9
+            slow = int(np.argmax(z))
+            in_step_ms = float(dev["exposed_collective_ps"].iloc[slow]) / 1e9
+            host, device = _timeline.device_key(dev.index[slow])
+            slow_name = f"{host}/device:{device}"
         else:
             in_step_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
@@ -326,15 +330,19 @@ class CollectivesAnalyzer(Analyzer):
                 + (" (synchronous)" if by_kind[k]["async_ops_per_step"] == 0 else "")
                 for k in kinds
             )
-            ops_text = ", ".join(
-                f"{r.op} {r.exposed_ms_per_step:.3f} ms"
-                for r in top.itertuples()
-                if r.exposed_ms_per_step > 0
-            )
-            text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
-            text += kind_text + (f"; top ops: {ops_text}" if ops_text else "")
+            # Ops under 1% of the exposed time (the -start halves) are noise in a sentence.
+            top = top[top["exposed_ms_per_step"] >= 0.01 * top["exposed_ms_per_step"].sum()]
+            ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
             if straggling:
-                text += " (the other devices' extra collective time is waiting for a straggler)"
+                median_ms = float(dev["exposed_collective_ps"].median()) / 1e9
+                text = (
+                    f"{in_step_ms:.3f} ms per step of collectives with no compute beside them on "
+                    f"{slow_name}, the slow chip, which waits for no one (the median device shows "
+                    f"{median_ms:.3f} ms, the rest waiting for it); over all devices: "
+                )
+            else:
+                text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
+            text += kind_text + (f"; top ops: {ops_text}" if ops_text else "")
             parts.append(text)
             op_names += [str(o) for o in top["op"] if str(o)]
         if outside_ms > 0:
@@ -373,7 +381,8 @@ class CollectivesAnalyzer(Analyzer):
                     "Let XLA overlap collectives with compute (LIBTPU_INIT_ARGS) — "
                     + (tpu or "--xla_tpu_enable_async_collective_fusion=true")
                     + (
-                        f". The {', '.join(sync)} run synchronously: shard so the reduction can "
+                        f". The {', '.join(sync)} {'runs' if len(sync) == 1 else 'run'} "
+                        "synchronously: shard so the reduction can "
                         "be pipelined with compute (FSDP/ZeRO-style sharding, gradient "
                         "accumulation), batch small reductions into one, or reduce their size "
                         "(bf16)."
