@@ -1,8 +1,9 @@
 """Capture from real JAX jobs (CPU) over the profiler service, and from fake servers.
 
-Two example jobs (``python -m tpuperf._demo_job``) are started once for the module; the
-fake servers are plain grpc servers speaking the same protocol, for the cases a real
-jaxlib server does not produce on demand (an old server, an empty trace, a slow one).
+Two example jobs (``python -m tpuperf._demo_job``) are started once for the tests of
+``TestRunningJobs``; the fake servers are plain grpc servers speaking the same protocol,
+for what a real jaxlib server does not do on demand (an old server, an empty trace, a
+slow one).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _wait_ready(job: subprocess.Popen[str], timeout_s: float = 90.0) -> None:
     assert ready.wait(timeout_s), f"job exited with {job.poll()} before READY"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def jobs() -> Iterator[list[str]]:
     """Two running example jobs; their addresses."""
     ports = [_free_port(), _free_port()]
@@ -131,82 +132,95 @@ def _files(root: Path) -> list[Path]:
 # --- real jobs ----------------------------------------------------------------------------
 
 
-def test_capture_one_job_gets_its_ops_and_steps(jobs: list[str], tmp_path: Path) -> None:
-    result = run_capture(parse_addresses(jobs[0]), duration_s=1.0, logdir=tmp_path, session="s1")
+class TestRunningJobs:
+    """Two example jobs, started once for these tests and stopped before the demo tests
+    (which start their own), so those do not share two CPU cores with them."""
 
-    (host,) = result.hosts
-    assert host.ok, host.error
-    port = jobs[0].rsplit(":", 1)[1]
-    assert host.path == tmp_path / "plugins" / "profile" / "s1" / f"localhost_{port}.xplane.pb"
-    assert _files(tmp_path) == [host.path]  # no temporary file left beside it
-    assert host.size_bytes == host.path.stat().st_size
+    def test_capture_one_job_gets_its_ops_and_steps(self, jobs: list[str], tmp_path: Path) -> None:
+        result = run_capture(
+            parse_addresses(jobs[0]), duration_s=1.0, logdir=tmp_path, session="s1"
+        )
 
-    space = XSpace.FromString(host.path.read_bytes())
-    (cpu,) = [p for p in space.planes if p.name == "/host:CPU"]
-    modules, steps = set(), []
-    for line in cpu.lines:
-        for event in line.events:
-            stats = _stats(cpu, event.stats)
-            if "hlo_module" in stats:
-                modules.add(stats["hlo_module"])
-            if cpu.event_metadata[event.metadata_id].name == "train":
-                steps.append(stats["step_num"])
-    assert "jit_train_step" in modules  # the job's XLA ops, on host threads
-    # ~60 ms steps in a 1 s window; consecutive step numbers from StepTraceAnnotation.
-    assert len(steps) >= 2
-    assert sorted(steps) == list(range(min(steps), min(steps) + len(steps)))
+        (host,) = result.hosts
+        assert host.ok, host.error
+        port = jobs[0].rsplit(":", 1)[1]
+        assert host.path == tmp_path / "plugins" / "profile" / "s1" / f"localhost_{port}.xplane.pb"
+        assert _files(tmp_path) == [host.path]  # no temporary file left beside it
+        assert host.size_bytes == host.path.stat().st_size
 
-    # The server honoured start_timestamp_ns: it began tracing when asked, not on arrival.
-    start_ns, stop_ns = _window_ns(host.path)
-    assert abs(start_ns - host.start_ns) < 50e6
-    assert 0.9e9 < stop_ns - start_ns < 1.5e9
+        space = XSpace.FromString(host.path.read_bytes())
+        (cpu,) = [p for p in space.planes if p.name == "/host:CPU"]
+        modules, steps = set(), []
+        for line in cpu.lines:
+            for event in line.events:
+                stats = _stats(cpu, event.stats)
+                if "hlo_module" in stats:
+                    modules.add(stats["hlo_module"])
+                if cpu.event_metadata[event.metadata_id].name == "train":
+                    steps.append(stats["step_num"])
+        assert "jit_train_step" in modules  # the job's XLA ops, on host threads
+        # ~60 ms steps in a 1 s window; consecutive step numbers from StepTraceAnnotation.
+        assert len(steps) >= 2
+        assert sorted(steps) == list(range(min(steps), min(steps) + len(steps)))
 
+        # The server honoured start_timestamp_ns: it began tracing when asked, not on arrival.
+        start_ns, stop_ns = _window_ns(host.path)
+        assert abs(start_ns - host.start_ns) < 50e6
+        assert 0.9e9 < stop_ns - start_ns < 1.5e9
 
-def test_two_jobs_are_captured_in_one_window(jobs: list[str], tmp_path: Path) -> None:
-    paths = capture(jobs, duration_s=1.0, logdir=tmp_path, session="both")
+    def test_two_jobs_are_captured_in_one_window(self, jobs: list[str], tmp_path: Path) -> None:
+        paths = capture(jobs, duration_s=1.0, logdir=tmp_path, session="both")
 
-    session_dir = tmp_path / "plugins" / "profile" / "both"
-    assert sorted(paths) == _files(tmp_path)
-    assert {p.parent for p in paths} == {session_dir}
-    assert sorted(p.name for p in paths) == sorted(
-        f"localhost_{a.rsplit(':', 1)[1]}.xplane.pb" for a in jobs
-    )
-    (a_start, a_stop), (b_start, b_stop) = (_window_ns(p) for p in paths)
-    overlap = min(a_stop, b_stop) - max(a_start, b_start)
-    union = max(a_stop, b_stop) - min(a_start, b_start)
-    assert overlap / union >= 0.9, (a_start, a_stop, b_start, b_stop)
+        session_dir = tmp_path / "plugins" / "profile" / "both"
+        assert sorted(paths) == _files(tmp_path)
+        assert {p.parent for p in paths} == {session_dir}
+        assert sorted(p.name for p in paths) == sorted(
+            f"localhost_{a.rsplit(':', 1)[1]}.xplane.pb" for a in jobs
+        )
+        (a_start, a_stop), (b_start, b_stop) = (_window_ns(p) for p in paths)
+        overlap = min(a_stop, b_stop) - max(a_start, b_start)
+        union = max(a_stop, b_stop) - min(a_start, b_start)
+        assert overlap / union >= 0.9, (a_start, a_stop, b_start, b_stop)
 
+    def test_dead_host_is_named_and_live_one_saved(
+        self, jobs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        dead = f"localhost:{_free_port()}"
+        code = main(["capture", f"{jobs[0]},{dead}", "-d", "1s", "--logdir", str(tmp_path)])
 
-def test_dead_host_is_named_and_live_one_saved(
-    jobs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    dead = f"localhost:{_free_port()}"
-    code = main(["capture", f"{jobs[0]},{dead}", "-d", "1s", "--logdir", str(tmp_path)])
+        assert code == 5
+        out, err = capsys.readouterr()
+        assert dead in err and "connection refused" in err
+        assert "capture failed for 1 of 2 hosts" in err
+        (saved,) = _files(tmp_path)
+        assert saved.name == f"localhost_{jobs[0].rsplit(':', 1)[1]}.xplane.pb"
+        assert jobs[0] in out  # the summary table lists what was saved
+        events = sum(
+            len(line.events)
+            for p in XSpace.FromString(saved.read_bytes()).planes
+            for line in p.lines
+        )
+        assert f"{events:,}" in out
 
-    assert code == 5
-    out, err = capsys.readouterr()
-    assert dead in err and "connection refused" in err
-    assert "capture failed for 1 of 2 hosts" in err
-    (saved,) = _files(tmp_path)
-    assert saved.name == f"localhost_{jobs[0].rsplit(':', 1)[1]}.xplane.pb"
-    assert jobs[0] in out  # the summary table lists what was saved
-    events = sum(
-        len(line.events) for p in XSpace.FromString(saved.read_bytes()).planes for line in p.lines
-    )
-    assert f"{events:,}" in out
-
-
-def test_address_file_and_analyze_flag(
-    jobs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    hosts = tmp_path / "hosts.txt"
-    hosts.write_text(f"# the job\n{jobs[1]}\n\n")
-    code = main(
-        ["capture", str(hosts), "--duration", "500ms", "--logdir", str(tmp_path / "l"), "--analyze"]
-    )
-    assert code == 0
-    (saved,) = _files(tmp_path / "l")
-    assert saved.name.endswith(f"_{jobs[1].rsplit(':', 1)[1]}.xplane.pb")
+    def test_address_file_and_analyze_flag(
+        self, jobs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        hosts = tmp_path / "hosts.txt"
+        hosts.write_text(f"# the job\n{jobs[1]}\n\n")
+        code = main(
+            [
+                "capture",
+                str(hosts),
+                "--duration",
+                "500ms",
+                "--logdir",
+                str(tmp_path / "l"),
+                "--analyze",
+            ]
+        )
+        assert code == 0
+        (saved,) = _files(tmp_path / "l")
+        assert saved.name.endswith(f"_{jobs[1].rsplit(':', 1)[1]}.xplane.pb")
 
 
 def test_profile_steps_writes_the_same_layout(tmp_path: Path) -> None:
@@ -289,6 +303,15 @@ def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
 
 
 # --- nothing there -------------------------------------------------------------------------
+
+
+def test_tpuperf_capture_is_callable_after_the_module_is_imported(tmp_path: Path) -> None:
+    import tpuperf
+    import tpuperf.capture  # rebinds tpuperf.capture to the module
+
+    dead = f"127.0.0.1:{_free_port()}"
+    with pytest.raises(CaptureFailed, match="connection refused"):
+        tpuperf.capture(dead, duration_s=1.0, logdir=tmp_path)  # type: ignore[operator]
 
 
 def test_nothing_listening_fails_fast_and_leaves_nothing(
