@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and, as a console script, exit with) the exit code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False)
     except TpuperfError as exc:
         if debug:
             raise
@@ -70,18 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
-    except typer.Abort:
-        typer.echo("tpuperf: aborted", err=True)
-        return _exit(130, argv)
-    except KeyboardInterrupt:
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("tpuperf: interrupted", err=True)
         return _exit(130, argv)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return _exit(exc.exit_code, argv)
+    except Exception as exc:
+        # Usage errors of click (or of the copy of click that typer ships) show themselves.
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
+            return _exit(exit_code, argv)
         if debug:
             raise
         typer.echo(
@@ -90,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return _exit(1, argv)
-    return _exit(0, argv)
+    # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.
+    return _exit(result if isinstance(result, int) else 0, argv)
 
 
 def _exit(code: int, argv: list[str] | None) -> int:
