@@ -100,7 +100,7 @@ class IdleAnalyzer(Analyzer):
             "idle_ms_per_step": tl.per_step(total_idle) / 1e9,
             # GPU only: idle (no compute kernel) while NCCL kernels or memcpys run.
             "collective_or_copy_only_pct": 100.0 * (total_idle - no_op) / window if window else 0.0,
-            "no_op_pct": 100.0 * no_op / window if window else 0.0,
+            "no_op_pct": float((100.0 * dev["no_op_ps"] / dev["step_ps"]).mean()),
             "between_steps_idle_pct": 100.0 * between / window if window else 0.0,
             "in_step_idle_pct": 100.0 * interior / window if window else 0.0,
             "micro_idle_pct": 100.0 * micro / window if window else 0.0,
