@@ -27,7 +27,7 @@ grpc = pytest.importorskip("grpc")
 
 from tpuperf import _profiler_service as ps  # noqa: E402
 from tpuperf._xspace_schema import XSpace  # noqa: E402
-from tpuperf.capture import (  # noqa: E402
+from tpuperf.capturing import (  # noqa: E402
     CaptureFailed,
     Target,
     capture,
@@ -305,13 +305,16 @@ def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
 # --- nothing there -------------------------------------------------------------------------
 
 
-def test_tpuperf_capture_is_callable_after_the_module_is_imported(tmp_path: Path) -> None:
+def test_tpuperf_capture_is_the_function_after_the_cli_is_imported(tmp_path: Path) -> None:
     import tpuperf
-    import tpuperf.capture  # rebinds tpuperf.capture to the module
+    import tpuperf.capturing
+    import tpuperf.cli.capture  # noqa: F401  (the CLI module must not shadow the function)
+
+    assert tpuperf.capture is tpuperf.capturing.capture
 
     dead = f"127.0.0.1:{_free_port()}"
     with pytest.raises(CaptureFailed, match="connection refused"):
-        tpuperf.capture(dead, duration_s=1.0, logdir=tmp_path)  # type: ignore[operator]
+        tpuperf.capture(dead, duration_s=1.0, logdir=tmp_path)
 
 
 def test_nothing_listening_fails_fast_and_leaves_nothing(

@@ -21,8 +21,8 @@ _EXPORTS = {
     "Profile": "tpuperf.profile",
     "analyze": "tpuperf.report",
     "Report": "tpuperf.report",
-    "capture": "tpuperf.capture",
-    "profile_steps": "tpuperf.capture",
+    "capture": "tpuperf.capturing",
+    "profile_steps": "tpuperf.capturing",
     "scan": "tpuperf.scan",
     "TpuperfError": "tpuperf.errors",
 }

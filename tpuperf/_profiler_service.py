@@ -1,7 +1,7 @@
 """The messages of the profiler gRPC service, built at import time.
 
 A process that called ``jax.profiler.start_server(port)`` serves
-``tensorflow.ProfilerService``; :mod:`tpuperf.capture` calls its ``Profile``
+``tensorflow.ProfilerService``; :mod:`tpuperf.capturing` calls its ``Profile``
 method with grpc's generic unary calls, so neither generated stubs nor a protoc
 step are needed. The field numbers are the public ones of
 ``tsl/profiler/protobuf/profiler_service.proto`` and ``profiler_options.proto``

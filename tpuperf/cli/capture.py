@@ -14,7 +14,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tpuperf.capture import CaptureEvent, CaptureResult, Target
+    from tpuperf.capturing import CaptureEvent, CaptureResult, Target
 
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -70,7 +70,7 @@ def command(
 
         tpuperf capture hosts.txt --delay 30s --analyze
     """
-    from tpuperf.capture import parse_addresses
+    from tpuperf.capturing import parse_addresses
 
     targets = parse_addresses(addresses)
     duration_s = parse_seconds(duration, "--duration")
@@ -89,7 +89,7 @@ def command(
     print_summary(result, out)
     if analyze and result.saved:
         analyze_session(result.session_dir, out, stderr_console())
-    from tpuperf.capture import raise_for_failures
+    from tpuperf.capturing import raise_for_failures
 
     raise_for_failures(result)
 
@@ -120,10 +120,10 @@ def stderr_console() -> Console:
 
 
 def capture_with_display(targets: list[Target], **options: Any) -> CaptureResult:
-    """Run :func:`tpuperf.capture.run_capture` with a live display on stderr."""
+    """Run :func:`tpuperf.capturing.run_capture` with a live display on stderr."""
     from rich.live import Live
 
-    from tpuperf.capture import run_capture
+    from tpuperf.capturing import run_capture
 
     console = stderr_console()
     view = _CaptureView(targets, options.get("duration_s", 0.0))

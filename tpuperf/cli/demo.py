@@ -46,7 +46,7 @@ def command(
     """
     import importlib.util
 
-    from tpuperf.capture import Target, raise_for_failures
+    from tpuperf.capturing import Target, raise_for_failures
     from tpuperf.cli.capture import (
         analyze_session,
         capture_with_display,

@@ -36,10 +36,8 @@ import os
 import secrets
 import shutil
 import socket
-import sys
 import threading
 import time
-import types
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -706,18 +704,3 @@ def profile_steps(
     Wraps ``jax.profiler.start_trace``/``stop_trace``, so only one may run at a time.
     """
     return StepProfiler(start_step, stop_step, logdir, session, host_tracer_level, python_tracer)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`capture`.
-
-    ``tpuperf.capture`` is meant to be the function, but importing this module (as the CLI
-    does) rebinds the package attribute of that name to the module; being callable too,
-    ``tpuperf.capture(addresses, ...)`` works whichever of the two it is.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> list[Path]:
-        return capture(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
