@@ -87,17 +87,7 @@ def test_per_device_busy_and_collective_time_match_truth(runs: dict, scenario: s
         "memory_bound",
         "no_steps",
         "gpu_training",
-        pytest.param(
-            "straggler",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "by the evidence, hiding the slow chip's own exposed collectives (25.6% of "
-                    "the step) saves more than fixing its 35% slower compute (18.8%); the "
-                    "generator's slowdown is too small for `straggler` to rank first"
-                ),
-            ),
-        ),
+        "straggler",
     ],
 )
 def test_top_recommendation_is_the_expected_kind(runs: dict, scenario: str) -> None:
