@@ -13,6 +13,7 @@ Three platforms put their ops in different places:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,6 @@ _TPU_ASYNC_LINE = "Async XLA Ops"
 _STEPS_LINE = "Steps"
 _GPU_STREAM_PREFIX = "Stream #"
 
-_MODULE_WITH_ID = re.compile(r"^(.*)\((\d+)\)$")
 _OP_SUFFIX = re.compile(r"\.\d+$")
 
 # HLO op base names (no ".N" suffix, no "-start"/"-done") that are collectives.
@@ -89,6 +89,7 @@ def op_base(name: str) -> str:
     return _OP_SUFFIX.sub("", name.lstrip("%"))
 
 
+@functools.lru_cache(maxsize=65536)  # chips of one program share their op names
 def classify_op(name: str, category: str = "") -> tuple[str, str, str]:
     """(kind, collective, async_role) of an HLO op from its name and hlo_category."""
     base = op_base(name)
@@ -227,6 +228,14 @@ def _versions(planes: list[Plane]) -> dict[str, str]:
     return versions
 
 
+def split_module_name(name: str) -> tuple[str, str] | None:
+    """``jit_train_step(16)`` -> (``jit_train_step``, ``16``); None for other names."""
+    if not name.endswith(")"):
+        return None
+    head, _, digits = name[:-1].rpartition("(")
+    return (head, digits) if head and digits.isdigit() else None
+
+
 def _module_names(planes: list[Plane]) -> dict[str, str]:
     """program_id -> module name, from ``name(program_id)`` metadata on module planes and lines."""
     names: dict[str, str] = {}
@@ -234,9 +243,9 @@ def _module_names(planes: list[Plane]) -> dict[str, str]:
         if plane.name != _METADATA_PLANE and not _DEVICE_PLANE.match(plane.name):
             continue
         for name in plane.metadata.names:
-            match = _MODULE_WITH_ID.match(name)
-            if match:
-                names.setdefault(match.group(2), match.group(1))
+            split = split_module_name(name)
+            if split:
+                names.setdefault(split[1], split[0])
     return names
 
 
@@ -462,7 +471,9 @@ def _modules_by_time(plane: Plane, starts: np.ndarray) -> list[str]:
     module_start = line.start_ps[order]
     module_end = module_start + line.duration_ps[order]
     names = [
-        _MODULE_WITH_ID.sub(r"\1", plane.metadata.names[r]) if r >= 0 else ""
+        (split_module_name(plane.metadata.names[r]) or (plane.metadata.names[r], ""))[0]
+        if r >= 0
+        else ""
         for r in plane.metadata.rows(line.metadata_id[order])
     ]
     index = np.searchsorted(module_start, starts, side="right") - 1
@@ -477,11 +488,11 @@ def _tpu_modules(plane: Plane, module_names: dict[str, str]) -> pd.DataFrame:
     if line is None:
         return schema.empty("modules").drop(columns=["host", "device"])
     rows = plane.metadata.rows(line.metadata_id)
-    names, program_ids = [], []
-    for name in plane.metadata.names:
-        match = _MODULE_WITH_ID.match(name)
-        names.append(match.group(1) if match else name)
-        program_ids.append(match.group(2) if match else "")
+    names = [""] * len(plane.metadata.names)
+    program_ids = [""] * len(plane.metadata.names)
+    for row in np.unique(rows[rows >= 0]).tolist():  # only the module entries, not every op's
+        name = plane.metadata.names[row]
+        names[row], program_ids[row] = split_module_name(name) or (name, "")
     return pd.DataFrame(
         {
             "module": _spread(names, rows),

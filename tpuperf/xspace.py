@@ -497,9 +497,13 @@ def _message_fields(
     active = cursor < end
     index, cursor, end = index[active], cursor[active], end[active]
     while len(index):
-        tags, tag_widths = _varints(buf, cursor, limit)
-        numbers, wires = tags >> np.uint64(3), tags & np.uint64(7)
-        value_pos = cursor + tag_widths
+        tag_bytes = buf[cursor]
+        if tag_bytes.max() < 0x80:  # one-byte tags (fields 1-15): the usual case
+            numbers, wires, value_pos = tag_bytes >> 3, tag_bytes & 7, cursor + 1
+        else:
+            tags, tag_widths = _varints(buf, cursor, limit)
+            numbers, wires = tags >> np.uint64(3), tags & np.uint64(7)
+            value_pos = cursor + tag_widths
         next_cursor = np.empty_like(cursor)
         wire_kinds = _distinct(wires)
         for wire in wire_kinds:
@@ -571,7 +575,10 @@ def _distinct(values: np.ndarray) -> list[int]:
     """The distinct values of a small-valued array (tags, wire types), sorted."""
     if not len(values):
         return []
-    if int(values.max()) < 4096:
+    low, high = int(values.min()), int(values.max())
+    if low == high:  # the usual case: every message has the same field here
+        return [low]
+    if high < 4096:
         return np.flatnonzero(np.bincount(values.astype(np.int64))).tolist()
     return [int(v) for v in np.unique(values)]
 
@@ -594,7 +601,7 @@ def _varints(
     values = (byte & 0x7F).astype(np.uint64)
     more = byte >= 0x80
     if not more.any():  # one-byte varints: tags, small ids and lengths
-        return values, np.ones(n, dtype=np.int64)
+        return values, np.broadcast_to(np.int64(1), (n,))
     widths = np.ones(n, dtype=np.int64)
     todo = np.flatnonzero(more)
     for k in range(1, 10):
