@@ -1,6 +1,12 @@
-"""The columnar decoder agrees with protobuf's own parser, event for event."""
+"""The columnar decoder agrees with protobuf's own parser, event for event.
+
+Every test runs twice: with the C hot loop (tpuperf/_wire_native.c) and with the
+numpy decoder that stands in where the C module is not built.
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +16,18 @@ from hypothesis import strategies as st
 from tests.conftest import SHARED_PROFILES, shared_profile
 from tpuperf import _xspace_schema as pb
 from tpuperf import xspace
+
+
+@pytest.fixture(autouse=True, params=["native", "numpy"])
+def backend(request, monkeypatch):  # type: ignore[no-untyped-def]
+    if request.param == "numpy":
+        monkeypatch.setattr(xspace, "_native", None)
+    elif xspace._native is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI builds the C decoder (tpuperf/_wire_native.c), but it did not import")
+        pytest.skip("the C decoder is not built here")
+    return request.param
+
 
 REAL = sorted(
     str(p.relative_to(SHARED_PROFILES)) for p in SHARED_PROFILES.glob("*/*.xplane.pb")

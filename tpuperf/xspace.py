@@ -4,9 +4,10 @@ An XSpace holds a few planes, each with a few lines, each with up to millions
 of events. Everything but the events is small, so it is parsed with the
 protobuf runtime (the schema is in :mod:`tpuperf._xspace_schema`). Events are
 the hot path: making a Python object per event costs about a microsecond each,
-so they are decoded from the wire format straight into numpy arrays, all events
+so they are decoded from the wire format straight into numpy arrays: by a small
+C loop (``tpuperf/_wire_native.c``) when it is built, else by numpy, all events
 of a line at once (see :func:`_event_records` for how record boundaries are
-found without a per-event Python loop).
+found without a per-event Python loop). Both give the same columns.
 
 The result is a :class:`Space` of :class:`Plane` s of :class:`Line` s whose
 events are arrays (``metadata_id``, ``offset_ps``, ``duration_ps``) plus a
@@ -23,6 +24,11 @@ import numpy as np
 
 from tpuperf import _xspace_schema as pb
 from tpuperf.errors import BadInput
+
+try:  # the hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built
+    from tpuperf import _wire_native as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
 
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
 
@@ -79,8 +85,7 @@ class Line:
     def stats(self) -> Stats:
         if self._stats is None:
             assert self._plane is not None
-            buf = np.frombuffer(self._plane._data, dtype=np.uint8)
-            self._stats = _decode_stats(buf, *self._stat_spans)
+            self._stats = _decode_stats(self._plane._data, *self._stat_spans)
         return self._stats
 
     def __len__(self) -> int:
@@ -310,7 +315,7 @@ def _decode_event_metadata(
     order = np.argsort(keys, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
-    stats = _decode_stats(buf, rank[owner], stat_starts, stat_stops)
+    stats = _decode_stats(data, rank[owner], stat_starts, stat_stops)
     names = _strings(data, fields, _METADATA_NAME, n)
     display_names = _strings(data, fields, _METADATA_DISPLAY_NAME, n)
     return EventMetadata(
@@ -347,7 +352,7 @@ def _stat_dict(stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
 def _decode_line(data: bytes, buf: np.ndarray, start: int, stop: int) -> Line:
     scalars: dict[int, int] = {}
     strings: dict[int, str] = {}
-    record_starts: list[np.ndarray] = []
+    runs: list[_EventColumns] = []
     pos = start
     while pos < stop:
         tag, value_pos = _varint(data, pos, stop)
@@ -355,16 +360,15 @@ def _decode_line(data: bytes, buf: np.ndarray, start: int, stop: int) -> Line:
         if number == _LINE_EVENTS and wire == _WIRE_LEN:
             # The events of a line are serialized back to back: decode the run of
             # them that starts here in one go, then go on after it.
-            starts, pos = _event_records(buf, pos, stop)
-            record_starts.append(starts)
+            run, pos = _event_run(data, buf, pos, stop)
+            runs.append(run)
             continue
         value, pos = _skip(data, value_pos, stop, wire)
         if wire == _WIRE_VARINT:
             scalars[number] = _signed(value)
         elif wire == _WIRE_LEN:
             strings[number] = data[pos - value : pos].decode("utf-8", "replace")
-    starts = np.concatenate(record_starts) if record_starts else np.zeros(0, np.int64)
-    metadata_id, offset_ps, duration_ps, stat_spans = _decode_events(buf, starts)
+    metadata_id, offset_ps, duration_ps, stat_spans = _join_runs(runs)
     return Line(
         id=scalars.get(_LINE_ID, 0),
         name=strings.get(_LINE_NAME, ""),
@@ -374,6 +378,43 @@ def _decode_line(data: bytes, buf: np.ndarray, start: int, stop: int) -> Line:
         offset_ps=offset_ps,
         duration_ps=duration_ps,
         _stat_spans=stat_spans,
+    )
+
+
+# A run of events: metadata_id, offset_ps, duration_ps, (stat owner, stat start, stat stop).
+_EventColumns = tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _event_run(data: bytes, buf: np.ndarray, first: int, stop: int) -> tuple[_EventColumns, int]:
+    """The run of event records at ``first``, as columns, and where the run ends."""
+    if _native is not None:
+        try:
+            run_end, *columns = _native.event_records(data, first, stop)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
+        metadata_id, offset_ps, duration_ps, owner, stat_start, stat_stop = (
+            np.frombuffer(column, dtype=np.int64) for column in columns
+        )
+        return (metadata_id, offset_ps, duration_ps, (owner, stat_start, stat_stop)), run_end
+    starts, run_end = _event_records(buf, first, stop)
+    return _decode_events(buf, starts), run_end
+
+
+def _join_runs(runs: list[_EventColumns]) -> _EventColumns:
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        return _EMPTY, _EMPTY, _EMPTY, (_EMPTY, _EMPTY, _EMPTY)
+    offsets = np.cumsum([0] + [len(run[0]) for run in runs[:-1]])
+    return (
+        np.concatenate([run[0] for run in runs]),
+        np.concatenate([run[1] for run in runs]),
+        np.concatenate([run[2] for run in runs]),
+        (
+            np.concatenate([run[3][0] + offset for run, offset in zip(runs, offsets, strict=True)]),
+            np.concatenate([run[3][1] for run in runs]),
+            np.concatenate([run[3][2] for run in runs]),
+        ),
     )
 
 
@@ -434,9 +475,25 @@ def _decode_events(
     return metadata_id, offset_ps, duration_ps, fields.get(_EVENT_STATS, (_EMPTY, _EMPTY, _EMPTY))
 
 
-def _decode_stats(
-    buf: np.ndarray, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray
-) -> Stats:
+def _decode_stats(data: bytes, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
+    if _native is not None:
+        try:
+            columns = _native.stats(
+                data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64)
+            )
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
+        metadata_id, kind, int_value, double_value, text_start, text_stop = columns
+        return Stats(
+            owner=owner,
+            metadata_id=np.frombuffer(metadata_id, dtype=np.int64),
+            kind=np.frombuffer(kind, dtype=np.uint8),
+            int_value=np.frombuffer(int_value, dtype=np.int64),
+            double_value=np.frombuffer(double_value, dtype=np.float64),
+            text_start=np.frombuffer(text_start, dtype=np.int64),
+            text_stop=np.frombuffer(text_stop, dtype=np.int64),
+        )
+    buf = np.frombuffer(data, dtype=np.uint8)
     n = len(owner)
     fields = _message_fields(buf, starts, stops)
     kind = np.zeros(n, dtype=np.uint8)

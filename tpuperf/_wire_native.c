@@ -1,0 +1,297 @@
+/*
+ * The hot loop of the XSpace decoder, in C: walk a line's event records and
+ * their stats, writing their fields into flat int64 columns.
+ *
+ * This is an optional accelerator of tpuperf/xspace.py, which has the same
+ * decoding in numpy and uses it when this module is not built. Both produce
+ * the same columns (tests/test_xspace.py checks both against protobuf).
+ *
+ * Wire format reminders (xplane.proto):
+ *   XLine.events = 4 (length-delimited XEvent records, back to back)
+ *   XEvent: metadata_id = 1, offset_ps = 2, duration_ps = 3, stats = 4, num_occurrences = 5
+ *   XStat: metadata_id = 1, double = 2 (fixed64), uint64 = 3, int64 = 4, str = 5,
+ *          bytes = 6, ref = 7
+ *
+ * Columns are returned as bytearrays for numpy.frombuffer, so this module
+ * needs nothing but the CPython API.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
+enum { EVENT_RECORD_TAG = 0x22 };
+/* Stat kinds, as tpuperf.xspace.STAT_*. */
+enum { STAT_NONE, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF };
+
+/* Errors are reported by returning a message; NULL means success. */
+typedef const char *failure;
+
+static failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
+{
+    uint64_t result = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*pos >= end)
+            return "a varint runs past the end of its message (truncated file?)";
+        uint8_t byte = buf[(*pos)++];
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *out = result;
+            return NULL;
+        }
+    }
+    return "a varint is longer than 10 bytes (not an XSpace protobuf)";
+}
+
+/* Read one field: its number, wire type, and value (varint or fixed64 bits) or
+ * payload span (length-delimited). Leaves *pos after the field. */
+static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *number,
+                          int *wire, uint64_t *value, Py_ssize_t *payload_start)
+{
+    uint64_t tag;
+    failure error = read_varint(buf, pos, end, &tag);
+    if (error)
+        return error;
+    *number = tag >> 3;
+    *wire = (int)(tag & 7);
+    if (*number == 0)
+        return "field number 0 (not an XSpace protobuf)";
+    switch (*wire) {
+    case WIRE_VARINT:
+        return read_varint(buf, pos, end, value);
+    case WIRE_FIXED64:
+        if (end - *pos < 8)
+            return "a fixed64 value runs past the end of its message (truncated file?)";
+        memcpy(value, buf + *pos, 8); /* little-endian on every platform tpuperf targets */
+        *pos += 8;
+        return NULL;
+    case WIRE_LEN: {
+        uint64_t length;
+        error = read_varint(buf, pos, end, &length);
+        if (error)
+            return error;
+        if (length > (uint64_t)(end - *pos))
+            return "a field runs past the end of its message (truncated or corrupt)";
+        *payload_start = *pos;
+        *value = length;
+        *pos += (Py_ssize_t)length;
+        return NULL;
+    }
+    case WIRE_FIXED32:
+        if (end - *pos < 4)
+            return "a fixed32 value runs past the end of its message (truncated file?)";
+        *pos += 4;
+        *value = 0;
+        return NULL;
+    default:
+        return "invalid wire type (not an XSpace protobuf)";
+    }
+}
+
+/* Walk the run of event records starting at `first`. With columns == NULL
+ * only count events and stats; otherwise fill the columns. */
+typedef struct {
+    int64_t *metadata_id, *offset_ps, *duration_ps;
+    int64_t *stat_owner, *stat_start, *stat_stop;
+} event_columns;
+
+static failure walk_events(const uint8_t *buf, Py_ssize_t first, Py_ssize_t stop,
+                           event_columns *columns, Py_ssize_t *n_events, Py_ssize_t *n_stats,
+                           Py_ssize_t *run_end)
+{
+    Py_ssize_t pos = first, events = 0, stats = 0;
+    while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+        pos += 1;
+        uint64_t length;
+        failure error = read_varint(buf, &pos, stop, &length);
+        if (error)
+            return error;
+        if (length > (uint64_t)(stop - pos))
+            return "an event record runs past the end of its line (truncated file?)";
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        if (columns) {
+            columns->metadata_id[events] = 0;
+            columns->offset_ps[events] = 0;
+            columns->duration_ps[events] = 0;
+        }
+        while (pos < record_end) {
+            uint64_t number, value = 0;
+            int wire;
+            Py_ssize_t payload = 0;
+            error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+            if (error)
+                return error;
+            if (number == 4 && wire == WIRE_LEN) {
+                if (columns) {
+                    columns->stat_owner[stats] = events;
+                    columns->stat_start[stats] = payload;
+                    columns->stat_stop[stats] = payload + (Py_ssize_t)value;
+                }
+                stats += 1;
+            } else if (columns && wire == WIRE_VARINT) {
+                if (number == 1)
+                    columns->metadata_id[events] = (int64_t)value;
+                else if (number == 2)
+                    columns->offset_ps[events] = (int64_t)value;
+                else if (number == 3)
+                    columns->duration_ps[events] = (int64_t)value;
+            }
+        }
+        events += 1;
+    }
+    *n_events = events;
+    *n_stats = stats;
+    *run_end = pos;
+    return NULL;
+}
+
+static PyObject *new_column(Py_ssize_t n, Py_ssize_t item_size, void **data)
+{
+    PyObject *column = PyByteArray_FromStringAndSize(NULL, n * item_size);
+    if (column)
+        *data = PyByteArray_AS_STRING(column);
+    return column;
+}
+
+/* event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps,
+ *                                      stat_owner, stat_start, stat_stop) */
+static PyObject *event_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t first, stop;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *out[6] = {NULL};
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    if (first < 0 || stop > view.len || first > stop) {
+        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
+        goto done;
+    }
+    Py_ssize_t n_events, n_stats, run_end;
+    failure error;
+    Py_BEGIN_ALLOW_THREADS
+    error = walk_events(buf, first, stop, NULL, &n_events, &n_stats, &run_end);
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    event_columns columns;
+    void **slots[6] = {(void **)&columns.metadata_id, (void **)&columns.offset_ps,
+                       (void **)&columns.duration_ps, (void **)&columns.stat_owner,
+                       (void **)&columns.stat_start, (void **)&columns.stat_stop};
+    for (int i = 0; i < 6; i++) {
+        out[i] = new_column(i < 3 ? n_events : n_stats, 8, slots[i]);
+        if (!out[i])
+            goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    error = walk_events(buf, first, stop, &columns, &n_events, &n_stats, &run_end);
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    result = Py_BuildValue("nOOOOOO", run_end, out[0], out[1], out[2], out[3], out[4], out[5]);
+done:
+    for (int i = 0; i < 6; i++)
+        Py_XDECREF(out[i]);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start,
+ * text_stop); starts and stops are int64 buffers of XStat payload spans. */
+static PyObject *stats(PyObject *self, PyObject *args)
+{
+    Py_buffer view, starts_view, stops_view;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &starts_view, &stops_view))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *out[6] = {NULL};
+    Py_ssize_t n = starts_view.len / 8;
+    if (stops_view.len != starts_view.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        goto done;
+    }
+    int64_t *metadata_id, *int_value, *text_start, *text_stop;
+    double *double_value;
+    uint8_t *kind;
+    void **slots[6] = {(void **)&metadata_id,  (void **)&kind,       (void **)&int_value,
+                       (void **)&double_value, (void **)&text_start, (void **)&text_stop};
+    for (int i = 0; i < 6; i++) {
+        out[i] = new_column(n, i == 1 ? 1 : 8, slots[i]);
+        if (!out[i])
+            goto done;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    const int64_t *starts = (const int64_t *)starts_view.buf;
+    const int64_t *stops = (const int64_t *)stops_view.buf;
+    failure error = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && !error; i++) {
+        Py_ssize_t pos = starts[i], end = stops[i];
+        metadata_id[i] = 0;
+        kind[i] = STAT_NONE;
+        int_value[i] = 0;
+        double_value[i] = 0.0;
+        text_start[i] = 0;
+        text_stop[i] = 0;
+        if (pos < 0 || end > view.len || pos > end) {
+            error = "a stat lies outside the buffer";
+            break;
+        }
+        while (pos < end) {
+            uint64_t number, value = 0;
+            int wire;
+            Py_ssize_t payload = 0;
+            error = read_field(buf, &pos, end, &number, &wire, &value, &payload);
+            if (error)
+                break;
+            if (number == 1 && wire == WIRE_VARINT) {
+                metadata_id[i] = (int64_t)value;
+            } else if (number == 2 && wire == WIRE_FIXED64) {
+                kind[i] = STAT_DOUBLE;
+                memcpy(&double_value[i], &value, 8);
+            } else if ((number == 3 || number == 4 || number == 7) && wire == WIRE_VARINT) {
+                kind[i] = number == 3 ? STAT_UINT64 : number == 4 ? STAT_INT64 : STAT_REF;
+                int_value[i] = (int64_t)value;
+            } else if ((number == 5 || number == 6) && wire == WIRE_LEN) {
+                kind[i] = number == 5 ? STAT_STR : STAT_BYTES;
+                text_start[i] = payload;
+                text_stop[i] = payload + (Py_ssize_t)value;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    result = Py_BuildValue("OOOOOO", out[0], out[1], out[2], out[3], out[4], out[5]);
+done:
+    for (int i = 0; i < 6; i++)
+        Py_XDECREF(out[i]);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts_view);
+    PyBuffer_Release(&stops_view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"event_records", event_records, METH_VARARGS,
+     "event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps, "
+     "stat_owner, stat_start, stat_stop): the run of event records at `first`, as int64 columns."},
+    {"stats", stats, METH_VARARGS,
+     "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
+     "text_stop): XStat payloads decoded into columns."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wire_native", "The XSpace decoder's hot loop in C.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__wire_native(void) { return PyModule_Create(&module); }
