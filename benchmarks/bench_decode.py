@@ -1,20 +1,26 @@
 """Decode benchmark: file -> Profile tables on a generated ~80 MB, ~2M-event, 8-chip TPU profile.
 
-Run by hand (never as a timed test):
+Run by hand (never as a timed test), after `pip install -e ".[dev]"`:
 
     python benchmarks/bench_decode.py            # generates benchmarks/out/large.xplane.pb once
     python benchmarks/bench_decode.py --repeat 5
+    python benchmarks/bench_decode.py --profile ../shared/profiles/tpu/v6e_4chip_inference.xplane.pb
 
 Each measurement runs in a fresh subprocess so that peak RSS is that of one load alone.
 Reports wall time (and the process's CPU time, steadier on a busy machine), MB/s,
 events/s and peak RSS (ru_maxrss) for:
   decode  - bytes -> columnar XSpace (tpuperf.xspace.decode)
   load    - file -> validated Profile tables (tpuperf.load), the figure the target is about
+  numpy   - load with the numpy decoder instead of the C loop (where the C module is not built)
+  analyze - load + tpuperf.analyze: the whole of `tpuperf analyze`
+  xprof   - XProf's own overview_page and hlo_stats tools on the same file (when xprof is
+            installed), the nearest thing XProf has to `tpuperf analyze`
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -29,16 +35,28 @@ import json, resource, sys, time
 sys.path.insert(0, {repo!r})
 path, stage = sys.argv[1], sys.argv[2]
 import tpuperf
-from tpuperf import profile as _profile, tables as _tables, xspace  # imports are not timed
+from tpuperf import profile as _profile, report, tables as _tables, xspace  # imports are not timed
+if stage == "numpy":
+    xspace._native = None
+if stage == "xprof":
+    from xprof.convert import raw_to_tool_data
 t0 = time.perf_counter()
 c0 = time.process_time()
+events = 0
 if stage == "decode":
     data = open(path, "rb").read()
     space = xspace.decode(data)
     events = sum(len(line) for plane in space.planes for line in plane.lines)
-else:
+elif stage in ("load", "numpy"):
     profile = tpuperf.load(path)
     events = int(profile.lines["events"].sum())
+elif stage == "analyze":
+    profile = tpuperf.load(path)
+    report.analyze(profile).to_dict()
+    events = int(profile.lines["events"].sum())
+else:
+    for tool in ("overview_page", "hlo_stats"):
+        raw_to_tool_data.xspace_to_tool_data([path], tool, {{}})
 seconds = time.perf_counter() - t0
 cpu_seconds = time.process_time() - c0
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": events,
@@ -70,16 +88,21 @@ def main() -> None:
         generate_large(args.profile)
     size_mb = args.profile.stat().st_size / 1e6
     print(f"profile: {args.profile} ({size_mb:.1f} MB)")
-    for stage in ("decode", "load"):
+    stages = ["decode", "load", "numpy", "analyze"]
+    if importlib.util.find_spec("xprof") is not None:
+        stages.append("xprof")
+    for stage in stages:
         runs = [measure(args.profile, stage) for _ in range(args.repeat)]
         seconds = statistics.median(r["seconds"] for r in runs)
         events = runs[0]["events"]
         rss = max(r["peak_rss_mb"] for r in runs)
         cpu = statistics.median(r["cpu_seconds"] for r in runs)
         print(
-            f"{stage:>6}: {seconds:.2f} s median of {args.repeat} "
-            f"(min {min(r['seconds'] for r in runs):.2f}; CPU {cpu:.2f} s), {size_mb / seconds:.0f} MB/s, "
-            f"{events / seconds / 1e6:.2f} M events/s, peak RSS {rss:.0f} MB"
+            f"{stage:>7}: {seconds:.2f} s median of {args.repeat} "
+            f"(min {min(r['seconds'] for r in runs):.2f}; CPU {cpu:.2f} s), "
+            f"{size_mb / seconds:.0f} MB/s, "
+            + (f"{events / seconds / 1e6:.2f} M events/s, " if events else "")
+            + f"peak RSS {rss:.0f} MB"
         )
 
 
