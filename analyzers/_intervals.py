@@ -8,12 +8,14 @@ with numpy keeps million-op profiles fast.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import functools
+from dataclasses import dataclass
 
 import numpy as np
 
 
-class Intervals(NamedTuple):
+@dataclass(frozen=True)
+class Intervals:
     """Disjoint, sorted, non-empty half-open intervals [starts[i], ends[i])."""
 
     starts: np.ndarray
@@ -23,7 +25,12 @@ class Intervals(NamedTuple):
     def total(self) -> int:
         return int((self.ends - self.starts).sum())
 
-    def __len__(self) -> int:  # type: ignore[override]
+    @functools.cached_property
+    def cumulative(self) -> np.ndarray:
+        """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
+        return np.concatenate([[0], np.cumsum(self.ends - self.starts)])
+
+    def __len__(self) -> int:
         return len(self.starts)
 
 
@@ -116,10 +123,8 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
     t = np.asarray(t, dtype="int64")
     if len(a) == 0:
         return np.zeros(len(t), dtype="int64")
-    lengths = a.ends - a.starts
-    cum = np.concatenate([[0], np.cumsum(lengths)])
     idx = np.searchsorted(a.starts, t, side="right")  # intervals starting at or before t
-    full = cum[idx]  # their whole length ...
+    full = a.cumulative[idx]  # their whole length ...
     # ... less the part of the last one that lies after t.
     last = idx - 1
     has = last >= 0
@@ -131,6 +136,35 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
 def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
     """For each window [s, e), the length of ``a`` inside it."""
     return covered_before(a, win_ends) - covered_before(a, win_starts)
+
+
+def interior_gaps(
+    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, short_ps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each window, the gaps between intervals of ``a`` that lie wholly inside it.
+
+    Returns (total length of gaps shorter than ``short_ps``, their count, the count of
+    the others). The gaps between intervals k and k+1 with k from the first interval
+    ending after the window start to the one before the last starting before its end.
+    """
+    n = len(win_starts)
+    if len(a) < 2:
+        zeros = np.zeros(n, dtype="int64")
+        return zeros, zeros.copy(), zeros.copy()
+    gaps = a.starts[1:] - a.ends[:-1]
+    short = (gaps > 0) & (gaps < short_ps)
+    long = gaps >= short_ps
+    short_len = np.concatenate([[0], np.cumsum(np.where(short, gaps, 0))])
+    short_n = np.concatenate([[0], np.cumsum(short)])
+    long_n = np.concatenate([[0], np.cumsum(long)])
+    first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
+    stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
+    stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
+    return (
+        short_len[stop] - short_len[first],
+        short_n[stop] - short_n[first],
+        long_n[stop] - long_n[first],
+    )
 
 
 def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:

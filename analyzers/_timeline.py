@@ -263,7 +263,7 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
         keep |= (
             (profile.ops["host"] == host) & profile.ops["device"].isin(group["device"])
         ).to_numpy()
-    ops = profile.ops.loc[keep, _OP_COLUMNS].copy()
+    ops = profile.ops.loc[keep, _OP_COLUMNS].reset_index(drop=True)
     ops["end_ps"] = ops["start_ps"] + ops["dur_ps"]
 
     steps, source = _steps_table(profile)
@@ -324,7 +324,7 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
         if dev_win.empty:
             continue
         rows.append(_breakdown(dev_sets, dev_win, micro_ps))
-        selected_ops.append(_assign_steps(dev_ops, dev_win))
+        selected_ops.append(_steps_of(dev_ops, dev_win))
         dev_span = span_win[(span_win["host"] == key[0]) & (span_win["device"] == key[1])]
         span_bd = _breakdown(dev_sets, dev_span, micro_ps)
         span_rows.append(span_bd)
@@ -333,7 +333,13 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     breakdown = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     span = pd.concat(span_rows, ignore_index=True) if span_rows else pd.DataFrame()
     outside = pd.concat(outside_rows, ignore_index=True) if outside_rows else pd.DataFrame()
-    sel = pd.concat(selected_ops, ignore_index=True) if selected_ops else ops.iloc[0:0]
+    # One copy of the selected ops for all devices, rather than one per device.
+    if selected_ops:
+        rows_of = np.concatenate([rows_ for rows_, _ in selected_ops])
+        sel = ops.iloc[rows_of].reset_index(drop=True)
+        sel["step"] = np.concatenate([steps_ for _, steps_ in selected_ops])
+    else:
+        sel = ops.iloc[0:0]
     return Timeline(
         devices=devices,
         windows=win,
@@ -449,35 +455,19 @@ def _breakdown(sets: DeviceSets, win: pd.DataFrame, micro_ps: int) -> pd.DataFra
     out["leading_idle_ps"] = leading
     out["trailing_idle_ps"] = trailing
     out["interior_idle_ps"] = out["no_op_ps"] - leading - trailing
-    micro = np.zeros(len(ws), dtype="int64")
-    micro_n = np.zeros(len(ws), dtype="int64")
-    macro_n = np.zeros(len(ws), dtype="int64")
-    busy = sets.occupied
-    for i, (s, e) in enumerate(zip(ws, we, strict=True)):
-        i0 = np.searchsorted(busy.ends, s, side="right")
-        i1 = np.searchsorted(busy.starts, e, side="left")
-        if i1 - i0 < 2:
-            continue
-        gaps = np.clip(busy.starts[i0 + 1 : i1], s, e) - np.clip(busy.ends[i0 : i1 - 1], s, e)
-        gaps = gaps[gaps > 0]
-        small = gaps < micro_ps
-        micro[i] = gaps[small].sum()
-        micro_n[i] = small.sum()
-        macro_n[i] = (~small).sum()
+    micro, micro_n, macro_n = iv.interior_gaps(sets.occupied, ws, we, micro_ps)
     out["micro_idle_ps"] = micro
     out["micro_gaps"] = micro_n
     out["macro_gaps"] = macro_n
     return out
 
 
-def _assign_steps(dev_ops: pd.DataFrame, win: pd.DataFrame) -> pd.DataFrame:
-    """The ops that start inside a window, with ``step`` set to that window's step."""
+def _steps_of(dev_ops: pd.DataFrame, win: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (index labels) of the ops that start inside a window, and that window's step."""
     ws = win["start_ps"].to_numpy(dtype="int64")
     we = win["end_ps"].to_numpy(dtype="int64")
     start = dev_ops["start_ps"].to_numpy(dtype="int64")
     idx = np.searchsorted(ws, start, side="right") - 1
     inside = idx >= 0
     inside[inside] = start[inside] < we[idx[inside]]
-    out = dev_ops[inside].copy()
-    out["step"] = win["step"].to_numpy(dtype="int64")[idx[inside]]
-    return out
+    return dev_ops.index.to_numpy()[inside], win["step"].to_numpy(dtype="int64")[idx[inside]]
