@@ -30,6 +30,7 @@ from tpuperf.analyzers import _intervals as iv
 
 from tpuperf import schema
 from tpuperf.errors import UsageError
+from tpuperf.steps import module_period_steps, window_of
 
 if TYPE_CHECKING:
     from tpuperf.analyzers.base import AnalysisConfig
@@ -118,13 +119,12 @@ class Timeline:
         ops = profile_ops
         for (host, device), win in self.all_windows.groupby(["host", "device"]):
             dev = ops[((ops["host"] == host) & (ops["device"] == device)).to_numpy()]
-            start = dev["start_ps"].to_numpy(dtype="int64")
-            ws = win["start_ps"].to_numpy(dtype="int64")
-            we = win["end_ps"].to_numpy(dtype="int64")
-            idx = np.searchsorted(ws, start, side="right") - 1
-            inside = idx >= 0
-            inside[inside] = start[inside] < we[idx[inside]]
-            parts.append(dev[~inside])
+            index = window_of(
+                dev["start_ps"].to_numpy(dtype="int64"),
+                win["start_ps"].to_numpy(dtype="int64"),
+                win["end_ps"].to_numpy(dtype="int64"),
+            )
+            parts.append(dev[index < 0])
         return pd.concat(parts, ignore_index=True) if parts else profile_ops.iloc[0:0]
 
     def per_step(self, total_ps: float) -> float:
@@ -192,35 +192,10 @@ def _analysed_devices(profile: Profile, host: str | None) -> pd.DataFrame:
     )
 
 
-def module_period_steps(modules: pd.DataFrame) -> pd.DataFrame:
-    """Steps from the period of each device's dominant module (DESIGN.md, Step, last resort).
-
-    Step i is [start_i, start_{i+1}) of the dominant module's executions; the
-    last one lasts the median period.
-    """
-    rows = []
-    if modules.empty:
-        return pd.DataFrame(columns=["host", "device", "step", "start_ps", "end_ps", "source"])
-    for key, group in modules.groupby(["host", "device"], observed=True):
-        host, device = device_key(key)
-        totals = group.groupby("module", observed=True)["dur_ps"].sum()
-        dominant = totals.idxmax()
-        runs = group[group["module"] == dominant].sort_values("start_ps")
-        starts = runs["start_ps"].to_numpy(dtype="int64")
-        if len(starts) >= 2:
-            period = int(np.median(np.diff(starts)))
-            ends = np.append(starts[1:], starts[-1] + period)
-        else:
-            ends = starts + runs["dur_ps"].to_numpy(dtype="int64")
-        for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
-            rows.append((host, device, i, int(s), int(e), "module_period"))
-    return pd.DataFrame(rows, columns=["host", "device", "step", "start_ps", "end_ps", "source"])
-
-
 def _steps_table(profile: Profile) -> tuple[pd.DataFrame, str]:
     steps = profile.steps
     if steps.empty:
-        steps = module_period_steps(profile.modules)
+        steps = module_period_steps(profile.modules)  # a Profile built without steps
     if steps.empty:
         return steps, SOURCE_OP_SPAN
     steps = steps.copy()
@@ -464,10 +439,10 @@ def _breakdown(sets: DeviceSets, win: pd.DataFrame, micro_ps: int) -> pd.DataFra
 
 def _steps_of(dev_ops: pd.DataFrame, win: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Rows (index labels) of the ops that start inside a window, and that window's step."""
-    ws = win["start_ps"].to_numpy(dtype="int64")
-    we = win["end_ps"].to_numpy(dtype="int64")
-    start = dev_ops["start_ps"].to_numpy(dtype="int64")
-    idx = np.searchsorted(ws, start, side="right") - 1
-    inside = idx >= 0
-    inside[inside] = start[inside] < we[idx[inside]]
-    return dev_ops.index.to_numpy()[inside], win["step"].to_numpy(dtype="int64")[idx[inside]]
+    index = window_of(
+        dev_ops["start_ps"].to_numpy(dtype="int64"),
+        win["start_ps"].to_numpy(dtype="int64"),
+        win["end_ps"].to_numpy(dtype="int64"),
+    )
+    inside = index >= 0
+    return dev_ops.index.to_numpy()[inside], win["step"].to_numpy(dtype="int64")[index[inside]]

@@ -11,21 +11,29 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+import pandas as pd
 
 SCHEMA_VERSION = 1
 
 
 def clean(value: Any) -> Any:
-    """``value`` with NaN/Infinity turned into None and numpy scalars into Python ones."""
+    """``value`` as plain JSON types: numpy scalars and arrays become Python ones, and
+    NaN, Infinity and pandas' NA become None. Other objects become their ``str``."""
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [clean(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is pd.NA or value is pd.NaT:
         return None
-    return value
+    return str(value)
 
 
 def dumps(document: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from tpuperf import jsonout
 from tpuperf.analyzers import _timeline, base
 from tpuperf.analyzers.base import AnalysisConfig, AnalyzerResult, Recommendation
 from tpuperf.errors import UsageError
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tpuperf.profile import Profile
 
 # Bump on any change to the JSON layout that could break a reader.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = jsonout.SCHEMA_VERSION
 
 # The documented JSON layout (README, "tpuperf analyze --format json"): name -> JSON types.
 # "number" is int or float; a list of types means any of them; None is null. Tests hold
@@ -151,7 +152,7 @@ class Report:
             },
             "notes": self.notes,
         }
-        return _jsonable(out)
+        return jsonout.clean(out)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -392,27 +393,3 @@ def _table(frame: pd.DataFrame) -> dict[str, Any]:
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     rows = frame.astype(object).values.tolist()
     return [dict(zip(frame.columns, row, strict=True)) for row in rows]
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON types; NaN, Infinity and pandas NA become null."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, pd.DataFrame):
-        return _table(value)
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, np.ndarray):
-        return [_jsonable(v) for v in value.tolist()]
-    return str(value)

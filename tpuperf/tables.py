@@ -23,6 +23,7 @@ import pandas as pd
 
 from tpuperf import schema
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
+from tpuperf.steps import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")
@@ -182,7 +183,7 @@ def build_host(host: str, space: Space) -> HostTables:
     markers = _step_markers(host_plane) if host_plane is not None else None
     for device in devices:
         if device.steps is None and device.row["ops"]:
-            device.steps = markers if markers is not None else _module_period_steps(device.modules)
+            device.steps = markers if markers is not None else dominant_module_steps(device.modules)
         if device.steps is not None:
             device.ops["step"] = _step_of(np.asarray(device.ops["start_ps"]), device.steps)
 
@@ -719,37 +720,11 @@ def _step_markers(plane: Plane) -> pd.DataFrame | None:
     )
 
 
-def _module_period_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
-    """Steps from the executions of the dominant module (the one with the most total time)."""
-    if modules.empty:
-        return None
-    totals = modules.groupby("module", observed=True)["dur_ps"].sum()
-    dominant = totals.idxmax()
-    runs = modules[modules["module"] == dominant].sort_values("start_ps")
-    start = runs["start_ps"].to_numpy()
-    if len(start) < 2:
-        return None
-    # The last execution has no successor: its step lasts one median period.
-    end = np.append(start[1:], start[-1] + int(np.median(np.diff(start))))
-    return pd.DataFrame(
-        {
-            "step": np.arange(len(start), dtype=np.int64),
-            "start_ps": start,
-            "end_ps": end,
-            "source": "module_period",
-        }
-    )
-
-
 def _step_of(starts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """The step each op start falls in, or -1 outside every step."""
     ordered = steps.sort_values("start_ps")
-    step_start = ordered["start_ps"].to_numpy()
-    step_end = ordered["end_ps"].to_numpy()
-    index = np.searchsorted(step_start, starts, side="right") - 1
-    clipped = np.maximum(index, 0)
-    inside = (index >= 0) & (starts < step_end[clipped])
-    return np.where(inside, ordered["step"].to_numpy()[clipped], -1)
+    index = window_of(starts, ordered["start_ps"].to_numpy(), ordered["end_ps"].to_numpy())
+    return np.where(index >= 0, ordered["step"].to_numpy()[np.maximum(index, 0)], -1)
 
 
 # --------------------------------------------------------------------------- self time
