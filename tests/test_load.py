@@ -162,3 +162,40 @@ def test_generated_profiles_match_truth(scenario: str, tmp_path) -> None:
         assert got == [tuple(s) for s in device_truth.steps]
         busy_ops = counted[counted["kind"] == "compute"] if truth.platform == "GPU" else counted
         assert _busy_ps(busy_ops, device_truth.steps) == device_truth.busy_ps
+
+
+def test_sparse_core_planes_are_kept_apart(tmp_path) -> None:
+    from fixtures.generate import generate
+    from tpuperf import _xspace_schema as pb
+
+    host, data = next(iter(generate("collective_training").xspaces.items()))
+    space = pb.XSpace()
+    space.ParseFromString(data)
+    tensor_core = next(p for p in space.planes if p.name == "/device:TPU:0")
+    sparse = space.planes.add()
+    sparse.CopyFrom(tensor_core)
+    sparse.name = "/device:TPU:0 SparseCore 0"
+    renames = {
+        "XLA Ops": "Sparse Core Ops",
+        "XLA Modules": "Sparse Core Modules",
+        "Steps": "Sparse Core Steps",
+    }
+    for line in sparse.lines:
+        line.name = renames.get(line.name, line.name)
+    path = tmp_path / f"{host}.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+
+    plain = tpuperf.load(tmp_path)
+    devices = plain.devices.set_index("device")
+    assert devices.loc[1000, "core"] == "SparseCore"
+    assert devices.loc[1000, "plane"] == "/device:TPU:0 SparseCore 0"
+    assert devices.loc[0, "core"] == "TensorCore"
+    ops = plain.ops
+    # The SparseCore's ops are its own rows, as many as the TensorCore it copies.
+    assert (ops["device"] == 1000).sum() == (ops["device"] == 0).sum() > 0
+    assert set(plain.steps.loc[plain.steps["device"] == 1000, "source"].astype(str)) == {
+        "steps_line"
+    }
+    # Analysis leaves SparseCores out of the chip's idle and step figures.
+    report = tpuperf.analyze(plain).to_dict()
+    assert report["summary"]["devices"] == 4

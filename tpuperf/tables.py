@@ -32,10 +32,11 @@ _METADATA_PLANE = "/host:metadata"
 _TASK_ENVIRONMENT_PLANE = "Task Environment"
 _SPARSE_CORE_BASE = 1000  # device ids of SparseCore planes start here, apart from TensorCores
 
-_TPU_OPS_LINE = "XLA Ops"
-_TPU_MODULES_LINE = "XLA Modules"
-_TPU_ASYNC_LINE = "Async XLA Ops"
-_STEPS_LINE = "Steps"
+# Line names on TensorCore planes, then on SparseCore planes ("/device:TPU:N SparseCore M").
+_TPU_OPS_LINE = ("XLA Ops", "Sparse Core Ops")
+_TPU_MODULES_LINE = ("XLA Modules", "Sparse Core Modules")
+_TPU_ASYNC_LINE = ("Async XLA Ops",)
+_STEPS_LINE = ("Steps", "Sparse Core Steps")
 _GPU_STREAM_PREFIX = "Stream #"
 
 _OP_SUFFIX = re.compile(r"\.\d+$")
@@ -250,11 +251,10 @@ def _module_names(planes: list[Plane]) -> dict[str, str]:
     return names
 
 
-def _line(plane: Plane, name: str) -> Line | None:
-    for line in plane.lines:
-        if line.name == name:
-            return line
-    return None
+def _line(plane: Plane, names: tuple[str, ...]) -> Line | None:
+    """The plane's line with the first of ``names`` that it has."""
+    by_name = {line.name: line for line in plane.lines}
+    return next((by_name[name] for name in names if name in by_name), None)
 
 
 def _with_keys(part: pd.DataFrame | dict[str, Any], host: str, device: int) -> dict[str, Any]:
