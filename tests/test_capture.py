@@ -308,7 +308,7 @@ def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
 def test_tpuperf_capture_is_the_function_after_the_cli_is_imported(tmp_path: Path) -> None:
     import tpuperf
     import tpuperf.capturing
-    import tpuperf.cli.capture  # noqa: F401  (the CLI module must not shadow the function)
+    import tpuperf.cli.capture  # the CLI module must not shadow the function
 
     assert tpuperf.capture is tpuperf.capturing.capture
 
