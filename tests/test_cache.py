@@ -1,0 +1,196 @@
+"""The profile cache: exact round trips, content keys, damaged entries rebuilt, nothing pickled."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import tpuperf
+from fixtures.generate import SCENARIOS, write_run
+from tpuperf import cache as cache_mod
+from tpuperf import schema
+from tpuperf.cache import Cache
+
+
+def assert_same_profile(actual: tpuperf.Profile, expected: tpuperf.Profile) -> None:
+    for table in schema.TABLES:
+        left, right = getattr(actual, table), getattr(expected, table)
+        pd.testing.assert_frame_equal(left, right, check_exact=True, check_categorical=True)
+        for column in left.columns:
+            if isinstance(left[column].dtype, pd.CategoricalDtype):
+                # Same categories in the same order, of the same dtype: codes mean the same.
+                assert left[column].cat.categories.equals(right[column].cat.categories), column
+                assert left[column].cat.categories.dtype == right[column].cat.categories.dtype
+    assert actual.hosts == expected.hosts
+    assert actual.warnings == expected.warnings
+    assert actual.source == expected.source
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {s: write_run(s, root, run_name=s, seed=3)[0] for s in SCENARIOS}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_cached_profile_round_trips_exactly(
+    scenario: str, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    cache = Cache(tmp_path)
+    expected = tpuperf.load(runs[scenario])
+    cold = cache_mod.load(runs[scenario], cache=cache)  # decoded, then stored
+    warm = cache_mod.load(runs[scenario], cache=cache)  # read back from Parquet
+    assert_same_profile(cold, expected)
+    assert_same_profile(warm, expected)
+    assert len(list(tmp_path.rglob("host.json"))) == len(expected.hosts)
+
+
+def test_one_host_of_a_run_and_a_gzip_file(runs: dict[str, Path], tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    host = "tpu-host-1"
+    expected = tpuperf.load(runs["straggler"], host=host)
+    cache_mod.load(runs["straggler"], host=host, cache=cache)
+    assert_same_profile(cache_mod.load(runs["straggler"], host=host, cache=cache), expected)
+
+    zipped = tmp_path / "z.xplane.pb.gz"
+    zipped.write_bytes(gzip.compress((runs["host_bound"] / "tpu-host-0.xplane.pb").read_bytes()))
+    expected = tpuperf.load(zipped)
+    cache_mod.load(zipped, cache=cache)
+    assert_same_profile(cache_mod.load(zipped, cache=cache), expected)
+
+
+def test_nothing_is_pickled(runs: dict[str, Path], tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    tpuperf.scan(runs["gpu_training"], workers=1, cache_dir=tmp_path)
+    cache_mod.load(runs["gpu_training"], cache=cache)
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {p.suffix for p in files} == {".parquet", ".json"}
+    for path in files:
+        head = path.read_bytes()[:4]
+        assert head == b"PAR1" if path.suffix == ".parquet" else head[:1] == b"{"
+
+
+def test_same_bytes_elsewhere_hit_and_a_new_version_misses(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = Cache(tmp_path / "cache")
+    source = runs["memory_bound"] / "tpu-host-0.xplane.pb"
+    copy = tmp_path / "elsewhere" / "tpu-host-0.xplane.pb"
+    copy.parent.mkdir()
+    shutil.copy(source, copy)
+    _, key = cache_mod.host_tables(str(source), "tpu-host-0", cache)
+    assert key == cache_mod.content_key(source.read_bytes())
+    # The same content under another path is a hit, with this path in its HostInfo.
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    second, same = cache_mod.host_tables(str(copy), "tpu-host-0", cache)
+    assert same == key and second.info.path == str(copy)
+    # Another host name is another entry (the name is in every table) ...
+    with pytest.raises(AssertionError, match="decoded"):
+        cache_mod.host_tables(str(copy), "other-host", cache)
+    # ... and so is another tpuperf.
+    monkeypatch.setattr(cache_mod, "code_version", lambda: "99.0")
+    with pytest.raises(AssertionError, match="decoded"):
+        cache_mod.host_tables(str(source), "tpu-host-0", cache)
+
+
+def _must_not_decode(*args: object) -> None:
+    raise AssertionError("decoded although the cache holds these tables")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "delete_meta",
+        "garbage_meta",
+        "truncate_table",
+        "flip_table_bytes",
+        "delete_table",
+        "extra_rows",
+    ],
+)
+def test_damaged_entry_is_ignored_and_rebuilt(
+    damage: str, runs: dict[str, Path], tmp_path: Path
+) -> None:
+    cache = Cache(tmp_path)
+    run = runs["collective_training"]
+    expected = tpuperf.load(run)
+    cache_mod.load(run, cache=cache)
+    (entry,) = [p.parent for p in tmp_path.rglob("host.json")]
+    ops = entry / "ops.parquet"
+    data = bytearray(ops.read_bytes())
+    if damage == "delete_meta":
+        (entry / "host.json").unlink()
+    elif damage == "garbage_meta":
+        (entry / "host.json").write_text('{"key": ')
+    elif damage == "truncate_table":
+        ops.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "flip_table_bytes":
+        middle = len(data) // 3
+        data[middle : middle + 32] = bytes(b ^ 0x5A for b in data[middle : middle + 32])
+        ops.write_bytes(bytes(data))
+    elif damage == "delete_table":
+        (entry / "steps.parquet").unlink()
+    elif damage == "extra_rows":  # a valid Parquet file, but not the one stored
+        expected.ops.head(3).to_parquet(ops)
+    assert_same_profile(cache_mod.load(run, cache=cache), expected)
+    # Rebuilt: the next load reads an intact entry.
+    assert (entry / "host.json").exists()
+    assert_same_profile(cache_mod.load(run, cache=cache), expected)
+
+
+def test_rows_round_trip_and_damaged_rows_miss(tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    key = cache.row_key([("h", "sha256:00")], {"config": {"warmup_steps": 1}})
+    assert cache.get_row(key) is None
+    row = {"idle_pct": 12.345678901234567, "chip": "TPU v6 Lite", "devices": 4, "mfu_pct": None}
+    cache.put_row(key, row)
+    assert cache.get_row(key) == row
+    other = cache.row_key([("h", "sha256:00")], {"config": {"warmup_steps": 2}})
+    assert other != key and cache.get_row(other) is None
+    (path,) = tmp_path.rglob(f"{key}.json")
+    path.write_text("[1, 2")
+    assert cache.get_row(key) is None and not path.exists()
+
+
+def test_stat_memo_trusts_only_an_unchanged_settled_file(tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    path = tmp_path / "p.xplane.pb"
+    path.write_bytes(b"one")
+    cache.remember_content(str(path), "sha256:one")
+    assert cache.known_content(str(path)) is None  # just written: its mtime may not move again
+    past = time.time() - 60
+    os.utime(path, (past, past))
+    cache.remember_content(str(path), "sha256:one")
+    assert cache.known_content(str(path)) == "sha256:one"
+    path.write_bytes(b"two")  # same size, new mtime
+    assert cache.known_content(str(path)) is None
+
+
+def test_listing_keys() -> None:
+    assert cache_mod.listing_key({"size": 5, "md5Hash": "XUFAKrxLKna5cZ2REBfFkg=="}) == (
+        "md5hash:XUFAKrxLKna5cZ2REBfFkg==:5"
+    )
+    assert cache_mod.listing_key({"size": 5, "ETag": '"abc"'}) == "etag:abc:5"
+    assert cache_mod.listing_key({"size": 5}) is None
+
+
+def test_unwritable_cache_only_slows(runs: dict[str, Path], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache directory should be")
+    cache = Cache(blocker)
+    expected = tpuperf.load(runs["host_bound"])
+    assert_same_profile(cache_mod.load(runs["host_bound"], cache=cache), expected)
+
+
+def test_default_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "a"))
+    assert cache_mod.default_dir() == tmp_path / "a"
+    monkeypatch.delenv("TPUPERF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert cache_mod.default_dir() == tmp_path / "x" / "tpuperf"

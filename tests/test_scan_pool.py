@@ -1,0 +1,58 @@
+"""The local process pool: the same rows as one process, in order, and a dead worker isolated.
+
+Kept apart from test_scan.py with light module-level imports: the pool's workers import this
+module to find the functions below.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tpuperf import scan as scan_mod
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fixtures.generate import write_run
+
+    root = tmp_path_factory.mktemp("pool")
+    for index, scenario in enumerate(("host_bound", "memory_bound", "straggler", "gpu_training")):
+        write_run(scenario, root / f"job{index}", run_name=f"run{index}", seed=index)
+    (root / "job0" / "broken.xplane.pb").write_bytes(b"\x00\x01\x02")
+    return root
+
+
+def test_pool_rows_equal_one_process_in_order(tree: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    serial = scan_mod.scan(tree, workers=1, cache=False)
+    seen: list[tuple[int, int]] = []
+    pooled = scan_mod.scan(
+        tree, workers=2, cache_dir=tmp_path, progress=lambda done, total: seen.append((done, total))
+    )
+    pd.testing.assert_frame_equal(pooled, serial)
+    assert list(pooled["path"]) == sorted(pooled["path"])
+    assert seen[0] == (0, 6) and seen[-1] == (6, 6)
+    assert (pooled["error"] != "").sum() == 1
+
+
+def _crash_on_marked(target: scan_mod.Target, options: scan_mod.ScanOptions) -> dict:
+    if "crash" in target.path:
+        os._exit(1)  # what the OS killing a worker for memory looks like to the pool
+    return scan_mod.error_row(target, "")  # cheap: no profile is read
+
+
+def test_dead_worker_fails_only_its_profile(tmp_path: Path) -> None:
+    targets = [
+        scan_mod.Target(str(tmp_path / name), "run", name, ())
+        for name in ("a", "b-crash", "c", "d", "e")
+    ]
+    options = scan_mod.ScanOptions()
+    rows = list(scan_mod.iter_rows(targets, options, workers=2, fn=_crash_on_marked))
+    assert [row["host"] for row in rows] == ["a", "b-crash", "c", "d", "e"]
+    errors = {row["host"]: row["error"] for row in rows}
+    assert errors.pop("b-crash").startswith("the worker process died while analysing")
+    assert set(errors.values()) == {""}
