@@ -197,9 +197,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-check", action="store_true", help="Skip the equality check.")
     parser.add_argument("--large", action="store_true", help="Also scan the large profile.")
+    parser.add_argument("--large-only", action="store_true", help="Only scan the large profile.")
     args = parser.parse_args()
-
     out = HERE / "out"
+    if args.large_only:
+        bench_large(out, args.repeat)
+        return
+
     fleet = out / "scan_fleet"
     t0 = time.perf_counter()
     make_fleet(fleet, args.profiles)

@@ -116,6 +116,14 @@ def test_gs_glob_pool_and_per_run(uploaded: Path, tmp_path: Path, capsys) -> Non
     assert per_run["hosts"].tolist() == [2] and per_run["error"].tolist() == [""]
 
 
+def test_rows_written_to_a_bucket(uploaded: Path, gcs, tmp_path: Path) -> None:
+    out = f"gs://{BUCKET}/results/fleet.ndjson"
+    assert main(["scan", f"gs://{BUCKET}/jobs/job2", "-j", "1", "--no-cache", "-o", out]) == 0
+    gcs.invalidate_cache()
+    lines = gcs.cat(out).decode().splitlines()
+    assert len(lines) == 1 and '"platform":"GPU"' in lines[0]
+
+
 def test_gs_missing_prefix_is_exit_4(uploaded: Path, capsys) -> None:
     assert main(["scan", f"gs://{BUCKET}/nothing-here", "--no-cache"]) == 4
     assert "no profiles found" in capsys.readouterr().err

@@ -56,3 +56,35 @@ def test_dead_worker_fails_only_its_profile(tmp_path: Path) -> None:
     errors = {row["host"]: row["error"] for row in rows}
     assert errors.pop("b-crash").startswith("the worker process died while analysing")
     assert set(errors.values()) == {""}
+
+
+def _slow_after_first(target: scan_mod.Target, options: scan_mod.ScanOptions) -> dict:
+    if target.host != "a":
+        import time
+
+        time.sleep(120)
+    return scan_mod.error_row(target, "")
+
+
+def test_interrupt_stops_the_workers_at_once(tmp_path: Path) -> None:
+    import multiprocessing
+    import time
+
+    targets = [scan_mod.Target(str(tmp_path / n), "run", n, ()) for n in ("a", "b", "c", "d")]
+
+    def interrupt(done: int, total: int) -> None:
+        if done:
+            raise KeyboardInterrupt
+
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        list(
+            scan_mod.iter_rows(
+                targets, scan_mod.ScanOptions(), workers=2, fn=_slow_after_first, progress=interrupt
+            )
+        )
+    assert time.perf_counter() - started < 60  # not the 120 s a running worker would take
+    deadline = time.time() + 10
+    while multiprocessing.active_children() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not multiprocessing.active_children()

@@ -270,7 +270,9 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table, path, write_page_checksum=True)
+    # Entries are read whole, so column statistics buy nothing; skipping them and LZ4 instead of
+    # Snappy halve the write time of a large profile's tables at the same size (measured).
+    pq.write_table(table, path, write_page_checksum=True, write_statistics=False, compression="lz4")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

@@ -42,7 +42,11 @@ def command(
         show_default=False,
     ),
     out: str = typer.Option(
-        None, "--out", "--output", "-o", help="Write the rows to FILE (atomically)."
+        None,
+        "--out",
+        "--output",
+        "-o",
+        help="Write the rows to FILE (whole or not at all); a path or a URL such as gs://.",
     ),
     format: Format = typer.Option(
         None,
@@ -115,6 +119,8 @@ def command(
     chosen = format or _format_from_suffix(out)
     if chosen is Format.parquet and out is None:
         raise UsageError("--format parquet writes a file: add --out FILE.parquet")
+    if out is not None and "://" in out:
+        _check_url(out)
     chosen_engine = engine or (Engine.ray if ray_address else Engine.local)
     if ray_address and chosen_engine is not Engine.ray:
         raise UsageError("--ray-address needs --engine ray")
@@ -148,9 +154,7 @@ def command(
                 sys.stdout.flush()
                 _write_stream(gated, chosen, sys.stdout.buffer)
             else:
-                from tpuperf.jsonout import write_atomic
-
-                write_atomic(out, lambda handle: _write_stream(gated, chosen, handle))
+                _write_file(out, lambda handle: _write_stream(gated, chosen, handle))
     seconds = time.perf_counter() - started
     console.print(
         f"scanned {stats.total} profile{'s' if stats.total != 1 else ''} in {seconds:.1f} s: "
@@ -165,6 +169,40 @@ def command(
             f"{len({id(row) for _, row in tripped})} of {stats.total} profiles tripped "
             "--fail-on (listed above)"
         )
+
+
+def _write_file(out: str, write: Any) -> None:
+    """Write ``out`` (a path, or an fsspec URL such as gs://) through ``write(handle)`` so that
+    it appears whole or not at all."""
+    from tpuperf.jsonout import write_atomic
+
+    if "://" not in out:
+        write_atomic(out, write)
+        return
+    import os
+    import tempfile
+
+    import fsspec
+
+    # An object store has no rename, but an object appears only once its upload completes:
+    # the rows go to a local temporary file, uploaded at the end.
+    with tempfile.TemporaryDirectory(prefix="tpuperf-scan-") as temp:
+        local = os.path.join(temp, "rows")
+        write_atomic(local, write)
+        fs, path = fsspec.core.url_to_fs(out)
+        fs.put_file(local, path)
+
+
+def _check_url(out: str) -> None:
+    import fsspec
+
+    from tpuperf.errors import UsageError
+
+    try:
+        fsspec.core.url_to_fs(out)
+    except (ImportError, ValueError) as exc:
+        hint = " (install tpuperf[gcs] for gs:// paths)" if out.startswith("gs://") else ""
+        raise UsageError(f"--out {out}: cannot write there: {exc}{hint}") from None
 
 
 def _format_from_suffix(out: str | None) -> Format:
@@ -351,9 +389,12 @@ def _write_table(rows: list[dict[str, Any]], out: str | None) -> None:
         for line in errors:
             console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if out is not None:
-        from tpuperf.jsonout import write_text_atomic
+        data = buffer.getvalue().encode()
 
-        write_text_atomic(out, buffer.getvalue())
+        def write(handle: BinaryIO) -> None:
+            handle.write(data)
+
+        _write_file(out, write)
 
 
 def _cell(value: Any) -> str:
