@@ -57,7 +57,7 @@ def render_markdown(report: Report) -> str:
         for r in report.top_ops.to_dict("records"):
             out.append(
                 f"| `{_cell(r['op'])}` | {r['kind']} | {fmt_ms(r['ms_per_step'])} | "
-                f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:g} | {r['bound'] or ''} | "
+                f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:.3g} | {r['bound'] or ''} | "
                 f"{fmt_pct(r['efficiency_pct'])} |"
             )
         out.append("")

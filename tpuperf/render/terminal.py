@@ -130,7 +130,7 @@ def _top_ops_table(report: Report) -> Table:
             str(row["kind"]),
             fmt_ms(row["ms_per_step"]),
             fmt_pct(row["pct_of_busy"]),
-            f"{row['count_per_step']:g}",
+            f"{row['count_per_step']:.3g}",
             str(row["bound"] or ""),
             fmt_pct(row["efficiency_pct"]),
         )
