@@ -6,11 +6,14 @@ Ray starts once for the module (it takes seconds); the scans reuse it. Skipped w
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+# Ray reports usage statistics over the internet unless told not to; tests stay offline.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 ray = pytest.importorskip("ray")
 
 from fixtures.generate import write_run  # noqa: E402
