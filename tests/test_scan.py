@@ -18,9 +18,9 @@ import pytest
 
 import tpuperf
 from fixtures.generate import SCENARIOS, write_run
-from tpuperf import scan as scan_mod
+from tpuperf import scanning as scan_mod
 from tpuperf.cli import main
-from tpuperf.scan import ROW_FIELDS
+from tpuperf.scanning import ROW_FIELDS
 
 CORRUPT = ("garbage", "empty", "truncated")
 

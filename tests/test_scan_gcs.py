@@ -26,7 +26,7 @@ emulator = pytest.importorskip("gcp_storage_emulator.server")
 import fsspec  # noqa: E402
 
 from fixtures.generate import generate  # noqa: E402
-from tpuperf import scan as scan_mod  # noqa: E402
+from tpuperf import scanning as scan_mod  # noqa: E402
 from tpuperf.cli import main  # noqa: E402
 
 BUCKET = "fleet-profiles"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tpuperf import scan as scan_mod
+from tpuperf import scanning as scan_mod
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 ray = pytest.importorskip("ray")
 
 from fixtures.generate import write_run  # noqa: E402
-from tpuperf import scan as scan_mod  # noqa: E402
+from tpuperf import scanning as scan_mod  # noqa: E402
 from tpuperf.cli import main  # noqa: E402
 
 

@@ -23,7 +23,7 @@ _EXPORTS = {
     "Report": "tpuperf.report",
     "capture": "tpuperf.capturing",
     "profile_steps": "tpuperf.capturing",
-    "scan": "tpuperf.scan",
+    "scan": "tpuperf.scanning",
     "TpuperfError": "tpuperf.errors",
 }
 

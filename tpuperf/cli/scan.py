@@ -107,7 +107,7 @@ def command(
 
         tpuperf scan logs/ --per-run --engine ray --ray-address auto -o runs.csv
     """
-    from tpuperf import scan as scan_mod
+    from tpuperf import scanning as scan_mod
     from tpuperf.cli._common import stderr_console
     from tpuperf.errors import BadInput, GateFailed, UsageError
 
@@ -277,7 +277,7 @@ def _write_stream(rows: Any, fmt: Format, handle: BinaryIO) -> None:
         _write_parquet(rows, handle)
         return
     if fmt is Format.csv:
-        from tpuperf.scan import ROW_FIELDS
+        from tpuperf.scanning import ROW_FIELDS
 
         handle.write(_csv_line(list(ROW_FIELDS)))
     for row in rows:
@@ -317,7 +317,7 @@ def _write_parquet(rows: Any, handle: BinaryIO) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tpuperf.scan import SCHEMA_VERSION, to_frame
+    from tpuperf.scanning import SCHEMA_VERSION, to_frame
 
     schema = pa.Schema.from_pandas(to_frame([]), preserve_index=False)
     schema = schema.with_metadata(

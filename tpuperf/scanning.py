@@ -21,8 +21,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import sys
-import types
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -795,18 +793,3 @@ def parse_gate(text: str) -> Gate:
             raw = raw[1:-1]
         return Gate(text, name, op, raw)
     raise UsageError(f"--fail-on {text!r}: no field {name!r}; {valid}")
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`scan`.
-
-    ``tpuperf.scan`` is both this submodule and the function it exports (DESIGN.md's Python
-    interface); importing the submodule rebinds the package attribute to the module, so the
-    module itself must answer ``tpuperf.scan(paths)``.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        return scan(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
