@@ -1,0 +1,57 @@
+"""README documents every command and every JSON field the commands write (STYLE.md item 9)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import CPU_FIXTURE, REPO
+from tpuperf.cli import COMMANDS, main
+
+README = (REPO / "README.md").read_text()
+
+
+def _documented(name: str) -> bool:
+    """Named in code style: `name` alone, or opening a `name {...}` / `name (...)` span."""
+    return re.search(rf"`{re.escape(name)}[` ]", README) is not None
+
+
+@pytest.mark.parametrize("command", [name for name, _ in COMMANDS])
+def test_every_command_is_in_readme_and_has_an_example(capsys, command: str) -> None:
+    assert f"tpuperf {command}" in README
+    assert main([command, "--help"]) == 0
+    assert "Example" in capsys.readouterr().out
+
+
+def _json(capsys, *args: str) -> dict:  # type: ignore[type-arg]
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _keys(objects: list[dict]) -> set[str]:  # type: ignore[type-arg]
+    return {key for obj in objects for key in obj}
+
+
+def test_info_fields_are_documented(capsys) -> None:
+    info = _json(capsys, "info", str(CPU_FIXTURE), "--format", "json")
+    fields = set(info) | _keys(info["hosts"]) | _keys(info["devices"]) | _keys(info["lines"])
+    fields |= set(info["time_span"]) | _keys(info["steps"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_ops_fields_are_documented(capsys) -> None:
+    document = _json(capsys, "ops", str(CPU_FIXTURE), "--format", "json", "--per-device")
+    fields = set(document) | _keys(document["rows"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_analyze_fields_are_documented(capsys) -> None:
+    report = _json(capsys, "analyze", str(CPU_FIXTURE), "--format", "json")
+    fields = set(report) | set(report["summary"]) | set(report["summary"]["step_time_ms"])
+    fields |= _keys(report["recommendations"]) | _keys(report["top_ops"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
