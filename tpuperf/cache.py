@@ -30,14 +30,13 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from tpuperf import jsonout, schema
-from tpuperf.profile import HostInfo, Profile
+from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
 FORMAT = "v1"
@@ -48,13 +47,8 @@ FORMAT = "v1"
 _RACY_NS = 2_000_000_000
 
 
-@dataclass
-class HostTables:
-    """One host file's decoded tables (tpuperf.schema), its HostInfo and decoder warnings."""
-
-    frames: dict[str, pd.DataFrame]
-    info: HostInfo
-    warnings: list[str]
+# One host file's decoded tables, HostInfo and decoder warnings: what the cache stores.
+HostTables = HostPart
 
 
 def default_dir() -> Path:
@@ -295,21 +289,7 @@ def _remove(path: Path) -> None:
 
 def decode_host(url: str, host: str, data: bytes) -> HostTables:
     """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does."""
-    from tpuperf import tables, xspace
-
-    space = xspace.decode_or_bad_input(data, url)
-    built = tables.build_host(host, space)
-    frames = {table: schema.concat(table, [built.frames[table]]) for table in schema.TABLES}
-    info = HostInfo(
-        host=host,
-        path=url,
-        hostnames=built.hostnames,
-        versions=built.versions,
-        capture_start_ns=built.capture_start_ns,
-        capture_stop_ns=built.capture_stop_ns,
-        size_bytes=len(data),
-    )
-    return HostTables(frames, info, list(built.warnings))
+    return read_host(url, host, data)
 
 
 def host_tables(
@@ -342,23 +322,6 @@ def host_tables(
     if cache is not None:
         cache.put_tables(Cache.tables_key(host, content), decoded)
     return decoded, content
-
-
-def assemble(parts: list[HostTables], source: str, notices: list[str] | None = None) -> Profile:
-    """The Profile of these hosts' tables, exactly as :func:`tpuperf.load` builds it."""
-    from tpuperf.errors import BadInput
-
-    frames = {
-        table: schema.concat(table, [part.frames[table] for part in parts])
-        for table in schema.TABLES
-    }
-    if frames["devices"].empty:
-        raise BadInput(
-            f"{source}: no device planes and no XLA ops: this is a host-only profile; capture it "
-            "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
-        )
-    warnings = [*(notices or []), *(w for part in parts for w in part.warnings)]
-    return Profile(**frames, hosts=[part.info for part in parts], source=source, warnings=warnings)
 
 
 def load(

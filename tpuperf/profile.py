@@ -83,6 +83,47 @@ class Profile:
         }
 
 
+@dataclass
+class HostPart:
+    """One host file's tables (see tpuperf.schema), what it says about itself, and notes."""
+
+    frames: dict[str, pd.DataFrame]
+    info: HostInfo
+    warnings: list[str]
+
+
+def read_host(url: str, host: str, data: bytes) -> HostPart:
+    """Decode one host file's bytes into its tables."""
+    from tpuperf import tables, xspace
+
+    built = tables.build_host(host, xspace.decode_or_bad_input(data, url))
+    info = HostInfo(
+        host=host,
+        path=url,
+        hostnames=built.hostnames,
+        versions=built.versions,
+        capture_start_ns=built.capture_start_ns,
+        capture_stop_ns=built.capture_stop_ns,
+        size_bytes=len(data),
+    )
+    return HostPart(built.frames, info, list(built.warnings))
+
+
+def assemble(parts: list[HostPart], source: str, notices: list[str] | None = None) -> Profile:
+    """The Profile of these hosts together; a profile without devices is bad input."""
+    frames = {
+        table: schema.concat(table, [part.frames[table] for part in parts])
+        for table in schema.TABLES
+    }
+    if frames["devices"].empty:
+        raise BadInput(
+            f"{source}: no device planes and no XLA ops: this is a host-only profile; capture it "
+            "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
+        )
+    warnings = [*(notices or []), *(w for part in parts for w in part.warnings)]
+    return Profile(**frames, hosts=[part.info for part in parts], source=source, warnings=warnings)
+
+
 def load(
     path: str | os.PathLike[str],
     host: str | None = None,
@@ -96,38 +137,13 @@ def load(
     :class:`~tpuperf.errors.BadInput` for anything that is not a readable
     profile with devices or XLA ops.
     """
-    from tpuperf import sources, tables, xspace
+    from tpuperf import sources
 
     text = os.fspath(path)
     resolved = sources.resolve(text, host=host, run=run)
-    built: list[tables.HostTables] = []
-    infos: list[HostInfo] = []
+    parts = []
     for index, host_file in enumerate(resolved.files, 1):
         if progress is not None:
             progress(f"reading {host_file.host} ({index}/{len(resolved.files)})")
-        data = sources.read_bytes(host_file.url)
-        space = xspace.decode_or_bad_input(data, host_file.url)
-        host_tables = tables.build_host(host_file.host, space)
-        built.append(host_tables)
-        infos.append(
-            HostInfo(
-                host=host_file.host,
-                path=host_file.url,
-                hostnames=host_tables.hostnames,
-                versions=host_tables.versions,
-                capture_start_ns=host_tables.capture_start_ns,
-                capture_stop_ns=host_tables.capture_stop_ns,
-                size_bytes=len(data),
-            )
-        )
-        del data, space
-    warnings = [*resolved.notices, *(w for t in built for w in t.warnings)]
-    frames = {
-        table: schema.concat(table, [t.frames[table] for t in built]) for table in schema.TABLES
-    }
-    if frames["devices"].empty:
-        raise BadInput(
-            f"{text}: no device planes and no XLA ops: this is a host-only profile; capture it "
-            "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
-        )
-    return Profile(**frames, hosts=infos, source=text, warnings=warnings)
+        parts.append(read_host(host_file.url, host_file.host, sources.read_bytes(host_file.url)))
+    return assemble(parts, text, resolved.notices)

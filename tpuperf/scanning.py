@@ -269,6 +269,7 @@ def make_options(
 def scan_one(target: Target, options: ScanOptions) -> dict[str, Any]:
     """The row of one target; never raises for a bad profile (the row's ``error`` says why)."""
     from tpuperf import cache as cache_mod
+    from tpuperf.profile import assemble
 
     cache = cache_mod.Cache(options.cache_dir) if options.cache_dir is not None else None
     states = _local_states(target) if cache is not None else None
@@ -287,7 +288,7 @@ def scan_one(target: Target, options: ScanOptions) -> dict[str, Any]:
             row = _cached_analysis(target, contents, options, cache)
             if row is not None:
                 return _located(row, target)
-        profile = cache_mod.assemble(parts, target.path)
+        profile = assemble(parts, target.path)
         del parts
         row = _analysis(profile, options)
         del profile
