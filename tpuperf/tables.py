@@ -432,7 +432,7 @@ def _constant(value: str, n: int) -> pd.Categorical:
 
 def _spread(values: list[str], rows: np.ndarray, default: str = "") -> pd.Categorical:
     """Per-event categorical from per-metadata strings (row -1: ``default``)."""
-    categories, codes = np.unique(np.array([*values, default], dtype=object), return_inverse=True)
+    codes, categories = pd.factorize(np.array([*values, default], dtype=object))
     return pd.Categorical.from_codes(codes[rows], categories=categories)
 
 

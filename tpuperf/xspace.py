@@ -154,7 +154,7 @@ class Plane:
         """
         stats = self.metadata.stats
         ids = self.stat_ids("memory_access_breakdown")
-        rows = np.flatnonzero(np.isin(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
+        rows = np.flatnonzero(_is_one_of(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
         buf = np.frombuffer(self._data, dtype=np.uint8)
         entries = _message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
         owner, starts, stops = entries.get(1, (_EMPTY, _EMPTY, _EMPTY))
@@ -182,7 +182,7 @@ class Plane:
         ``default`` (NaN-free numeric arrays need a numeric default).
         """
         ids = self.stat_ids(name)
-        rows = np.flatnonzero(np.isin(stats.metadata_id, ids)) if ids else np.zeros(0, np.int64)
+        rows = np.flatnonzero(_is_one_of(stats.metadata_id, ids))
         owners = stats.owner[rows]
         kinds = stats.kind[rows]
         if len(rows) and isinstance(default, (int, float)) and not isinstance(default, bool):
@@ -226,6 +226,14 @@ class Plane:
             else:
                 out.append(None)
         return out
+
+
+def _is_one_of(values: np.ndarray, wanted: list[int]) -> np.ndarray:
+    """``np.isin`` for the usual one or two stat ids, without its sort."""
+    mask = np.zeros(len(values), dtype=bool)
+    for value in wanted:
+        mask |= values == value
+    return mask
 
 
 @dataclass
