@@ -138,7 +138,7 @@ def concat(table: str, parts: list[pd.DataFrame | dict[str, Any]]) -> pd.DataFra
     """Stack parts that hold ``table``'s columns into one table with its exact dtypes.
 
     A part is a DataFrame or a dict of equally long columns (arrays, lists,
-    Categoricals). Each column is concatenated once and the DataFrame built
+    Categoricals); a dict part is emptied. Each column is concatenated once and the DataFrame built
     once: cheaper than ``pd.concat`` of DataFrames followed by :func:`conform`
     on large tables, and categorical columns stay categorical throughout.
     """
@@ -147,7 +147,8 @@ def concat(table: str, parts: list[pd.DataFrame | dict[str, Any]]) -> pd.DataFra
         return empty(table)
     columns: dict[str, Any] = {}
     for name, dtype in TABLES[table].items():
-        pieces = [p[name] for p in parts]
+        # Dict parts give their columns up as they are stacked, which halves the peak memory.
+        pieces = [p.pop(name) if isinstance(p, dict) else p[name] for p in parts]
         if dtype == CATEGORY:
             columns[name] = union_categoricals([_categorical(piece) for piece in pieces])
         elif dtype == "string":

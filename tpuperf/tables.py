@@ -189,11 +189,11 @@ def build_host(host: str, space: Space) -> HostTables:
             device.ops["step"] = _step_of(np.asarray(device.ops["start_ps"]), device.steps)
 
     def stacked(table: str, attribute: str) -> pd.DataFrame:
-        parts = [
-            _with_keys(getattr(d, attribute), host, d.number)
-            for d in devices
-            if getattr(d, attribute) is not None
-        ]
+        parts = []
+        for d in devices:
+            if getattr(d, attribute) is not None:
+                parts.append(_with_keys(getattr(d, attribute), host, d.number))
+                setattr(d, attribute, None)  # the parts hold the columns now; concat frees them
         return schema.concat(table, parts)
 
     frames = {
