@@ -53,6 +53,11 @@ class AnalysisConfig:
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
+def savings_pct(savings_ms: float, step_ms: float) -> float:
+    """A per-step saving as a share of the mean step window, in percent (0 without steps)."""
+    return 100.0 * savings_ms / step_ms if step_ms > 0 else 0.0
+
+
 @dataclass
 class Recommendation:
     """One piece of ranked advice (DESIGN.md, Recommendation)."""
@@ -63,7 +68,7 @@ class Recommendation:
     evidence: str  # the numbers behind it, in a sentence
     fix: dict[str, str]  # {"tpu": ..., "gpu": ...}: the code change or XLA flags
     est_savings_ms: float  # per step; an upper bound derived from the evidence
-    est_savings_pct: float  # of the median step time, 0-100
+    est_savings_pct: float  # of the mean step window, 0-100 (see savings_pct)
     confidence: str  # one of CONFIDENCE
     ops: list[str] = field(default_factory=list)  # the ops behind the evidence, worst first
     values: dict[str, Any] = field(default_factory=dict)  # the evidence's numbers, by name

@@ -16,6 +16,7 @@ from tpuperf.analyzers.base import (
     Analyzer,
     AnalyzerResult,
     Recommendation,
+    savings_pct,
 )
 from tpuperf.analyzers.steps import modified_z
 
@@ -399,7 +400,7 @@ class CollectivesAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=exposed_ms,
-            est_savings_pct=100.0 * exposed_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(exposed_ms, step_ms),
             # One-off collectives outside the steps save wall time, not step time: less sure.
             confidence="low" if in_step_ms <= 0 else ("medium" if sync else "high"),
             ops=op_names,
@@ -483,7 +484,7 @@ class CollectivesAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=copy_ms,
-            est_savings_pct=100.0 * copy_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(copy_ms, step_ms),
             confidence="medium",
             ops=[str(o) for o in top["op"]],
             values={"exposed_copy_ms_per_step": copy_ms},

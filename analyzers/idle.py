@@ -18,6 +18,7 @@ from tpuperf.analyzers.base import (
     Analyzer,
     AnalyzerResult,
     Recommendation,
+    savings_pct,
 )
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class IdleAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=between_ms,
-            est_savings_pct=100.0 * between_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(between_ms, step_ms),
             confidence="high" if verdict else "medium",
             values={
                 "between_steps_idle_ms_per_step": between_ms,
@@ -214,7 +215,7 @@ class IdleAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=interior_ms,
-            est_savings_pct=100.0 * interior_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(interior_ms, step_ms),
             # Dependency waits cannot all be removed; the estimate is a loose upper bound.
             confidence="medium" if mostly_micro else "low",
             values={

@@ -14,6 +14,7 @@ from tpuperf.analyzers.base import (
     Analyzer,
     AnalyzerResult,
     Recommendation,
+    savings_pct,
 )
 from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
@@ -276,7 +277,7 @@ class RooflineAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=lost_ms,
-            est_savings_pct=100.0 * lost_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(lost_ms, step_ms),
             confidence="medium",
             ops=[str(o) for o in top["op"]],
             values={
@@ -323,7 +324,7 @@ class RooflineAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=lost_ms,
-            est_savings_pct=100.0 * lost_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(lost_ms, step_ms),
             # FLOP counts are XLA's estimates and peaks are rarely reachable: a loose bound.
             confidence="low",
             ops=[str(o) for o in top["op"]],

@@ -13,6 +13,7 @@ from tpuperf.analyzers.base import (
     Analyzer,
     AnalyzerResult,
     Recommendation,
+    savings_pct,
 )
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ class StepsAnalyzer(Analyzer):
                 ),
             },
             est_savings_ms=excess_ms,
-            est_savings_pct=100.0 * excess_ms / step_ms if step_ms > 0 else 0.0,
+            est_savings_pct=savings_pct(excess_ms, step_ms),
             confidence="high" if worst["shortest_collective"] else "medium",
             ops=[],
             values={
