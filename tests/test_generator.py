@@ -140,6 +140,20 @@ def test_tpu_planes_match_truth(scenario: str) -> None:
         assert plane_stats["peak_teraflops_per_second"] == pytest.approx(918.0)
         ops = _intervals(_line(plane, "XLA Ops"))
         assert len(ops) == dev.ops
+        # The truth is on the device clock: device_offset_ps plus the device's skew.
+        for s, _, event in ops:
+            ev_stats = _stats(event.stats, plane)
+            device_start = ev_stats["device_offset_ps"] + dev.device_clock_skew_ps
+            if not dev.host_clock_drift_ps:
+                assert device_start == s
+        ops = [
+            (
+                _stats(event.stats, plane)["device_offset_ps"] + dev.device_clock_skew_ps,
+                _stats(event.stats, plane)["device_offset_ps"] + dev.device_clock_skew_ps + e - s,
+                event,
+            )
+            for s, e, event in ops
+        ]
         window = [(s, e) for _, s, e in dev.steps]
         assert _union_ps([(s, e) for s, e, _ in ops], window) == dev.busy_ps
         collective = []
@@ -170,7 +184,12 @@ def test_tpu_planes_match_truth(scenario: str) -> None:
                 (_stats(e.stats, plane)["group_id"], s, end)
                 for s, end, e in _intervals(_line(plane, "Steps"))
             ]
-            assert steps == dev.steps
+            if dev.host_clock_drift_ps:
+                # Host-clock steps of a drifting device are longer by each step's jump.
+                jump = dev.host_clock_drift_ps // len(dev.steps)
+                assert [e - s for _, s, e in steps] == [e - s + jump for _, s, e in dev.steps]
+            else:
+                assert steps == dev.steps
             names = {plane.event_metadata[e.metadata_id].name for e in _line(plane, "Steps").events}
             assert names == {str(n) for n, _, _ in dev.steps}
 

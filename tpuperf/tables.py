@@ -86,6 +86,15 @@ class HostTables:
 # --------------------------------------------------------------------------- op names
 
 
+def instruction_name(text: str) -> str:
+    """The HLO instruction named by ``%copy-start.4 = (f32[...]) copy-start(...)``
+    (``copy-start.4``); text that is not an HLO instruction comes back as it is."""
+    text = text.strip()
+    if text.startswith("%"):
+        return text[1:].split(" = ", 1)[0].strip()
+    return text
+
+
 def op_base(name: str) -> str:
     """``all-gather-start.3`` -> ``all-gather-start``; ``%fusion.12`` -> ``fusion``."""
     return _OP_SUFFIX.sub("", name.lstrip("%"))
@@ -136,12 +145,15 @@ class _Device:
     modules: pd.DataFrame
     async_ops: pd.DataFrame | None = None
     steps: pd.DataFrame | None = None
+    clock: DeviceClock | None = None  # TPU: the device clock
 
 
 def build_host(host: str, space: Space) -> HostTables:
     """All tables of one host's profile."""
     planes_by_name = {plane.name: plane for plane in space.planes}
     module_names = _module_names(space.planes)
+    host_plane = planes_by_name.get(_HOST_PLANE)
+    executions = _HostExecutions.of(host_plane)
     devices: list[_Device] = []
     sparse_ordinal = 0
     for plane in space.planes:
@@ -152,28 +164,29 @@ def build_host(host: str, space: Space) -> HostTables:
         sparse = "SparseCore" in suffix
         device_id = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
         sparse_ordinal += sparse
+        clock = IDENTITY_CLOCK
         if kind == "TPU":
-            ops, modules, async_ops = _tpu_ops(plane, module_names)
+            ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
         else:
-            (ops, modules), async_ops = _stream_ops(plane, module_names), None
+            (ops, modules), async_ops = _stream_ops(plane, module_names, executions), None
         steps_line = _line(plane, _STEPS_LINE)
         # A large plane's decoded event stats are not needed again: keep one plane's at a time.
         plane.release_stats()
         devices.append(
             _Device(
                 number=device_id,
-                row=_device_row(plane, host, device_id, kind, sparse, len(ops)),
+                row=_device_row(plane, host, device_id, kind, sparse, schema._rows(ops)),
                 ops=ops,
                 modules=modules,
                 async_ops=async_ops,
-                steps=_steps_from_line(steps_line)
+                steps=_steps_from_line(steps_line, clock)
                 if steps_line is not None and len(steps_line)
                 else None,
+                clock=clock,
             )
         )
 
     warnings: list[str] = []
-    host_plane = planes_by_name.get(_HOST_PLANE)
     if not any(d.row["ops"] for d in devices) and host_plane is not None:
         cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
         if len(cpu_ops):
@@ -184,7 +197,12 @@ def build_host(host: str, space: Space) -> HostTables:
     markers = _step_markers(host_plane) if host_plane is not None else None
     for device in devices:
         if device.steps is None and device.row["ops"]:
-            device.steps = markers if markers is not None else dominant_module_steps(device.modules)
+            # Host step markers are on the host clock: each device gets them on its own clock.
+            device.steps = (
+                (device.clock or IDENTITY_CLOCK).place_steps(markers)
+                if markers is not None
+                else dominant_module_steps(device.modules)
+            )
         if device.steps is not None:
             device.ops["step"] = _step_of(np.asarray(device.ops["start_ps"]), device.steps)
 
@@ -349,9 +367,67 @@ def _chip_name(kind: str, stats: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- TPU
 
 
+@dataclass(frozen=True)
+class DeviceClock:
+    """Puts one TPU device's host-clock events on its device clock.
+
+    TPU op events carry ``device_offset_ps`` / ``device_duration_ps``, the
+    device's own timing, which XProf's op statistics use. Their host-clock
+    times are that timing converted piece by piece, and the conversion drifts:
+    on the v6e profile, host minus device moves by 260 ms over the capture, even
+    inside one program execution, and host-clock durations differ by up to 10%.
+    So every interval of a device goes on the device clock: ops by their device
+    times, and host-clock-only events (module executions, ``Async XLA Ops``
+    windows, steps, host step markers) by mapping each window onto it
+    (:meth:`place`). The whole device timeline is shifted by one constant, the
+    median host-minus-device offset of its ops, so that devices and hosts still
+    line up roughly with each other.
+    """
+
+    host_start: np.ndarray  # host-clock starts of the ops with device times, sorted
+    start_offset: np.ndarray  # each one's host start minus its placed device start
+    end_offset: np.ndarray  # each one's host end minus its placed device end
+    shift: int = 0  # placed time = device time + shift
+
+    def place(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Host-clock windows [start, end) on the device clock.
+
+        Each boundary moves as the op nearest it inside the window: the start as the
+        first op that starts in the window moves its start, the end as the last one
+        moves its end. So a window from a start op's start to its done op's end maps
+        exactly onto theirs. A window with no op inside moves whole, as the next op's
+        start (else the last op's).
+        """
+        start = np.asarray(start, dtype=np.int64)
+        end = np.asarray(end, dtype=np.int64)
+        n = len(self.host_start)
+        if n == 0:
+            return start, end
+        first = np.searchsorted(self.host_start, start, side="left")
+        last = np.searchsorted(self.host_start, end, side="left") - 1
+        moved = self.start_offset[np.minimum(first, n - 1)]
+        end_moved = np.where(first <= last, self.end_offset[np.clip(last, 0, n - 1)], moved)
+        placed_start = start - moved
+        return placed_start, np.maximum(end - end_moved, placed_start)
+
+    def place_steps(self, steps: pd.DataFrame) -> pd.DataFrame:
+        """A steps table (host step markers) on the device clock, in order (see _in_order)."""
+        if not len(self.host_start):
+            return steps
+        start, end = self.place(steps["start_ps"].to_numpy(), steps["end_ps"].to_numpy())
+        placed = steps.copy()
+        placed["start_ps"] = start
+        placed["end_ps"] = end
+        return _in_order(placed)
+
+
+_NONE = np.empty(0, dtype=np.int64)
+IDENTITY_CLOCK = DeviceClock(_NONE, _NONE, _NONE)
+
+
 def _tpu_ops(
     plane: Plane, module_names: dict[str, str]
-) -> tuple[pd.DataFrame | dict[str, Any], pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame | dict[str, Any], pd.DataFrame, pd.DataFrame, DeviceClock]:
     meta = plane.metadata
     n_meta = len(meta.ids)
     op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
@@ -366,11 +442,12 @@ def _tpu_ops(
 
     line = _line(plane, _TPU_OPS_LINE)
     ops: pd.DataFrame | dict[str, Any]
+    clock = IDENTITY_CLOCK
     if line is None:
         ops = schema.empty("ops").drop(columns=["host", "device"])
     else:
         rows = meta.rows(line.metadata_id)
-        start, dur = _device_clock_times(line)
+        start, dur, clock = _device_clock(line)
         module_by_meta = [module_names.get(p, "") for p in program_ids]
         ops = dict(
             {
@@ -393,37 +470,59 @@ def _tpu_ops(
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
+    modules = _tpu_modules(plane, clock)
+    if line is not None:
         module = ops["module"]
         missing = np.asarray(module == "")
         if missing.any():
             filled = np.asarray(module, dtype=object)
-            filled[missing] = _modules_by_time(plane, start[missing])
+            filled[missing] = _modules_by_time(modules, ops["start_ps"][missing])
             ops["module"] = pd.Categorical(filled)
-    return ops, _tpu_modules(plane, module_names), _tpu_async(plane, op_names, categories, classes)
+    async_ops = _tpu_async(plane, op_names, categories, classes, clock, ops)
+    return ops, modules, async_ops, clock
 
 
-def _device_clock_times(line: Line) -> tuple[np.ndarray, np.ndarray]:
-    """Start and duration of TPU ops from the device clock, placed on the host's timeline.
-
-    TPU op events carry ``device_offset_ps`` / ``device_duration_ps``: the
-    device's own measurement, which XProf's op statistics use. The event's own
-    offset and duration are that span converted to the host clock, and the
-    conversion can stretch or shrink an op (by 10% for some ops of the v6e
-    profile). So durations and the spacing of ops come from the device clock,
-    and the whole device timeline is shifted by one constant, the median
-    host-minus-device offset, to line up with host-clock events (steps, modules).
-    """
+def _device_clock(line: Line) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
+    """Start and duration of TPU ops on the device clock, and that clock (see DeviceClock)."""
     device_offset = np.asarray(line.stat("device_offset_ps", -1))
     device_duration = np.asarray(line.stat("device_duration_ps", -1))
     if device_offset.dtype.kind not in "iu" or device_duration.dtype.kind not in "iu":
-        return line.start_ps, line.duration_ps
+        return line.start_ps, line.duration_ps, IDENTITY_CLOCK
     use = (device_offset >= 0) & (device_duration >= 0)
     if not use.any():
-        return line.start_ps, line.duration_ps
+        return line.start_ps, line.duration_ps, IDENTITY_CLOCK
     host_start = line.start_ps
     shift = int(np.median(host_start[use] - device_offset[use]))
     start = np.where(use, device_offset + shift, host_start)
-    return start, np.where(use, device_duration, line.duration_ps)
+    dur = np.where(use, device_duration, line.duration_ps)
+    order = np.argsort(host_start[use], kind="stable")
+    host_end = host_start + line.duration_ps
+    clock = DeviceClock(
+        host_start[use][order],
+        (host_start - start)[use][order],
+        (host_end - (start + dur))[use][order],
+        shift,
+    )
+    return start, dur, clock
+
+
+def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:
+    """Start and duration of a TPU line's events on the device clock: from their own device
+    times where they carry them (as Steps events do), else mapped by ``clock``."""
+    host_start = line.start_ps
+    start, end = clock.place(host_start, host_start + line.duration_ps)
+    device_offset = np.asarray(line.stat("device_offset_ps", -1))
+    device_duration = np.asarray(line.stat("device_duration_ps", -1))
+    if (
+        len(clock.host_start)
+        and device_offset.dtype.kind in "iu"
+        and device_duration.dtype.kind in "iu"
+    ):
+        use = (device_offset >= 0) & (device_duration >= 0)
+        own = device_offset + clock.shift
+        start = np.where(use, own, start)
+        end = np.where(use, own + device_duration, end)
+    return start, end - start
 
 
 def _constant(value: str, n: int) -> pd.Categorical:
@@ -463,28 +562,24 @@ def _has_stat(plane: Plane, name: str) -> np.ndarray:
     return has
 
 
-def _modules_by_time(plane: Plane, starts: np.ndarray) -> list[str]:
-    """Module of each op start, by which `XLA Modules` event contains it ("" for none)."""
-    line = _line(plane, _TPU_MODULES_LINE)
-    if line is None or not len(line):
+def _modules_by_time(modules: pd.DataFrame, starts: np.ndarray) -> list[str]:
+    """Module of each op start, by which module execution contains it ("" for none)."""
+    if modules.empty:
         return [""] * len(starts)
-    order = np.argsort(line.start_ps, kind="stable")
-    module_start = line.start_ps[order]
-    module_end = module_start + line.duration_ps[order]
-    names = [
-        (split_module_name(plane.metadata.names[r]) or (plane.metadata.names[r], ""))[0]
-        if r >= 0
-        else ""
-        for r in plane.metadata.rows(line.metadata_id[order])
-    ]
+    ordered = modules.sort_values("start_ps", kind="stable")
+    module_start = ordered["start_ps"].to_numpy(dtype=np.int64)
+    module_end = module_start + ordered["dur_ps"].to_numpy(dtype=np.int64)
+    names = ordered["module"].astype(str).tolist()
     index = np.searchsorted(module_start, starts, side="right") - 1
     return [
         names[i] if i >= 0 and s < module_end[i] else ""
-        for i, s in zip(index.tolist(), starts.tolist(), strict=True)
+        for i, s in zip(index.tolist(), np.asarray(starts).tolist(), strict=True)
     ]
 
 
-def _tpu_modules(plane: Plane, module_names: dict[str, str]) -> pd.DataFrame:
+def _tpu_modules(plane: Plane, clock: DeviceClock) -> pd.DataFrame:
+    """Executions of the `XLA Modules` line, on the device clock: each runs from about its
+    first op's start to its last op's end (see DeviceClock.place)."""
     line = _line(plane, _TPU_MODULES_LINE)
     if line is None:
         return schema.empty("modules").drop(columns=["host", "device"])
@@ -494,37 +589,99 @@ def _tpu_modules(plane: Plane, module_names: dict[str, str]) -> pd.DataFrame:
     for row in np.unique(rows[rows >= 0]).tolist():  # only the module entries, not every op's
         name = plane.metadata.names[row]
         names[row], program_ids[row] = split_module_name(name) or (name, "")
+    start, dur = _placed_times(line, clock)
     return pd.DataFrame(
         {
             "module": _spread(names, rows),
             "program_id": _spread(program_ids, rows),
-            "start_ps": line.start_ps,
-            "dur_ps": line.duration_ps,
+            "start_ps": start,
+            "dur_ps": dur,
         }
     )
 
 
 def _tpu_async(
-    plane: Plane, op_names: list[str], categories: list[str], classes: list[tuple[str, str, str]]
+    plane: Plane,
+    op_names: list[str],
+    categories: list[str],
+    classes: list[tuple[str, str, str]],
+    clock: DeviceClock,
+    ops: pd.DataFrame | dict[str, Any],
 ) -> pd.DataFrame:
+    """Windows of the `Async XLA Ops` line, on the device clock: each from its start op's
+    start to its done op's end, the ops it names (see _ends_of_named_ops)."""
     line = _line(plane, _TPU_ASYNC_LINE)
     if line is None:
         return schema.empty("async_ops").drop(columns=["host", "device"])
     rows = plane.metadata.rows(line.metadata_id)
     done = _strings(line.stat("hlo_op", ""))
+    start, dur = _placed_times(line, clock)
+    # The event's display name is generic ("async-copy"); its HLO text names the start op.
+    started = [
+        instruction_name(text) if text.lstrip().startswith("%") else name
+        for text, name in zip(plane.metadata.names, op_names, strict=True)
+    ]
+    start_op = np.array([*started, ""], dtype=object)[rows]
+    ops_line = _line(plane, _TPU_OPS_LINE)
+    if ops_line is not None and len(ops_line) and len(clock.host_start):
+        host_start = line.start_ps
+        host_end = host_start + line.duration_ps
+        op_host_start = ops_line.start_ps
+        op_host_end = op_host_start + ops_line.duration_ps
+        op_name = np.asarray(ops["op"], dtype=object)
+        op_start = np.asarray(ops["start_ps"])
+        op_end = op_start + np.asarray(ops["dur_ps"])
+        found_start = _nearest_named(start_op, host_start, op_name, op_host_start, op_start)
+        found_end = _nearest_named(
+            np.array(done, dtype=object), host_end, op_name, op_host_end, op_end
+        )
+        end = np.where(found_end >= 0, found_end, start + dur)
+        start = np.where(found_start >= 0, found_start, start)
+        dur = np.maximum(end - start, 0)
     return pd.DataFrame(
         {
-            "op": _spread(op_names, rows),
+            "op": pd.Categorical(start_op),
             "done_op": pd.Categorical(done),
             "category": _spread(categories, rows),
             "collective": _spread([c[1] for c in classes], rows),
-            "start_ps": line.start_ps,
-            "dur_ps": line.duration_ps,
+            "start_ps": start,
+            "dur_ps": dur,
         }
     )
 
 
-def _steps_from_line(line: Line) -> pd.DataFrame:
+def _nearest_named(
+    names: np.ndarray,
+    host_times: np.ndarray,
+    op_names: np.ndarray,
+    op_host_times: np.ndarray,
+    op_placed_times: np.ndarray,
+) -> np.ndarray:
+    """For each (name, host time), the placed time of the op so named whose host time is
+    nearest; -1 where no op has the name. Host times of one event and the ops it names agree,
+    while several ops can share one host instant, so the name decides."""
+    out = np.full(len(names), -1, dtype=np.int64)
+    for name in set(names.tolist()):
+        ask = np.flatnonzero(names == name)
+        have = np.flatnonzero(op_names == name)
+        if not len(have) or not name:
+            continue
+        order = np.argsort(op_host_times[have], kind="stable")
+        times = op_host_times[have][order]
+        placed = op_placed_times[have][order]
+        at = np.searchsorted(times, host_times[ask])
+        before = np.clip(at - 1, 0, len(times) - 1)
+        after = np.clip(at, 0, len(times) - 1)
+        pick = np.where(
+            np.abs(times[before] - host_times[ask]) <= np.abs(times[after] - host_times[ask]),
+            before,
+            after,
+        )
+        out[ask] = placed[pick]
+    return out
+
+
+def _steps_from_line(line: Line, clock: DeviceClock) -> pd.DataFrame:
     assert line._plane is not None
     rows = line._plane.metadata.rows(line.metadata_id)
     names = [line._plane.metadata.names[r] if r >= 0 else "" for r in rows.tolist()]
@@ -533,35 +690,134 @@ def _steps_from_line(line: Line) -> pd.DataFrame:
         int(s) if s >= 0 else (int(n) if n.strip().isdigit() else i)
         for i, (s, n) in enumerate(zip(np.asarray(step_nums).tolist(), names, strict=True))
     ]
-    start = line.start_ps
-    return pd.DataFrame(
+    start, dur = _placed_times(line, clock)
+    frame = pd.DataFrame(
         {
             "step": np.array(numbers, dtype=np.int64),
             "start_ps": start,
-            "end_ps": start + line.duration_ps,
+            "end_ps": start + dur,
             "source": "steps_line",
         }
     )
+    return _in_order(frame)
+
+
+def _in_order(steps: pd.DataFrame) -> pd.DataFrame:
+    """Steps sorted by start, none starting before the one before it ended (mapping windows
+    onto a device clock can make neighbours overlap by the clocks' jitter)."""
+    ordered = steps.sort_values("start_ps", kind="stable").reset_index(drop=True)
+    start = ordered["start_ps"].to_numpy(dtype=np.int64)
+    end = ordered["end_ps"].to_numpy(dtype=np.int64)
+    if len(start) > 1:
+        start = np.maximum(start, np.concatenate([[start[0]], np.maximum.accumulate(end)[:-1]]))
+        end = np.maximum(end, start)
+        ordered["start_ps"] = start
+        ordered["end_ps"] = end
+    return ordered
 
 
 # --------------------------------------------------------------------------- GPU and CPU
 
 
-def _stream_ops(plane: Plane, module_names: dict[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+# Host events that run one XLA program on one device: JAX 0.8's ``<module>:XLA GPU module``
+# and the ``XlaModule:#hlo_module=...#`` annotation of other versions.
+_HOST_EXECUTION_SUFFIX = ":XLA GPU module"
+_HOST_EXECUTION_PREFIX = "XlaModule:"
+
+
+@dataclass
+class _HostExecutions:
+    """Which host program execution launched each GPU kernel.
+
+    A kernel carries the ``correlation_id`` of its host launch event; the launch
+    lies inside the host event that ran the program (``jit_f:XLA GPU module``),
+    one per call and device. Back-to-back calls of one jitted function are
+    separate executions, which kernel order alone cannot tell apart.
+    """
+
+    correlation: np.ndarray  # correlation ids of the launch events, sorted
+    launch_ps: np.ndarray  # their host-clock starts, same order
+    threads: list[tuple[np.ndarray, np.ndarray]]  # per host line: executions' starts, ends
+
+    @classmethod
+    def of(cls, plane: Plane | None) -> _HostExecutions:
+        correlation: list[np.ndarray] = []
+        launch: list[np.ndarray] = []
+        threads: list[tuple[np.ndarray, np.ndarray]] = []
+        if plane is not None and plane.stat_ids("correlation_id"):
+            is_execution = np.array(
+                [
+                    n.endswith(_HOST_EXECUTION_SUFFIX) or n.startswith(_HOST_EXECUTION_PREFIX)
+                    for n in plane.metadata.names
+                ]
+                + [False],
+                dtype=bool,
+            )
+            for line in plane.lines:
+                if not len(line):
+                    continue
+                ids = np.asarray(line.stat("correlation_id", -1))
+                if ids.dtype.kind in "iu" and (ids >= 0).any():
+                    correlation.append(ids[ids >= 0])
+                    launch.append(line.start_ps[ids >= 0])
+                executions = np.flatnonzero(is_execution[plane.metadata.rows(line.metadata_id)])
+                if len(executions):
+                    start = line.start_ps[executions]
+                    order = np.argsort(start, kind="stable")
+                    end = start + line.duration_ps[executions]
+                    threads.append((start[order], end[order]))
+        ids = np.concatenate(correlation) if correlation else np.empty(0, dtype=np.int64)
+        times = np.concatenate(launch) if launch else np.empty(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        return cls(ids[order], times[order], threads)
+
+    def of_kernels(self, correlation_ids: np.ndarray) -> np.ndarray:
+        """The execution index of each kernel (by its correlation id) on the host thread that
+        launched most of them; _NO_RUN_ID where the profile does not say."""
+        out = np.full(len(correlation_ids), _NO_RUN_ID, dtype=np.int64)
+        if not len(self.correlation) or not self.threads:
+            return out
+        where = np.searchsorted(self.correlation, correlation_ids)
+        where = np.minimum(where, len(self.correlation) - 1)
+        found = self.correlation[where] == correlation_ids
+        launch = self.launch_ps[where]
+        best, best_hits = None, 0
+        for start, end in self.threads:
+            index = np.searchsorted(start, launch, side="right") - 1
+            hits = found & (index >= 0) & (launch < end[np.maximum(index, 0)])
+            if hits.sum() > best_hits:
+                best, best_hits = (index, hits), int(hits.sum())
+        if best is not None:
+            index, hits = best
+            out[hits] = index[hits]
+        return out
+
+
+def _stream_ops(
+    plane: Plane, module_names: dict[str, str], executions: _HostExecutions
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
-    return _kernel_ops(plane, lines, module_names, gpu=True)
+    return _kernel_ops(plane, lines, module_names, executions)
 
 
 def _host_thread_ops(
     plane: Plane, module_names: dict[str, str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return _kernel_ops(plane, [line for line in plane.lines if len(line)], module_names, gpu=False)
+    return _kernel_ops(plane, [line for line in plane.lines if len(line)], module_names, None)
 
 
 def _kernel_ops(
-    plane: Plane, lines: list[Line], module_names: dict[str, str], gpu: bool
+    plane: Plane,
+    lines: list[Line],
+    module_names: dict[str, str],
+    executions: _HostExecutions | None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel)."""
+    """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel).
+
+    ``executions`` is given for GPU planes; on host threads (XLA:CPU) ops say their
+    execution themselves, with a ``run_id`` stat.
+    """
+    gpu = executions is not None
     parts: list[pd.DataFrame] = []
     meta = plane.metadata
     for line in lines:
@@ -578,7 +834,21 @@ def _kernel_ops(
         hlo = [hlo_ops[i] if isinstance(hlo_ops[i], str) else None for i in idx.tolist()]
         hlo_modules = line.stat("hlo_module")
         program_ids = line.stat("program_id")
-        run_ids = np.asarray(line.stat("run_id", _NO_RUN_ID))
+        tf_ops = line.stat("tf_op")
+        if executions is not None:
+            correlation = np.asarray(line.stat("correlation_id", -1))
+            execution = (
+                executions.of_kernels(correlation[idx])
+                if correlation.dtype.kind in "iu"
+                else np.full(len(idx), _NO_RUN_ID, dtype=np.int64)
+            )
+        else:
+            run_ids = np.asarray(line.stat("run_id", _NO_RUN_ID))
+            execution = (
+                run_ids[idx]
+                if run_ids.dtype.kind in "iu"
+                else np.full(len(idx), _NO_RUN_ID, dtype=np.int64)
+            )
         module = []
         for i in idx.tolist():
             name = hlo_modules[i]
@@ -613,10 +883,10 @@ def _kernel_ops(
                     "start_ps": start,
                     "dur_ps": dur,
                     "self_ps": self_time(start, dur),
-                    "tf_op": _strings([line.stat("tf_op")[i] for i in idx.tolist()]),
+                    "tf_op": _strings([tf_ops[i] for i in idx.tolist()]),
                     "source": "",
                     "step": np.full(len(idx), -1, dtype=np.int64),
-                    "_run_id": run_ids[idx] if run_ids.dtype.kind in "iu" else _NO_RUN_ID,
+                    "_execution": execution,
                 }
             )
         )
@@ -625,7 +895,7 @@ def _kernel_ops(
         return empty, schema.empty("modules").drop(columns=["host", "device"])
     ops_frame = pd.concat(parts, ignore_index=True)
     modules = _module_runs(ops_frame)
-    ops_frame = ops_frame.drop(columns="_run_id")
+    ops_frame = ops_frame.drop(columns="_execution")
     for name in (
         "flops",
         "model_flops",
@@ -650,18 +920,27 @@ def _derived_category(op: str, kind: str) -> str:
 def _module_runs(ops: pd.DataFrame) -> pd.DataFrame:
     """Module executions on a device.
 
-    Events that carry a ``run_id`` (XLA:CPU) are grouped by it: one execution
-    per (module, run_id), even when its ops ran on several threads. Otherwise
-    (GPU kernels) an execution is a run of consecutive ops, by start, of one module.
+    Ops are grouped by the execution the profile records for them (``run_id`` on
+    XLA:CPU, the launching host execution on GPU): one execution per (module,
+    execution), even when its ops ran on several threads or streams. Ops whose
+    execution is unknown join the one before them. Without any recorded
+    execution, an execution is a run of consecutive ops, by start, of one module.
     """
     with_module = ops[ops["module"] != ""].sort_values("start_ps", kind="stable")
     if with_module.empty:
         return schema.empty("modules").drop(columns=["host", "device"])
     names = with_module["module"].astype(str).to_numpy()
-    run_ids = with_module["_run_id"].to_numpy()
-    if (run_ids != _NO_RUN_ID).all():
-        keys = pd.Series(names).str.cat(pd.Series(run_ids).astype(str), sep="#").to_numpy()
-        _, first_seen, run_index = np.unique(keys, return_index=True, return_inverse=True)
+    execution = with_module["_execution"].to_numpy()
+    known = execution != _NO_RUN_ID
+    if known.any():
+        # Forward-fill the unknown ones (leading ones take the first known execution).
+        source = np.where(known, np.arange(len(known)), -1)
+        source = np.maximum.accumulate(source)
+        source[source < 0] = int(np.flatnonzero(known)[0])
+        keys = pd.Series(names).str.cat(pd.Series(execution[source]).astype(str), sep="#")
+        _, first_seen, run_index = np.unique(
+            keys.to_numpy(), return_index=True, return_inverse=True
+        )
     else:
         new_run = np.ones(len(names), dtype=bool)
         new_run[1:] = names[1:] != names[:-1]
