@@ -71,9 +71,16 @@ _CHIPS: list[tuple[str, ChipSpec]] = [
     # https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200): 4.5 PFLOP/s bf16 with
     # sparsity per GPU, so 2250 dense; 8 TB/s HBM3e per GPU.
     (r"b200", ChipSpec("B200", "NVIDIA", 2250.0, 8000.0)),
+    # AMD GPUs by their gfx architecture, which is what profiles name ("AMD MI300 (gfx942)").
+    # Peaks as XProf computes them (openxla/xprof xprof/utils/rocm_type_utils.cc: dense
+    # bf16 matrix FLOPs per CU per clock, 2048 on gfx942 and 4096 on gfx950, times CUs
+    # times clock; hardware_type_utils_test.cc checks 1307.4 and 2516.6):
+    # gfx942, MI300X: 304 CUs x 2.1 GHz x 2048 = 1307.4 TFLOP/s; HBM3 5.3 TB/s from
     # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
-    # MI300X: 1307.4 TFLOP/s bf16 dense, 5.3 TB/s HBM3.
-    (r"mi300x|mi300$|instinctmi300", ChipSpec("MI300X", "AMD", 1307.4, 5300.0)),
+    (r"gfx942|mi300x|mi300$|instinctmi300", ChipSpec("MI300X (gfx942)", "AMD", 1307.4, 5300.0)),
+    # gfx950, MI355X: 256 CUs x 2.4 GHz x 4096 = 2516.6 TFLOP/s; HBM3E 8 TB/s from
+    # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html
+    (r"gfx950|mi355x?|mi350x?", ChipSpec("MI355X (gfx950)", "AMD", 2516.6, 8000.0)),
 ]
 
 CHIPS: tuple[ChipSpec, ...] = tuple(spec for _, spec in _CHIPS)

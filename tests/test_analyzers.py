@@ -191,7 +191,10 @@ def test_first_and_last_covered_time_in_windows() -> None:
         ("NVIDIA H100 PCIe", "H100 PCIe", 756.0, 2000.0),
         ("NVIDIA H200", "H200 SXM", 989.0, 4800.0),
         ("NVIDIA B200", "B200", 2250.0, 8000.0),
-        ("AMD Instinct MI300X", "MI300X", 1307.4, 5300.0),
+        ("AMD Instinct MI300X", "MI300X (gfx942)", 1307.4, 5300.0),
+        # Profiles name AMD GPUs by gfx architecture; XProf's peaks for them.
+        ("AMD MI300 (gfx942)", "MI300X (gfx942)", 1307.4, 5300.0),
+        ("AMD MI355 (gfx950)", "MI355X (gfx950)", 2516.6, 8000.0),
     ],
 )
 def test_chip_table_lookup(name: str, chip: str, tflops: float, gbps: float) -> None:
@@ -200,7 +203,7 @@ def test_chip_table_lookup(name: str, chip: str, tflops: float, gbps: float) -> 
     assert (spec.name, spec.peak_tflops, spec.peak_hbm_gbps) == (chip, tflops, gbps)
 
 
-@pytest.mark.parametrize("name", ["AMD MI355 (gfx950)", "CPU", "", None, "NVIDIA GeForce RTX 4090"])
+@pytest.mark.parametrize("name", ["AMD GPU (gfx1100)", "CPU", "", None, "NVIDIA GeForce RTX 4090"])
 def test_unknown_chips_are_not_guessed(name: str | None) -> None:
     assert chips.lookup(name) is None
 
@@ -220,7 +223,7 @@ def test_peaks_come_from_the_profile_then_the_table_then_flags() -> None:
     assert (from_profile.peak_hbm_gbps, from_profile.source) == (1637.99, "profile")
     from_table = chips.resolve_peaks("TPU v6 Lite", float("nan"), None, 1.0, 1.0)
     assert (from_table.peak_tflops, from_table.source) == (918.0, "chip_table")
-    from_flags = chips.resolve_peaks("AMD MI355 (gfx950)", None, 4096.0, 2300.0, 1.0)
+    from_flags = chips.resolve_peaks("AMD GPU (gfx1100)", None, 4096.0, 2300.0, 1.0)
     assert (from_flags.peak_tflops, from_flags.tflops_source) == (2300.0, "flags")
     assert (from_flags.peak_hbm_gbps, from_flags.hbm_source) == (4096.0, "profile")
     unknown = chips.resolve_peaks("CPU")
