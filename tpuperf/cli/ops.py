@@ -7,7 +7,12 @@ from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
 
 def command(
     profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
-    by: str = typer.Option("op", "--by", help="op, category, module or program."),
+    by: str = typer.Option(
+        "program_op",
+        "--by",
+        help="program_op (each program's ops apart, as XProf's hlo_stats), op (same-named ops "
+        "of all programs together), category, module or program.",
+    ),
     per_device: bool = typer.Option(
         False, "--per-device", help="One table per device instead of all together."
     ),
@@ -45,6 +50,13 @@ def command(
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run)
     table = aggregate(loaded.ops, by=by, per_device=per_device, sort=sort, top=top)
+    if by == "op" and "programs" in table and (table["programs"] > 1).any():
+        merged = int((table["programs"] > 1).sum())
+        typer.echo(
+            f"tpuperf: --by op merges same-named ops of different programs ({merged} row(s) "
+            "merge several); --by program_op keeps them apart",
+            err=True,
+        )
     if format == "json":
         from tpuperf.jsonout import dumps
 

@@ -105,9 +105,13 @@ def render_info(info: dict[str, Any], console: Console) -> None:
 
 def render_ops(table: pd.DataFrame, by: str, console: Console, title: str | None = None) -> None:
     out = Table(title=title, title_justify="left")
+    from tpuperf.opstats import GROUPINGS
+
     key_columns = [c for c in ("host", "device") if c in table]
-    key_columns.append("program_id" if by == "program" else by)
-    key_columns += [c for c in ("module", "category") if c in table and c not in key_columns]
+    key_columns += [c for c in GROUPINGS[by] if c not in key_columns]
+    key_columns += [
+        c for c in ("module", "category", "programs") if c in table and c not in key_columns
+    ]
     for column in key_columns:
         out.add_column(column, overflow="fold", max_width=48)
     numeric = (
