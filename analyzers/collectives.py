@@ -12,6 +12,7 @@ from tpuperf.analyzers import _timeline
 from tpuperf.analyzers.base import (
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
+    KIND_REDUCE_COPIES,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
@@ -156,7 +157,10 @@ class CollectivesAnalyzer(Analyzer):
         if rec is not None:
             result.recommendations.append(rec)
         if copy_ms > 0 and not copies.empty:
-            result.recommendations.append(self._copy_rec(copies, copy_ms, step_ms, tl))
+            compute_ms = tl.per_step(float(dev["compute_ps"].sum())) / 1e9
+            result.recommendations.extend(
+                self._copy_recs(copies, windows, copy_ms, compute_ms, step_ms, tl)
+            )
         return result
 
     def _op_exposure(self, tl: _timeline.Timeline, ops: pd.DataFrame) -> pd.DataFrame:
@@ -214,21 +218,31 @@ class CollectivesAnalyzer(Analyzer):
         return out
 
     def _async_windows(self, profile: Profile, tl: _timeline.Timeline) -> pd.DataFrame:
-        """One row per async window (start to done) that starts in a selected step."""
-        source = profile.async_ops
-        if not source.empty:
-            frame = source.copy()
-            frame["host"] = frame["host"].astype(str)
-            frame["end_ps"] = frame["start_ps"] + frame["dur_ps"]
-            frame["kind"] = [
-                _async_kind(c, cat)
-                for c, cat in zip(
-                    frame["collective"].astype(str), frame["category"].astype(str), strict=True
-                )
+        """One row per async window (start to done) that starts in a selected step.
+
+        A device's windows come from its `Async XLA Ops` line when it has one, else
+        from pairing its ``-start``/``-done`` ops, device by device (as XProf does:
+        on the v6e profile only TPU:0 has the line).
+        """
+        frame = profile.async_ops.copy()
+        frame["host"] = frame["host"].astype(str)
+        frame["end_ps"] = frame["start_ps"] + frame["dur_ps"]
+        frame["kind"] = [
+            _async_kind(c, cat)
+            for c, cat in zip(
+                frame["collective"].astype(str), frame["category"].astype(str), strict=True
+            )
+        ]
+        frame["op"] = frame["op"].astype(str)
+        frame = frame[["host", "device", "op", "kind", "start_ps", "end_ps", "dur_ps"]]
+        with_line = set(zip(frame["host"], frame["device"], strict=True))
+        paired = _pair_async(tl.ops)
+        if not paired.empty:
+            without_line = [
+                (h, d) not in with_line
+                for h, d in zip(paired["host"], paired["device"], strict=True)
             ]
-            frame["op"] = frame["op"].astype(str)
-        else:
-            frame = _pair_async(tl.ops)
+            frame = pd.concat([frame, paired[without_line]], ignore_index=True)
         if frame.empty:
             return pd.DataFrame(columns=["host", "device", "op", "kind", "start_ps", "dur_ps"])
         rows = []
@@ -309,13 +323,17 @@ class CollectivesAnalyzer(Analyzer):
             # hide; the straggler's own exposed collective time is the transfer itself.
             slow = int(np.argmax(z))
             in_step_ms = float(dev["exposed_collective_ps"].iloc[slow]) / 1e9
+            compute_ms = float(dev["compute_ps"].iloc[slow]) / 1e9
             host, device = _timeline.device_key(dev.index[slow])
             slow_name = f"{host}/device:{device}"
         else:
             in_step_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
+            compute_ms = float(dev["compute_ps"].mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
-        exposed_ms = in_step_ms + outside_ms
-        if exposed_ms <= 0:
+        # Overlap hides a collective behind compute, so it saves at most the compute there is.
+        hideable_ms = min(in_step_ms, compute_ms)
+        exposed_ms = hideable_ms + outside_ms
+        if in_step_ms + outside_ms <= 0:
             return None
         parts, op_names = [], []
         kinds: list[str] = []
@@ -344,6 +362,11 @@ class CollectivesAnalyzer(Analyzer):
             else:
                 text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
             text += kind_text + (f"; top ops: {ops_text}" if ops_text else "")
+            if hideable_ms < in_step_ms:
+                text += (
+                    f"; overlap can hide at most the {compute_ms:.3f} ms of compute per step "
+                    "there is to hide them behind"
+                )
             parts.append(text)
             op_names += [str(o) for o in top["op"] if str(o)]
         if outside_ms > 0:
@@ -406,6 +429,7 @@ class CollectivesAnalyzer(Analyzer):
             ops=op_names,
             values={
                 "exposed_collective_ms_per_step": in_step_ms,
+                "hideable_ms_per_step": hideable_ms,
                 "outside_steps_amortized_ms_per_step": outside_ms,
                 "by_kind_ms": {k: by_kind[k]["exposed_ms_per_step"] for k in by_kind},
             },
@@ -427,7 +451,8 @@ class CollectivesAnalyzer(Analyzer):
             .reset_index()
             .sort_values("exposed_ps", ascending=False)
         )
-        steps = len(tl.windows) / n_dev
+        # Work outside the steps is amortized over all steps of the capture, not the selected ones.
+        steps = len(tl.all_windows) / n_dev
         return {
             "exposed_ms_per_device": exposed_ps / 1e9,
             "steps": round(steps),
@@ -448,47 +473,115 @@ class CollectivesAnalyzer(Analyzer):
             ],
         }
 
-    def _copy_rec(
-        self, copies: pd.DataFrame, copy_ms: float, step_ms: float, tl: _timeline.Timeline
-    ) -> Recommendation:
+    def _copy_recs(
+        self,
+        copies: pd.DataFrame,
+        windows: pd.DataFrame,
+        copy_ms: float,
+        compute_ms: float,
+        step_ms: float,
+        tl: _timeline.Timeline,
+    ) -> list[Recommendation]:
+        """Two fixes for exposed copies, each with the saving it can reach: issuing them
+        earlier hides at most the compute there is to hide them behind; moving fewer bytes
+        removes the wait itself."""
         top = _top_ops(copies, tl).head(5)
-        top = top[top["exposed_ms_per_step"] > 0]
+        top = top[top["exposed_ms_per_step"] >= 0.01 * max(copy_ms, 1e-12)]
         ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
+        ops = [str(o) for o in top["op"]]
         is_tpu = (copies["kind"] == schema.KIND_ASYNC_COPY).any()
         what = (
             "async copies (copy-start/copy-done: host offload or memory-space moves)"
             if is_tpu
             else "memcpys"
         )
-        return Recommendation(
+        hide_ms = min(copy_ms, compute_ms)
+        hide = Recommendation(
             analyzer=self.name,
             kind=KIND_EXPOSED_ASYNC_COPY,
-            title="Exposed copies: the device waits for "
-            + ("host-offload copies" if is_tpu else "memcpys"),
+            title="Exposed copies: issue "
+            + ("host-offload copies" if is_tpu else "memcpys")
+            + " early enough for compute to hide them",
             evidence=(
                 f"{copy_ms:.3f} ms per step waiting on {what} with no compute beside them; "
-                f"top: {ops_text}"
+                f"top: {ops_text}. Overlap can hide at most the {compute_ms:.3f} ms of compute "
+                "per step there is to hide them behind"
             ),
             fix={
                 "tpu": (
-                    "The copy-done waits mean buffers offloaded to host memory come back too late. "
-                    "Offload less (in the `jax.checkpoint` policy, move names from "
-                    "`offloadable`/`offload_src` back to saveable, or use "
-                    "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`), keep "
-                    "serving caches in HBM, or issue the transfer earlier so compute covers it."
+                    "Start the transfers earlier so compute covers them: in the "
+                    "`jax.checkpoint` policy offload activations that are used much later "
+                    "(`offload_src`/`offload_dst`), and let the scheduler move copy-start up "
+                    "(`--xla_tpu_enable_latency_hiding_scheduler=true`)."
                 ),
                 "gpu": (
-                    "Move host<->device copies out of the step: pinned host memory, "
-                    "`jax.device_put` of the next batch ahead of time, and no `jax.device_get` "
-                    "or `.item()` inside the step."
+                    "Issue host<->device copies ahead of the step on their own stream: "
+                    "`jax.device_put` of the next batch before the current step, pinned host "
+                    "memory, and no `jax.device_get` or `.item()` inside the step."
+                ),
+            },
+            est_savings_ms=hide_ms,
+            est_savings_pct=savings_pct(hide_ms, step_ms),
+            confidence="medium",
+            ops=ops,
+            values={"exposed_copy_ms_per_step": copy_ms, "compute_ms_per_step": compute_ms},
+        )
+        moved = _copy_traffic(copies, windows, tl)
+        traffic = (
+            f"; {moved['copies_per_step']:g} copies per step move {moved['gb_per_copy']:.2f} GB "
+            f"each at a median {moved['median_gbps']:.1f} GB/s"
+            if moved
+            else ""
+        )
+        remove = Recommendation(
+            analyzer=self.name,
+            kind=KIND_REDUCE_COPIES,
+            title="Transfer less: "
+            + ("host-offload copies" if is_tpu else "memcpys")
+            + " hold up every step",
+            evidence=f"{copy_ms:.3f} ms per step waiting on {what}{traffic}; top: {ops_text}",
+            fix={
+                "tpu": (
+                    "Offload less: in the `jax.checkpoint` policy, move names from "
+                    "`offloadable`/`offload_src` back to saveable (or use "
+                    "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`), keep "
+                    "serving caches in HBM, and offload in bf16 rather than f32."
+                ),
+                "gpu": (
+                    "Move fewer bytes between host and device: keep the data on the device "
+                    "across steps, transfer in bf16, and drop copies of results the step "
+                    "does not need on the host."
                 ),
             },
             est_savings_ms=copy_ms,
             est_savings_pct=savings_pct(copy_ms, step_ms),
             confidence="medium",
-            ops=[str(o) for o in top["op"]],
-            values={"exposed_copy_ms_per_step": copy_ms},
+            ops=ops,
+            values={"exposed_copy_ms_per_step": copy_ms, **moved},
         )
+        return [hide, remove]
+
+
+def _copy_traffic(
+    copies: pd.DataFrame, windows: pd.DataFrame, tl: _timeline.Timeline
+) -> dict[str, float]:
+    """Bytes per async copy and the bandwidth each window achieved (TPU; {} without data)."""
+    if windows.empty or "bytes_accessed" not in copies:
+        return {}
+    starts = copies[(copies["async_role"] == "start").to_numpy()]
+    sizes = starts.groupby("op", observed=True)["bytes_accessed"].median()
+    copy_windows = windows[windows["kind"] == "copy"]
+    size = copy_windows["op"].map(sizes).to_numpy(dtype="float64")
+    dur = copy_windows["dur_ps"].to_numpy(dtype="float64")
+    ok = np.isfinite(size) & (size > 0) & (dur > 0)
+    if not ok.any():
+        return {}
+    return {
+        "copies_per_step": round(float(ok.sum()) / max(len(tl.windows), 1), 3),
+        "gb_per_copy": float(np.median(size[ok])) / 1e9,
+        # bytes per picosecond x 1000 is GB/s.
+        "median_gbps": float(np.median(size[ok] / dur[ok])) * 1000.0,
+    }
 
 
 def _async_kind(collective: str, category: str) -> str:

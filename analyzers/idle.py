@@ -29,6 +29,35 @@ if TYPE_CHECKING:
 _HOST_BOUND_SHARE = 0.5
 _HOST_BOUND_MIN_PCT = 5.0
 
+_INPUT_FIX = {
+    "tpu": (
+        "Feed the device ahead of time: prefetch batches to device (e.g. "
+        "`flax.jax_utils.prefetch_to_device`, or `jax.device_put` the next batch "
+        "before the step), add loader workers (grain `worker_count`, tf.data "
+        "`.prefetch(tf.data.AUTOTUNE)`), and drop per-step host syncs "
+        "(`float(loss)`, `.block_until_ready()`, logging every step)."
+    ),
+    "gpu": (
+        "Same as on TPU: prefetch to device, more data-loader workers with pinned "
+        "memory, no per-step host syncs; on PyTorch/XLA, overlap with "
+        "`MpDeviceLoader`."
+    ),
+}
+_FEWER_CALLS_FIX = {
+    "tpu": (
+        "Make fewer, larger jit calls: put the Python-level loop inside one jit "
+        "(`jax.lax.scan` / `jax.lax.fori_loop`), keep the host from syncing between "
+        "calls (no `float(x)`, `.block_until_ready()` or `jax.device_get` between "
+        "them), and let calls dispatch asynchronously; mark steps with "
+        "`jax.profiler.StepTraceAnnotation` for step-level numbers."
+    ),
+    "gpu": (
+        "Make fewer, larger jit calls: fold the sequence of jitted functions into "
+        "one jit (`jax.lax.scan` for loops), avoid host syncs between calls, and "
+        "mark steps with `jax.profiler.StepTraceAnnotation`."
+    ),
+}
+
 
 def _span_metrics(tl: _timeline.Timeline) -> dict[str, Any]:
     """Idle over each device's first to last op (XProf's device idle) and outside the steps."""
@@ -127,7 +156,14 @@ class IdleAnalyzer(Analyzer):
         interior_ms = tl.per_step(interior) / 1e9
         if between_ms > 0 and tl.has_steps:
             result.recommendations.append(
-                self._host_bound(between_ms, step_ms, between_share, metrics, host_bound)
+                self._host_bound(
+                    between_ms,
+                    step_ms,
+                    between_share,
+                    metrics,
+                    host_bound,
+                    between_calls=tl.step_source == "module_period",
+                )
             )
         if interior_ms > 0:
             result.recommendations.append(self._gaps(interior_ms, step_ms, metrics, tl))
@@ -140,34 +176,37 @@ class IdleAnalyzer(Analyzer):
         share: float,
         metrics: dict[str, Any],
         verdict: bool,
+        between_calls: bool,
     ) -> Recommendation:
-        return Recommendation(
-            analyzer=self.name,
-            kind=KIND_HOST_BOUND,
-            title=(
+        if between_calls:
+            # Steps are the executions of one jitted function: the gaps are the host's time
+            # between calls (dispatch, Python, host syncs), not a step's input pipeline.
+            title = "Host time between jit calls: devices wait for the next call"
+            evidence = (
+                f"{between_ms:.3f} ms per execution of idle between one call of the dominant "
+                f"jitted function and the next ({metrics['between_steps_idle_pct']:.1f}% of the "
+                f"time from one call to the next, {100 * share:.0f}% of the time no op runs); "
+                "no Steps line or step markers, so each call counts as a step"
+            )
+            fix = _FEWER_CALLS_FIX
+        else:
+            title = (
                 "Host-bound: devices wait for input before each step"
                 if verdict
                 else "Devices wait between steps"
-            ),
-            evidence=(
+            )
+            evidence = (
                 f"{between_ms:.3f} ms per step of idle before the first op or after the last op "
                 f"of each step ({metrics['between_steps_idle_pct']:.1f}% of step time, "
                 f"{100 * share:.0f}% of the time no op runs)"
-            ),
-            fix={
-                "tpu": (
-                    "Feed the device ahead of time: prefetch batches to device (e.g. "
-                    "`flax.jax_utils.prefetch_to_device`, or `jax.device_put` the next batch "
-                    "before the step), add loader workers (grain `worker_count`, tf.data "
-                    "`.prefetch(tf.data.AUTOTUNE)`), and drop per-step host syncs "
-                    "(`float(loss)`, `.block_until_ready()`, logging every step)."
-                ),
-                "gpu": (
-                    "Same as on TPU: prefetch to device, more data-loader workers with pinned "
-                    "memory, no per-step host syncs; on PyTorch/XLA, overlap with "
-                    "`MpDeviceLoader`."
-                ),
-            },
+            )
+            fix = _INPUT_FIX
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_HOST_BOUND,
+            title=title,
+            evidence=evidence,
+            fix=dict(fix),
             est_savings_ms=between_ms,
             est_savings_pct=savings_pct(between_ms, step_ms),
             confidence="high" if verdict else "medium",

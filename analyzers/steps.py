@@ -27,6 +27,39 @@ _MAD_SCALE = 0.6745
 _MEANAD_SCALE = 1.253314
 
 
+def _work_by_device(
+    tl: _timeline.Timeline,
+) -> dict[tuple[str, int], tuple[float, frozenset[tuple[str, str]]]]:
+    """Per device: ops per step, and the distinct (module, op) pairs it ran in the windows."""
+    out = {}
+    steps = max(len(tl.steps_selected), 1)
+    for key, group in tl.ops.groupby(["host", "device"], observed=True, sort=True):
+        pairs = frozenset(zip(group["module"].astype(str), group["op"].astype(str), strict=True))
+        out[_timeline.device_key(key)] = (len(group) / steps, pairs)
+    return out
+
+
+def _same_work(
+    work: dict[tuple[str, int], tuple[float, frozenset[tuple[str, str]]]], key: tuple[str, int]
+) -> tuple[bool, str]:
+    """Whether device ``key`` runs the same program as the others (the same ops, about as many
+    per step), and if not, a phrase that says how it differs."""
+    if key not in work or len(work) < 2:
+        return True, ""
+    count, pairs = work[key]
+    others = [v for k, v in work.items() if k != key]
+    median_count = float(np.median([c for c, _ in others]))
+    shared = [len(pairs & p) / max(len(pairs | p), 1) for _, p in others]
+    similar = float(np.median(shared)) >= 0.9
+    close = median_count > 0 and abs(count - median_count) <= 0.1 * median_count
+    if similar and close:
+        return True, ""
+    return False, (
+        f"it runs {count:g} ops per step against a median of {median_count:g} on the others"
+        + ("" if similar else ", and not the same ones")
+    )
+
+
 def modified_z(values: np.ndarray) -> np.ndarray:
     """Modified z-scores (Iglewicz and Hoaglin); zeros when the values do not vary."""
     x = np.asarray(values, dtype="float64")
@@ -89,7 +122,7 @@ class StepsAnalyzer(Analyzer):
             dev_table[col.replace("_ps", "_ms_per_step")] = dev_table.pop(col) / 1e9
         result.tables["devices"] = dev_table
         if stragglers:
-            result.recommendations.append(self._recommend(stragglers, tl, profile.platform))
+            result.recommendations.append(self._recommend(stragglers, tl, _work_by_device(tl)))
         return result
 
     def _stragglers(
@@ -116,7 +149,9 @@ class StepsAnalyzer(Analyzer):
                     "exposed_collective_ms_per_step": float(row["exposed_collective_ps"] / 1e9),
                     "median_exposed_collective_ms_per_step": median_collective / 1e9,
                     # The signature: the others wait for it inside their synchronous collectives.
-                    "shortest_collective": bool(collective[i] <= collective.min()),
+                    "shortest_collective": bool(
+                        collective.max() > 0 and collective[i] <= collective.min()
+                    ),
                 }
             )
         found.sort(key=lambda s: -float(s["z"]))
@@ -141,12 +176,17 @@ class StepsAnalyzer(Analyzer):
         ]
 
     def _recommend(
-        self, stragglers: list[dict[str, Any]], tl: _timeline.Timeline, platform: str
+        self,
+        stragglers: list[dict[str, Any]],
+        tl: _timeline.Timeline,
+        work: dict[tuple[str, int], tuple[float, frozenset[tuple[str, str]]]],
     ) -> Recommendation:
         worst = stragglers[0]
         excess_ms = worst["compute_ms_per_step"] - worst["median_compute_ms_per_step"]
         step_ms = tl.mean_window_ps / 1e9
         names = [f"{s['host']}/device:{s['device']}" for s in stragglers]
+        steps = len(tl.steps_selected)
+        same_work, work_text = _same_work(work, (worst["host"], worst["device"]))
         evidence = (
             f"{names[0]} computes {worst['compute_ms_per_step']:.3f} ms per step against a median "
             f"of {worst['median_compute_ms_per_step']:.3f} ms (modified z = {worst['z']:.1f}); "
@@ -156,6 +196,17 @@ class StepsAnalyzer(Analyzer):
         )
         if len(names) > 1:
             evidence += f"; {len(names)} stragglers: {', '.join(names)}"
+        evidence += f"; {steps} step(s) measured"
+        if not same_work:
+            evidence += f"; but {work_text}, so the difference may be its work, not the chip"
+        # Confidence follows the evidence: enough steps, the same program on every device, and
+        # the others waiting for this one inside their collectives.
+        if not same_work or steps < 3:
+            confidence = "low"
+        elif worst["shortest_collective"] and steps >= 10:
+            confidence = "high"
+        else:
+            confidence = "medium"
         return Recommendation(
             analyzer=self.name,
             kind=KIND_STRAGGLER,
@@ -176,7 +227,7 @@ class StepsAnalyzer(Analyzer):
             },
             est_savings_ms=excess_ms,
             est_savings_pct=savings_pct(excess_ms, step_ms),
-            confidence="high" if worst["shortest_collective"] else "medium",
+            confidence=confidence,
             ops=[],
             values={
                 "straggler": names[0],

@@ -55,10 +55,15 @@ def test_v6e_span_idle_is_xprofs_device_idle(v6e_report: Report) -> None:
 
 def test_v6e_recommendations_name_the_copies_and_the_all_reduce(v6e_report: Report) -> None:
     recs = {r.kind: r for r in v6e_report.recommendations}
-    assert v6e_report.recommendations[0].kind == "exposed_async_copy"
-    copies = recs["exposed_async_copy"]
-    assert copies.ops[:4] == ["copy-done.4", "copy-done.2", "copy-done", "copy-done.5"]
-    assert "host-offload" in copies.title
+    # Moving fewer bytes removes the wait; hiding it is bounded by the compute (test_accuracy).
+    assert [r.kind for r in v6e_report.recommendations[:2]] == [
+        "reduce_copies",
+        "exposed_async_copy",
+    ]
+    for kind in ("reduce_copies", "exposed_async_copy"):
+        copies = recs[kind]
+        assert copies.ops[:4] == ["copy-done.4", "copy-done.2", "copy-done", "copy-done.5"]
+        assert "host-offload" in copies.title
     coll = recs["exposed_collective"]
     assert coll.ops == ["all-reduce"]
     assert "synchronous" in coll.title and "all-reduce" in coll.evidence
@@ -105,13 +110,6 @@ def test_v100_peaks_from_the_chip_table_and_the_plane() -> None:
     # GPU:1 ran only memcpys and has no step: left out rather than counted 100% idle.
     assert s["devices"] == 2
     assert any("no steps" in n for n in report.notes)
-
-
-def test_unknown_gpu_says_peaks_are_unknown() -> None:
-    report = analyze(load(str(shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb"))))
-    notes = " ".join(report.results["roofline"].notes)
-    assert "AMD MI355 (gfx950)" in notes and "--peak-tflops" in notes
-    assert report.summary["peak_tflops"] is None
 
 
 def test_cpu_fixture_runs_and_explains_that_peaks_are_unknown() -> None:

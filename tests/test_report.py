@@ -167,7 +167,7 @@ def test_markdown_report() -> None:
     text = render_markdown(analyze(four_chip_training()))
     assert text.startswith("# tpuperf analyze: synthetic")
     assert "| Exposed collective | 16.0% |" in text
-    assert "## Top ops" in text and "| `fusion.1` | compute | 300.0 us |" in text
+    assert "## Top ops" in text and "| `fusion.1` | jit_step | compute | 300.0 us |" in text
     assert "### 1. Host-bound: devices wait for input before each step (`host_bound`)" in text
     assert "### 2. Exposed collectives: all-reduce time compute does not hide" in text
     assert "**Saves up to 160.0 us per step (16.0%)**" in text

@@ -104,6 +104,9 @@ ANALYZER_FIELDS: dict[str, Any] = {
 # Recommendations that would save less than this share of a step are noise, not advice.
 MIN_SAVINGS_PCT = 0.05
 
+# Top ops take at least this share of busy time.
+TOP_OP_MIN_SHARE = 1e-4
+
 # Tables in JSON are cut to this many rows (total_rows says how many there were).
 JSON_TABLE_ROWS = 50
 
@@ -361,6 +364,9 @@ def _top_ops(tl: _timeline.Timeline, roofline_ops: pd.DataFrame | None, n: int) 
         .agg(kind=("kind", "first"), count=("self_ps", "size"), self_ps=("self_ps", "sum"))
         .reset_index()
     )
+    # Ops that take next to no time (the copy-start halves of async copies, a few ns) are not
+    # top ops, even when fewer than n ops take real time.
+    grouped = grouped[grouped["self_ps"] > TOP_OP_MIN_SHARE * busy_ps]
     grouped = grouped.sort_values("self_ps", ascending=False).head(n)
     grouped["module"] = grouped["module"].astype(str)
     grouped["op"] = grouped["op"].astype(str)

@@ -51,12 +51,13 @@ def render_markdown(report: Report) -> str:
         out += [
             "## Top ops",
             "",
-            "| op | kind | time/step | % busy | count/step | bound | roofline eff. |",
-            "|---|---|---:|---:|---:|---|---:|",
+            "| op | program | kind | time/step | % busy | count/step | bound | roofline eff. |",
+            "|---|---|---|---:|---:|---:|---|---:|",
         ]
         for r in report.top_ops.to_dict("records"):
             out.append(
-                f"| `{_cell(r['op'])}` | {r['kind']} | {fmt_ms(r['ms_per_step'])} | "
+                f"| `{_cell(r['op'])}` | {_cell(r['module'])} | {r['kind']} | "
+                f"{fmt_ms(r['ms_per_step'])} | "
                 f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:.3g} | {r['bound'] or ''} | "
                 f"{fmt_pct(r['efficiency_pct'])} |"
             )

@@ -117,7 +117,11 @@ def _header(report: Report, width: int) -> Panel:
 
 def _top_ops_table(report: Report) -> Table:
     table = Table(title="Top ops (self time per step per device)", title_justify="left")
+    # Same-named ops of different programs are different ops: say which program when it varies.
+    programs = report.top_ops["module"].nunique() > 1
     table.add_column("op", overflow="fold")
+    if programs:
+        table.add_column("program", overflow="fold")
     table.add_column("kind")
     table.add_column("time/step", justify="right")
     table.add_column("% busy", justify="right")
@@ -127,6 +131,7 @@ def _top_ops_table(report: Report) -> Table:
     for row in report.top_ops.to_dict("records"):
         table.add_row(
             str(row["op"]),
+            *([str(row["module"])] if programs else []),
             str(row["kind"]),
             fmt_ms(row["ms_per_step"]),
             fmt_pct(row["pct_of_busy"]),
