@@ -27,3 +27,11 @@ def shared_profile(relative: str) -> Path:
 @pytest.fixture
 def v6e() -> Path:
     return shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite tests/golden/ from the current outputs (review the diff before committing).",
+    )

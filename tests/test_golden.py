@@ -1,0 +1,176 @@
+"""Golden outputs: `analyze`, `ops`, `info` and `scan` JSON on every real profile and every
+generated scenario, compared with files reviewed and committed in tests/golden/.
+
+The files were taken just before the columnar engine replaced the pandas one, after the
+accuracy fixes, so this test holds the engine to the numbers it replaced. When a change is
+meant to move numbers, regenerate them and review the diff:
+
+    pytest tests/test_golden.py --update-golden
+
+Floats are compared to a relative 1e-9 (summation order may differ); everything else
+exactly. Paths are reduced to file names and the tool version is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.generate import SCENARIOS, write_run
+from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
+from tpuperf.cli import main
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+REAL = [
+    "tpu/v6e_4chip_inference.xplane.pb",
+    "gpu/v100_8gpu_tf_training.xplane.pb",
+    "gpu/mi300_jax_gemm.xplane.pb",
+    "gpu/mi300_jax_elementwise.xplane.pb",
+    "gpu/mi300_jax_conv.xplane.pb",
+    "gpu/mi300_jax_te_fused_attn.xplane.pb",
+]
+
+# (name, arguments after the profile path)
+COMMANDS = [
+    ("analyze", ["analyze", "--format", "json"]),
+    ("analyze_all_steps", ["analyze", "--format", "json", "--warmup", "0"]),
+    ("ops", ["ops", "--format", "json"]),
+    ("ops_by_op", ["ops", "--format", "json", "--by", "op"]),
+    ("ops_per_device", ["ops", "--format", "json", "--by", "category", "--per-device"]),
+    ("info", ["info", "--format", "json"]),
+]
+
+
+def _normalise(value: Any, root: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _normalise(v, root) for k, v in value.items() if k != "tool"}
+    if isinstance(value, list):
+        return [_normalise(v, root) for v in value]
+    if isinstance(value, str) and root and root in value:
+        return value.replace(root, "<profiles>")
+    return value
+
+
+def _run(capsys: pytest.CaptureFixture[str], args: list[str], root: str) -> Any:
+    code = main(args)
+    out = capsys.readouterr().out
+    assert code == 0, args
+    return _normalise(json.loads(out), root)
+
+
+def _same(got: Any, want: Any, where: str = "") -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict), where
+        assert list(got) == list(want), f"{where}: keys {list(got)} != {list(want)}"
+        for key in want:
+            _same(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: length"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            _same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool) and isinstance(got, (int, float)):
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9), f"{where}: {got} != {want}"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def _check(request: pytest.FixtureRequest, name: str, document: Any) -> None:
+    path = GOLDEN / f"{name}.json"
+    if request.config.getoption("--update-golden"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+        return
+    if not path.exists():
+        pytest.fail(f"no golden file {path.name}: run pytest {__file__} --update-golden")
+    _same(document, json.loads(path.read_text()), name)
+
+
+@pytest.fixture(scope="module")
+def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("golden")
+    return {
+        scenario: write_run(scenario, root / scenario, run_name="run", seed=0, steps=6)[0]
+        for scenario in SCENARIOS
+    }
+
+
+@pytest.mark.parametrize("relative", REAL)
+@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+def test_real_profiles(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    relative: str,
+    command: str,
+    args: list[str],
+) -> None:
+    path = SHARED_PROFILES / relative
+    if not path.exists():
+        pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
+    document = _run(capsys, [args[0], str(path), *args[1:]], str(SHARED_PROFILES))
+    _check(request, f"{Path(relative).name.split('.')[0]}.{command}", document)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+def test_generated_scenarios(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    scenario_runs: dict[str, Path],
+    scenario: str,
+    command: str,
+    args: list[str],
+) -> None:
+    run_dir = scenario_runs[scenario]
+    document = _run(capsys, [args[0], str(run_dir), *args[1:]], str(run_dir.parents[2]))
+    _check(request, f"scenario_{scenario}.{command}", document)
+
+
+@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+def test_cpu_fixture(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    args: list[str],
+) -> None:
+    document = _run(capsys, [args[0], str(CPU_FIXTURE), *args[1:]], str(CPU_FIXTURE.parent))
+    _check(request, f"cpu_train_steps.{command}", document)
+
+
+def test_scan(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    scenario_runs: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    # Every scenario's host files and a corrupt one, in one scan, rows by path.
+    for scenario, run_dir in scenario_runs.items():
+        for host_file in sorted(run_dir.glob("*.xplane.pb")):
+            (tmp_path / f"{scenario}.{host_file.name}").write_bytes(host_file.read_bytes())
+    (tmp_path / "corrupt.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\x0fnot an xspace")
+    out = tmp_path / "rows.ndjson"
+    code = main(
+        [
+            "scan",
+            str(tmp_path),
+            "--out",
+            str(out),
+            "--format",
+            "ndjson",
+            "--no-cache",
+            "--workers",
+            "1",
+        ]
+    )
+    capsys.readouterr()
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = sorted((_normalise(r, str(tmp_path)) for r in rows), key=lambda r: r["path"])
+    for row in rows:
+        row.pop("seconds", None)
+        row.pop("tpuperf_version", None)
+    _check(request, "scan", rows)
