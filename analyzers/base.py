@@ -1,25 +1,32 @@
 """The analyzer plug-in interface and the one registry of analyzers.
 
 An analyzer has a ``name``, a one-line ``summary``, the table columns it
-``requires`` and ``analyze(profile, config) -> AnalyzerResult``. It returns
-data (metrics, tables, recommendations); it never prints, reads files or
-changes the profile. The built-in analyzers are listed in :data:`BUILTIN`;
-third parties add theirs through the entry point group ``tpuperf.analyzers``,
-each entry pointing at an analyzer class or instance.
+``requires`` (checked against :mod:`tpuperf.schema` when it is loaded) and
+``analyze(timeline, config) -> AnalyzerResult``: it reads the frozen
+:class:`~tpuperf.timeline.Timeline` every analyzer shares. It returns data
+(metrics, tables, recommendations); it never prints, reads files or changes
+its input. The built-in analyzers are listed in :data:`BUILTIN`; third parties
+add theirs through the entry point group ``tpuperf.analyzers``, each entry
+pointing at an analyzer class or instance. A plug-in written for the first
+interface, ``analyze(profile, config)``, still works: it gets the profile.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tpuperf import schema
+from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from tpuperf.columns import Table
+    from tpuperf.timeline import Timeline
 
-    from tpuperf.profile import Profile
+__all__ = ["AnalysisConfig", "Analyzer", "AnalyzerResult", "Recommendation"]
 
 ENTRY_POINT_GROUP = "tpuperf.analyzers"
 
@@ -35,23 +42,6 @@ KIND_REDUCE_COPIES = "reduce_copies"  # move fewer bytes: removes the wait itsel
 KIND_MEMORY_BOUND = "memory_bound"
 KIND_LOW_COMPUTE_UTILIZATION = "low_compute_utilization"
 KIND_STRAGGLER = "straggler"
-
-
-@dataclass
-class AnalysisConfig:
-    """Options every analyzer sees. ``None`` means "not given"."""
-
-    warmup_steps: int = 1  # leading steps left out when no explicit step range is given
-    steps: tuple[int | None, int | None] | None = None  # step numbers [A, B)
-    host: str | None = None
-    peak_tflops: float | None = None  # used only when neither the profile nor the chip table knows
-    peak_hbm_gbps: float | None = None
-    micro_gap_us: float = 10.0  # in-step gaps shorter than this are launch overhead (micro)
-    straggler_z: float = 3.5  # |modified z| above this marks a straggler (XProf's threshold)
-    top_ops: int = 10
-    # Derived tables shared by the analyzers of one run (see _timeline.timeline); a memo,
-    # so the profile is reduced to step windows and busy sets once, not once per analyzer.
-    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def savings_pct(savings_ms: float, step_ms: float) -> float:
@@ -89,14 +79,19 @@ class Recommendation:
 
 @dataclass
 class AnalyzerResult:
-    """What one analyzer found: metrics (JSON-ready scalars, lists, dicts), tables, advice."""
+    """What one analyzer found: metrics (JSON-ready scalars, lists, dicts), tables (columnar:
+    ``frame(name)`` gives one as a pandas DataFrame), advice."""
 
     name: str
     metrics: dict[str, Any] = field(default_factory=dict)
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict[str, Table] = field(default_factory=dict)
     recommendations: list[Recommendation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # caveats a reader should see
     error: str | None = None  # set when the analyzer failed on this profile
+
+    def frame(self, name: str) -> Any:
+        """Table ``name`` as a pandas DataFrame."""
+        return self.tables[name].to_pandas()
 
 
 class Analyzer:
@@ -104,11 +99,35 @@ class Analyzer:
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
-    # {table: [columns]} this analyzer reads, checked against tpuperf.schema by tests.
+    # {table: [columns]} this analyzer reads from the timeline's tables; checked against
+    # tpuperf.schema when the analyzer is loaded (see check_requires).
     requires: ClassVar[dict[str, list[str]]] = {}
 
-    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
         raise NotImplementedError
+
+
+def check_requires(analyzer: Analyzer) -> None:
+    """Raise when an analyzer declares a table or column the schema does not have."""
+    for table, columns in analyzer.requires.items():
+        known = schema.TABLES.get(table)
+        if known is None:
+            raise UsageError(f"analyzer {analyzer.name!r} requires unknown table {table!r}")
+        unknown = [c for c in columns if c not in known]
+        if unknown:
+            raise UsageError(
+                f"analyzer {analyzer.name!r} requires columns {table}.{', '.join(unknown)}, "
+                "which no profile has"
+            )
+
+
+def run(analyzer: Analyzer, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+    """Run one analyzer: with the timeline, or, for a plug-in written for the first interface
+    (``analyze(profile, config)``), with the profile."""
+    parameters = list(inspect.signature(analyzer.analyze).parameters)
+    if parameters and parameters[0] == "profile":
+        return analyzer.analyze(timeline.profile, config)  # type: ignore[arg-type]
+    return analyzer.analyze(timeline, config)
 
 
 # The built-in analyzers, in report order: (name, "module:Class").
@@ -147,12 +166,14 @@ def available() -> dict[str, Analyzer]:
     analyzers: dict[str, Analyzer] = {}
     for name, target in BUILTIN:
         analyzers[name] = _instance(_load(target))
+        check_requires(analyzers[name])
     _plugin_errors.clear()
     for name, ep in _entry_point_analyzers():
         if name in analyzers:
             continue  # built-ins win; a plug-in cannot shadow them
         try:
             analyzer = _instance(ep.load())
+            check_requires(analyzer)
         except Exception as exc:  # a third party's import error is theirs to fix
             _plugin_errors[name] = f"{type(exc).__name__}: {exc}"
             continue

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
-from tpuperf.analyzers import _intervals as iv
-from tpuperf.analyzers import _timeline
 from tpuperf.analyzers.base import (
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
@@ -22,9 +19,8 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.steps import modified_z
 
 from tpuperf import schema
-
-if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+from tpuperf.columns import Strings, Table, concat_strings, factorize, group_index, sum_by
+from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 
 COLLECTIVE_KINDS = (
     "all-reduce",
@@ -108,227 +104,109 @@ class CollectivesAnalyzer(Analyzer):
         "async_ops": ["host", "device", "op", "collective", "category", "start_ps", "dur_ps"],
     }
 
-    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
-        tl = _timeline.timeline(profile, config)
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+        tl = timeline
         result = AnalyzerResult(self.name, notes=list(tl.notes))
-        bd = tl.breakdown
-        if bd.empty:
+        if not tl.n_windows:
             result.metrics = {"exposed_collective_pct": None}
             return result
-        dev = bd.groupby(["host", "device"], sort=True)[
-            ["step_ps", "exposed_collective_ps", "compute_ps", "other_ps"]
-        ].sum()
-        exposed_pct = float((100.0 * dev["exposed_collective_ps"] / dev["step_ps"]).mean())
-        ops = self._op_exposure(tl, tl.ops)
-        coll = ops[ops["kind"] == schema.KIND_COLLECTIVE]
+        views = tl.devices
+        exposed_pct = tl.device_mean_pct("exposed_collective_ps")
+        ops = _exposure(tl, {v.key: v.selected for v in views})
+        kind = ops.strings("kind")
+        coll = ops.take(kind.eq(schema.KIND_COLLECTIVE))
         by_kind = self._by_kind(coll, tl)
-        windows = self._async_windows(profile, tl)
-        copies = ops[ops["kind"].isin([schema.KIND_ASYNC_COPY, schema.KIND_MEMCPY])]
-        copy_ms = tl.per_step(float(dev["other_ps"].sum())) / 1e9
-        total_coll_ps = float(coll["dur_ps"].sum())
+        windows = _async_windows(tl)
+        copies = ops.take(kind.isin([schema.KIND_ASYNC_COPY, schema.KIND_MEMCPY]))
+        copy_ms = tl.per_step(tl.total("other_ps")) / 1e9
+        total_coll_ps = float(coll.array("dur_ps").sum())
         metrics: dict[str, Any] = {
             "exposed_collective_pct": exposed_pct,
-            "exposed_collective_ms_per_step": tl.per_step(float(dev["exposed_collective_ps"].sum()))
-            / 1e9,
+            "exposed_collective_ms_per_step": tl.per_step(tl.total("exposed_collective_ps")) / 1e9,
             "collective_ms_per_step": tl.per_step(total_coll_ps) / 1e9,
             # On GPU this is the NCCL/RCCL kernel time that compute kernels hid.
             "collective_overlapped_pct": (
-                100.0 * (1 - float(coll["exposed_ps"].sum()) / total_coll_ps)
+                100.0 * (1 - float(coll.array("exposed_ps").sum()) / total_coll_ps)
                 if total_coll_ps > 0
                 else None
             ),
             "by_kind": by_kind,
-            "async": self._async_summary(windows),
+            "async": _async_summary(windows),
             "exposed_copy_ms_per_step": copy_ms,
-            "exposed_copy_pct": float((100.0 * dev["other_ps"] / dev["step_ps"]).mean()),
+            "exposed_copy_pct": tl.device_mean_pct("other_ps"),
         }
         result.metrics = metrics
-        if not coll.empty:
+        if coll.n:
             result.tables["collective_ops"] = _top_ops(coll, tl)
-        if not windows.empty:
+        if windows.n:
             result.tables["async_windows"] = windows
-        if not copies.empty:
+        if copies.n:
             result.tables["copy_ops"] = _top_ops(copies, tl)
 
         step_ms = tl.mean_window_ps / 1e9
-        outside = self._outside(profile, tl)
+        outside = self._outside(tl)
         metrics["outside_steps"] = outside or None
-        rec = self._collective_rec(bd, coll, by_kind, outside, step_ms, config, tl)
+        rec = self._collective_rec(coll, by_kind, outside, step_ms, config, tl)
         if rec is not None:
             result.recommendations.append(rec)
-        if copy_ms > 0 and not copies.empty:
-            compute_ms = tl.per_step(float(dev["compute_ps"].sum())) / 1e9
+        if copy_ms > 0 and copies.n:
+            compute_ms = tl.per_step(tl.total("compute_ps")) / 1e9
             result.recommendations.extend(
                 self._copy_recs(copies, windows, copy_ms, compute_ms, step_ms, tl)
             )
         return result
 
-    def _op_exposure(self, tl: _timeline.Timeline, ops: pd.DataFrame) -> pd.DataFrame:
-        """Non-compute ``ops`` with ``exposed_ps``: their time in the device's exposed
-        collective or other set (the part no compute covered)."""
-        parts = []
-        for (host, device), group in ops.groupby(["host", "device"], observed=True, sort=False):
-            sets = tl.sets.get((str(host), int(device)))
-            if sets is None:
-                continue
-            group = group[group["kind"] != schema.KIND_COMPUTE].copy()
-            if group.empty:
-                continue
-            s = group["start_ps"].to_numpy(dtype="int64")
-            e = s + group["dur_ps"].to_numpy(dtype="int64")
-            exposed_coll = iv.measure_in(sets.collective, s, e)
-            exposed_other = iv.measure_in(sets.other, s, e)
-            group["exposed_ps"] = np.where(
-                group["kind"] == schema.KIND_COLLECTIVE, exposed_coll, exposed_other
-            )
-            parts.append(group)
-        if not parts:
-            out = ops.iloc[0:0].copy()
-            out["exposed_ps"] = pd.Series(dtype="int64")
-            return out
-        out = pd.concat(parts, ignore_index=True)
-        for col in ("kind", "collective", "async_role", "op"):
-            out[col] = out[col].astype(str)
-        return out
-
-    def _by_kind(self, coll: pd.DataFrame, tl: _timeline.Timeline) -> dict[str, Any]:
+    def _by_kind(self, coll: Table, tl: Timeline) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        n_windows = len(tl.windows)
-        step_ps = float(tl.breakdown["step_ps"].sum())
-        for kind, group in coll.groupby("collective", sort=True):
-            kind = str(kind) or "other"
-            sizes = sorted(
-                {
-                    s
-                    for s in (replica_group_size(str(t)) for t in group["hlo_text"].unique())
-                    if s is not None
-                }
-            )
+        n_windows = tl.n_windows
+        step_ps = tl.total("step_ps")
+        collective = coll.strings("collective")
+        codes = collective.codes
+        hlo_text = coll.strings("hlo_text")
+        exposed = coll.array("exposed_ps")
+        dur = coll.array("dur_ps")
+        async_role = coll.strings("async_role")
+        sync = async_role.eq("")
+        for code in sorted(set(codes.tolist()), key=lambda c: collective.values[c]):
+            rows = codes == code
+            kind = collective.values[code] or "other"
+            texts = hlo_text.take(np.flatnonzero(rows)).compact().values
+            sizes = sorted({s for s in (replica_group_size(t) for t in texts) if s is not None})
             out[kind] = {
-                "exposed_ms_per_step": float(group["exposed_ps"].sum()) / n_windows / 1e9,
-                "exposed_pct": 100.0 * float(group["exposed_ps"].sum()) / step_ps
-                if step_ps
-                else 0.0,
-                "ms_per_step": float(group["dur_ps"].sum()) / n_windows / 1e9,
-                "ops_per_step": len(group) / n_windows,
-                "sync_ops_per_step": int((group["async_role"] == "").sum()) / n_windows,
-                "async_ops_per_step": int((group["async_role"] != "").sum()) / n_windows,
+                "exposed_ms_per_step": float(exposed[rows].sum()) / n_windows / 1e9,
+                "exposed_pct": 100.0 * float(exposed[rows].sum()) / step_ps if step_ps else 0.0,
+                "ms_per_step": float(dur[rows].sum()) / n_windows / 1e9,
+                "ops_per_step": int(rows.sum()) / n_windows,
+                "sync_ops_per_step": int((rows & sync).sum()) / n_windows,
+                "async_ops_per_step": int((rows & ~sync).sum()) / n_windows,
                 "replica_group_sizes": sizes,
             }
         return out
 
-    def _async_windows(self, profile: Profile, tl: _timeline.Timeline) -> pd.DataFrame:
-        """One row per async window (start to done) that starts in a selected step.
-
-        A device's windows come from its `Async XLA Ops` line when it has one, else
-        from pairing its ``-start``/``-done`` ops, device by device (as XProf does:
-        on the v6e profile only TPU:0 has the line).
-        """
-        frame = profile.async_ops.copy()
-        frame["host"] = frame["host"].astype(str)
-        frame["end_ps"] = frame["start_ps"] + frame["dur_ps"]
-        frame["kind"] = [
-            _async_kind(c, cat)
-            for c, cat in zip(
-                frame["collective"].astype(str), frame["category"].astype(str), strict=True
-            )
-        ]
-        frame["op"] = frame["op"].astype(str)
-        frame = frame[["host", "device", "op", "kind", "start_ps", "end_ps", "dur_ps"]]
-        with_line = set(zip(frame["host"], frame["device"], strict=True))
-        paired = _pair_async(tl.ops)
-        if not paired.empty:
-            without_line = [
-                (h, d) not in with_line
-                for h, d in zip(paired["host"], paired["device"], strict=True)
-            ]
-            frame = pd.concat([frame, paired[without_line]], ignore_index=True)
-        if frame.empty:
-            return pd.DataFrame(columns=["host", "device", "op", "kind", "start_ps", "dur_ps"])
-        rows = []
-        for (host, device), group in frame.groupby(["host", "device"], sort=True):
-            sets = tl.sets.get((str(host), int(device)))
-            win = tl.windows[(tl.windows["host"] == host) & (tl.windows["device"] == device)]
-            if sets is None or win.empty:
-                continue
-            s = group["start_ps"].to_numpy(dtype="int64")
-            e = group["end_ps"].to_numpy(dtype="int64")
-            ws = win["start_ps"].to_numpy(dtype="int64")
-            we = win["end_ps"].to_numpy(dtype="int64")
-            idx = np.searchsorted(ws, s, side="right") - 1
-            inside = idx >= 0
-            inside[inside] = s[inside] < we[idx[inside]]
-            covered = iv.measure_in(sets.compute, s, e)
-            length = np.maximum(e - s, 1)
-            part = pd.DataFrame(
-                {
-                    "host": str(host),
-                    "device": int(device),
-                    "op": group["op"].to_numpy(),
-                    "kind": group["kind"].to_numpy(),
-                    "start_ps": s,
-                    "dur_ps": e - s,
-                    "overlap_pct": 100.0 * covered / length,
-                }
-            )[inside]
-            rows.append(part)
-        if not rows:
-            return pd.DataFrame(columns=["host", "device", "op", "kind", "start_ps", "dur_ps"])
-        out = pd.concat(rows, ignore_index=True)
-        out["class"] = [overlap_class(f / 100.0) for f in out["overlap_pct"]]
-        return out
-
-    def _async_summary(self, windows: pd.DataFrame) -> dict[str, Any]:
-        if windows.empty:
-            return {"windows": 0, "hidden": 0, "partial": 0, "exposed": 0, "by_kind": {}}
-
-        def counts(frame: pd.DataFrame) -> dict[str, Any]:
-            classes = frame["class"].value_counts()
-            return {
-                "windows": len(frame),
-                "hidden": int(classes.get("hidden", 0)),
-                "partial": int(classes.get("partial", 0)),
-                "exposed": int(classes.get("exposed", 0)),
-                # Weighted by window length: the share of async time compute covered.
-                "overlap_pct": float(
-                    (frame["overlap_pct"] * frame["dur_ps"]).sum() / max(frame["dur_ps"].sum(), 1)
-                ),
-                "mean_window_overlap_pct": float(frame["overlap_pct"].mean()),
-            }
-
-        out = counts(windows)
-        out["hidden_min_pct"] = 100 * HIDDEN_MIN
-        out["exposed_max_pct"] = 100 * EXPOSED_MAX
-        out["by_kind"] = {str(k): counts(g) for k, g in windows.groupby("kind", sort=True)}
-        return out
-
     def _collective_rec(
         self,
-        bd: pd.DataFrame,
-        coll: pd.DataFrame,
+        coll: Table,
         by_kind: dict[str, Any],
         outside: dict[str, Any],
         step_ms: float,
         config: AnalysisConfig,
-        tl: _timeline.Timeline,
+        tl: Timeline,
     ) -> Recommendation | None:
-        dev = bd.groupby(["host", "device"], sort=True)[
-            ["compute_ps", "exposed_collective_ps"]
-        ].mean()
-        z = modified_z(dev["compute_ps"].to_numpy(dtype="float64"))
+        compute = np.array([v.mean("compute_ps") for v in tl.devices])
+        exposed = np.array([v.mean("exposed_collective_ps") for v in tl.devices])
+        z = modified_z(compute)
         straggling = bool((z > config.straggler_z).any())
         slow_name = ""
         if straggling:
             # The others' extra collective time is waiting for the straggler, which overlap cannot
             # hide; the straggler's own exposed collective time is the transfer itself.
             slow = int(np.argmax(z))
-            in_step_ms = float(dev["exposed_collective_ps"].iloc[slow]) / 1e9
-            compute_ms = float(dev["compute_ps"].iloc[slow]) / 1e9
-            host, device = _timeline.device_key(dev.index[slow])
-            slow_name = f"{host}/device:{device}"
+            in_step_ms = float(exposed[slow]) / 1e9
+            compute_ms = float(compute[slow]) / 1e9
+            slow_name = tl.devices[slow].name
         else:
-            in_step_ms = float(dev["exposed_collective_ps"].mean()) / 1e9
-            compute_ms = float(dev["compute_ps"].mean()) / 1e9
+            in_step_ms = float(exposed.mean()) / 1e9
+            compute_ms = float(compute.mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
         # Overlap hides a collective behind compute, so it saves at most the compute there is.
         hideable_ms = min(in_step_ms, compute_ms)
@@ -338,7 +216,8 @@ class CollectivesAnalyzer(Analyzer):
         parts, op_names = [], []
         kinds: list[str] = []
         if in_step_ms > 0:
-            top = _top_ops(coll, tl).head(5)
+            top = _top_ops(coll, tl)
+            top = top.take(np.arange(min(5, top.n)))
             kinds = [
                 k
                 for k in sorted(by_kind, key=lambda k: -by_kind[k]["exposed_ms_per_step"])
@@ -350,10 +229,13 @@ class CollectivesAnalyzer(Analyzer):
                 for k in kinds
             )
             # Ops under 1% of the exposed time (the -start halves) are noise in a sentence.
-            top = top[top["exposed_ms_per_step"] >= 0.01 * top["exposed_ms_per_step"].sum()]
-            ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
+            shown = top.array("exposed_ms_per_step")
+            top = top.take(shown >= 0.01 * shown.sum())
+            ops_text = ", ".join(
+                f"{r['op']} {r['exposed_ms_per_step']:.3f} ms" for r in top.records()
+            )
             if straggling:
-                median_ms = float(dev["exposed_collective_ps"].median()) / 1e9
+                median_ms = float(np.median(exposed)) / 1e9
                 text = (
                     f"{in_step_ms:.3f} ms per step of collectives with no compute beside them on "
                     f"{slow_name}, the slow chip, which waits for no one (the median device shows "
@@ -368,7 +250,7 @@ class CollectivesAnalyzer(Analyzer):
                     "there is to hide them behind"
                 )
             parts.append(text)
-            op_names += [str(o) for o in top["op"] if str(o)]
+            op_names += [o for o in top.strings("op").tolist() if o]
         if outside_ms > 0:
             ops_text = ", ".join(
                 f"{o['op']} x{o['count_per_device']:g} {o['exposed_ms_per_device']:.3f} ms"
@@ -435,61 +317,71 @@ class CollectivesAnalyzer(Analyzer):
             },
         )
 
-    def _outside(self, profile: Profile, tl: _timeline.Timeline) -> dict[str, Any]:
+    def _outside(self, tl: Timeline) -> dict[str, Any]:
         """Exposed collectives on the devices but outside every step (setup, one-off calls)."""
-        if not tl.has_steps or tl.outside.empty:
+        if not tl.has_steps or not tl.devices:
             return {}
-        exposed_ps = float(tl.outside["exposed_collective_ps"].mean())
+        exposed_ps = float(np.mean([v.outside["exposed_collective_ps"] for v in tl.devices]))
         if exposed_ps <= 0:
             return {}
-        ops = tl.outside_ops(profile.ops)
-        ops = self._op_exposure(tl, ops[(ops["kind"] == schema.KIND_COLLECTIVE).to_numpy()])
+        rows = {}
+        for view in tl.devices:
+            outside = tl.outside_rows(view)
+            kind = view.ops.strings("kind").take(outside)
+            rows[view.key] = outside[kind.eq(schema.KIND_COLLECTIVE)]
+        ops = _exposure(tl, rows)
         n_dev = max(tl.n_devices, 1)
-        table = (
-            ops.groupby(["op", "collective", "async_role"], sort=False)
-            .agg(count=("dur_ps", "size"), exposed_ps=("exposed_ps", "sum"))
-            .reset_index()
-            .sort_values("exposed_ps", ascending=False)
-        )
+        keys = [ops.strings(c) for c in ("op", "collective", "async_role")]
+        group, first = group_index(keys)
+        count = np.bincount(group, minlength=len(first))
+        exposed = sum_by(group, len(first), ops.array("exposed_ps"))
+        order = np.argsort(-exposed, kind="stable")
+        op, collective, role = (k.take(first[order]).tolist() for k in keys)
         # Work outside the steps is amortized over all steps of the capture, not the selected ones.
-        steps = len(tl.all_windows) / n_dev
+        steps = tl.n_all_windows / n_dev
         return {
             "exposed_ms_per_device": exposed_ps / 1e9,
             "steps": round(steps),
             "amortized_ms_per_step": exposed_ps / steps / 1e9 if steps else 0.0,
-            "kinds": [str(k) for k in dict.fromkeys(table["collective"]) if str(k)],
-            "sync_kinds": sorted(
-                {str(r.collective) for r in table.itertuples() if r.async_role == ""}
-            ),
+            "kinds": [k for k in dict.fromkeys(collective) if k],
+            "sync_kinds": sorted({c for c, r in zip(collective, role, strict=True) if r == ""}),
             "ops": [
                 {
-                    "op": str(r.op),
-                    "collective": str(r.collective),
-                    "count_per_device": r.count / n_dev,
-                    "exposed_ms_per_device": r.exposed_ps / n_dev / 1e9,
-                    "sync": r.async_role == "",
+                    "op": o,
+                    "collective": c,
+                    "count_per_device": int(n) / n_dev,
+                    "exposed_ms_per_device": int(e) / n_dev / 1e9,
+                    "sync": r == "",
                 }
-                for r in table.itertuples()
+                for o, c, r, n, e in zip(
+                    op,
+                    collective,
+                    role,
+                    count[order].tolist(),
+                    exposed[order].tolist(),
+                    strict=True,
+                )
             ],
         }
 
     def _copy_recs(
         self,
-        copies: pd.DataFrame,
-        windows: pd.DataFrame,
+        copies: Table,
+        windows: Table,
         copy_ms: float,
         compute_ms: float,
         step_ms: float,
-        tl: _timeline.Timeline,
+        tl: Timeline,
     ) -> list[Recommendation]:
         """Two fixes for exposed copies, each with the saving it can reach: issuing them
         earlier hides at most the compute there is to hide them behind; moving fewer bytes
         removes the wait itself."""
-        top = _top_ops(copies, tl).head(5)
-        top = top[top["exposed_ms_per_step"] >= 0.01 * max(copy_ms, 1e-12)]
-        ops_text = ", ".join(f"{r.op} {r.exposed_ms_per_step:.3f} ms" for r in top.itertuples())
-        ops = [str(o) for o in top["op"]]
-        is_tpu = (copies["kind"] == schema.KIND_ASYNC_COPY).any()
+        top = _top_ops(copies, tl)
+        top = top.take(np.arange(min(5, top.n)))
+        top = top.take(top.array("exposed_ms_per_step") >= 0.01 * max(copy_ms, 1e-12))
+        ops_text = ", ".join(f"{r['op']} {r['exposed_ms_per_step']:.3f} ms" for r in top.records())
+        ops = top.strings("op").tolist()
+        is_tpu = bool(copies.strings("kind").eq(schema.KIND_ASYNC_COPY).any())
         what = (
             "async copies (copy-start/copy-done: host offload or memory-space moves)"
             if is_tpu
@@ -562,22 +454,30 @@ class CollectivesAnalyzer(Analyzer):
         return [hide, remove]
 
 
-def _copy_traffic(
-    copies: pd.DataFrame, windows: pd.DataFrame, tl: _timeline.Timeline
-) -> dict[str, float]:
+def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, float]:
     """Bytes per async copy and the bandwidth each window achieved (TPU; {} without data)."""
-    if windows.empty or "bytes_accessed" not in copies:
+    if not windows.n:
         return {}
-    starts = copies[(copies["async_role"] == "start").to_numpy()]
-    sizes = starts.groupby("op", observed=True)["bytes_accessed"].median()
-    copy_windows = windows[windows["kind"] == "copy"]
-    size = copy_windows["op"].map(sizes).to_numpy(dtype="float64")
-    dur = copy_windows["dur_ps"].to_numpy(dtype="float64")
+    starts = copies.take(copies.strings("async_role").eq("start"))
+    op = starts.strings("op")
+    size_by_op: dict[str, float] = {}
+    nbytes = starts.array("bytes_accessed")
+    codes = op.codes
+    for code in np.unique(codes).tolist():
+        values = nbytes[codes == code]
+        values = values[~np.isnan(values)]
+        size_by_op[op.values[code]] = float(np.median(values)) if len(values) else float("nan")
+    copy_windows = windows.take(windows.strings("kind").eq("copy"))
+    size = np.array(
+        [size_by_op.get(name, float("nan")) for name in copy_windows.strings("op").tolist()],
+        dtype="float64",
+    )
+    dur = copy_windows.array("dur_ps").astype("float64")
     ok = np.isfinite(size) & (size > 0) & (dur > 0)
     if not ok.any():
         return {}
     return {
-        "copies_per_step": round(float(ok.sum()) / max(len(tl.windows), 1), 3),
+        "copies_per_step": round(float(ok.sum()) / max(tl.n_windows, 1), 3),
         "gb_per_copy": float(np.median(size[ok])) / 1e9,
         # bytes per picosecond x 1000 is GB/s.
         "median_gbps": float(np.median(size[ok] / dur[ok])) * 1000.0,
@@ -593,54 +493,228 @@ def _async_kind(collective: str, category: str) -> str:
     return base or "copy"
 
 
-def _top_ops(ops: pd.DataFrame, tl: _timeline.Timeline) -> pd.DataFrame:
+# The columns of the non-compute ops the analyzer measures (with exposed_ps added).
+_EXPOSURE_STRINGS = ("op", "hlo_text", "kind", "collective", "async_role")
+_EXPOSURE_COLUMNS = (*_EXPOSURE_STRINGS, "start_ps", "dur_ps", "bytes_accessed")
+
+
+def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
+    """The non-compute ops among ``rows`` of each device, with ``exposed_ps``: their time in
+    the device's exposed collective (collectives) or other (copies) set, the part no compute
+    covered. One table over the devices, in device order."""
+    hosts: list[Strings] = []
+    device: list[np.ndarray] = []
+    strings: dict[str, list[Strings]] = {name: [] for name in _EXPOSURE_STRINGS}
+    numbers: dict[str, list[np.ndarray]] = {
+        "start_ps": [],
+        "dur_ps": [],
+        "bytes_accessed": [],
+        "exposed_ps": [],
+    }
+    for view in tl.devices:
+        picked = rows.get(view.key)
+        if picked is None or not len(picked):
+            continue
+        # Only the non-compute ops are copied: a step's collectives and copies are few.
+        picked = picked[~view.ops.strings("kind").take(picked).eq(schema.KIND_COMPUTE)]
+        if not len(picked):
+            continue
+        ops = view.ops.select(_EXPOSURE_COLUMNS).take(picked)
+        start = ops.array("start_ps")
+        end = start + ops.array("dur_ps")
+        is_coll = ops.strings("kind").eq(schema.KIND_COLLECTIVE)
+        exposed = np.where(
+            is_coll,
+            measure_in(view.sets.collective, start, end),
+            measure_in(view.sets.other, start, end),
+        )
+        hosts.append(Strings.constant(view.host, ops.n))
+        device.append(np.full(ops.n, view.device, dtype=np.int64))
+        for name in _EXPOSURE_STRINGS:
+            strings[name].append(ops.strings(name))
+        numbers["start_ps"].append(start)
+        numbers["dur_ps"].append(ops.array("dur_ps"))
+        numbers["bytes_accessed"].append(ops.array("bytes_accessed").astype("float64"))
+        numbers["exposed_ps"].append(exposed)
+    empty = np.zeros(0, dtype=np.int64)
+    return Table(
+        {
+            "host": concat_strings(hosts) if hosts else Strings(empty, ()),
+            "device": np.concatenate(device) if device else empty,
+            **{
+                name: concat_strings(parts) if parts else Strings(empty, ())
+                for name, parts in strings.items()
+            },
+            **{name: np.concatenate(parts) if parts else empty for name, parts in numbers.items()},
+        }
+    )
+
+
+def _top_ops(ops: Table, tl: Timeline) -> Table:
     """Ops by exposed time, per step per device."""
-    n = max(len(tl.windows), 1)
-    grouped = ops.groupby(["op", "collective", "async_role"], sort=False).agg(
-        count=("dur_ps", "size"), dur_ps=("dur_ps", "sum"), exposed_ps=("exposed_ps", "sum")
-    )
-    out = grouped.reset_index()
-    out["ms_per_step"] = out.pop("dur_ps") / n / 1e9
-    out["exposed_ms_per_step"] = out.pop("exposed_ps") / n / 1e9
-    out["count_per_step"] = out.pop("count") / n
-    return out.sort_values("exposed_ms_per_step", ascending=False, ignore_index=True)
-
-
-def _pair_async(ops: pd.DataFrame) -> pd.DataFrame:
-    """Async windows from ``-start``/``-done`` op pairs: each start to the next matching done."""
-    starts = ops[(ops["async_role"] == "start").to_numpy()]
-    dones = ops[(ops["async_role"] == "done").to_numpy()]
-    if starts.empty or dones.empty:
-        return pd.DataFrame()
-    s = pd.DataFrame(
+    n = max(tl.n_windows, 1)
+    keys = [ops.strings(c) for c in ("op", "collective", "async_role")]
+    group, first = group_index(keys)
+    count = np.bincount(group, minlength=len(first))
+    dur = sum_by(group, len(first), ops.array("dur_ps"))
+    exposed = sum_by(group, len(first), ops.array("exposed_ps"))
+    order = np.argsort(-(exposed / n / 1e9), kind="stable")
+    return Table(
         {
-            "host": starts["host"].astype(str).to_numpy(),
-            "device": starts["device"].to_numpy(),
-            "op": starts["op"].astype(str).to_numpy(),
-            "key": starts["op"].astype(str).str.replace("-start", "-done", regex=False).to_numpy(),
-            "kind": np.where(
-                starts["collective"].astype(str) != "", starts["collective"].astype(str), "copy"
-            ),
-            "start_ps": starts["start_ps"].to_numpy(dtype="int64"),
+            "op": keys[0].take(first[order]),
+            "collective": keys[1].take(first[order]),
+            "async_role": keys[2].take(first[order]),
+            "ms_per_step": (dur / n / 1e9)[order],
+            "exposed_ms_per_step": (exposed / n / 1e9)[order],
+            "count_per_step": (count / n)[order],
         }
     )
-    d = pd.DataFrame(
+
+
+def _async_windows(tl: Timeline) -> Table:
+    """One row per async window (start to done) that starts in a selected step.
+
+    A device's windows come from its `Async XLA Ops` line when it has one, else
+    from pairing its ``-start``/``-done`` ops, each start with the next matching done
+    (as XProf does: on the v6e profile only TPU:0 has the line).
+    """
+    hosts: list[Strings] = []
+    parts: dict[str, list[Any]] = {
+        name: [] for name in ("device", "op", "kind", "start_ps", "dur_ps", "overlap_pct")
+    }
+    for view in tl.devices:
+        found = _async_line(view) or _pair_async(view)
+        if found is None:
+            continue
+        op, kind, s, e = found
+        inside = np.flatnonzero(window_of(s, view.windows.start_ps, view.windows.end_ps) >= 0)
+        s, e = s[inside], e[inside]
+        covered = measure_in(view.sets.compute, s, e)
+        hosts.append(Strings.constant(view.host, len(inside)))
+        parts["device"].append(np.full(len(inside), view.device, dtype=np.int64))
+        parts["op"].append(op.take(inside))
+        parts["kind"].append(kind.take(inside))
+        parts["start_ps"].append(s)
+        parts["dur_ps"].append(e - s)
+        parts["overlap_pct"].append(100.0 * covered / np.maximum(e - s, 1))
+    if not hosts:
+        empty = np.zeros(0, dtype=np.int64)
+        none = Strings(empty, ())
+        return Table(
+            {
+                "host": none,
+                "device": empty,
+                "op": none,
+                "kind": none,
+                "start_ps": empty,
+                "dur_ps": empty,
+                "overlap_pct": np.zeros(0),
+                "class": none,
+            }
+        )
+    overlap = np.concatenate(parts["overlap_pct"])
+    fraction = overlap / 100.0
+    # overlap_class, vectorised: 0 hidden, 1 exposed, 2 partial.
+    classes = np.where(fraction >= HIDDEN_MIN, 0, np.where(fraction <= EXPOSED_MAX, 1, 2))
+    return Table(
         {
-            "host": dones["host"].astype(str).to_numpy(),
-            "device": dones["device"].to_numpy(),
-            "key": dones["op"].astype(str).to_numpy(),
-            "done_ps": dones["start_ps"].to_numpy(dtype="int64"),
-            "end_ps": (dones["start_ps"] + dones["dur_ps"]).to_numpy(dtype="int64"),
+            "host": concat_strings(hosts),
+            "device": np.concatenate(parts["device"]),
+            "op": concat_strings(parts["op"]),
+            "kind": concat_strings(parts["kind"]),
+            "start_ps": np.concatenate(parts["start_ps"]),
+            "dur_ps": np.concatenate(parts["dur_ps"]),
+            "overlap_pct": overlap,
+            "class": Strings(classes.astype(np.int32), ("hidden", "exposed", "partial")).compact(),
         }
     )
-    paired = pd.merge_asof(
-        s.sort_values("start_ps"),
-        d.sort_values("done_ps"),
-        left_on="start_ps",
-        right_on="done_ps",
-        by=["host", "device", "key"],
-        direction="forward",
-    ).dropna(subset=["end_ps"])
-    paired["end_ps"] = paired["end_ps"].astype("int64")
-    paired["dur_ps"] = paired["end_ps"] - paired["start_ps"]
-    return paired[["host", "device", "op", "kind", "start_ps", "end_ps", "dur_ps"]]
+
+
+# A device's async windows: start op, kind, start and end.
+_Windows = tuple[Strings, Strings, np.ndarray, np.ndarray]
+
+
+def _async_line(view: DeviceView) -> _Windows | None:
+    """The windows of the device's `Async XLA Ops` line, in the line's order; None without."""
+    table = view.tables.async_ops
+    if not table.n:
+        return None
+    start = table.array("start_ps")
+    collective, category = table.strings("collective"), table.strings("category")
+    # The kind of each (collective, category) pair, worked out once per pair.
+    pairs, first = group_index([collective, category])
+    names = [
+        _async_kind(c, cat)
+        for c, cat in zip(
+            collective.take(first).tolist(), category.take(first).tolist(), strict=True
+        )
+    ]
+    codes, values = factorize(names)
+    kind = Strings(pairs, values, codes)
+    return table.strings("op"), kind, start, start + table.array("dur_ps")
+
+
+def _pair_async(view: DeviceView) -> _Windows | None:
+    """Async windows from ``-start``/``-done`` op pairs of the selected ops: each start to
+    the end of the next done of the same name (``x-start.3`` with ``x-done.3``)."""
+    ops = view.selected_ops("op", "collective", "async_role", "start_ps", "dur_ps")
+    role = ops.strings("async_role")
+    starts = ops.take(role.eq("start"))
+    dones = ops.take(role.eq("done"))
+    if not starts.n or not dones.n:
+        return None
+    starts = starts.take(np.argsort(starts.array("start_ps"), kind="stable"))
+    start_op = starts.strings("op")
+    start_ps = starts.array("start_ps")
+    done_op = dones.strings("op")
+    done_start = dones.array("start_ps")
+    done_end = done_start + dones.array("dur_ps")
+    done_codes = done_op.codes
+    end = np.full(starts.n, -1, dtype=np.int64)
+    start_codes = start_op.codes
+    for code, name in enumerate(start_op.values):
+        asks = np.flatnonzero(start_codes == code)
+        partner = done_op.code(name.replace("-start", "-done"))
+        if not len(asks) or partner < 0:
+            continue
+        rows = np.flatnonzero(done_codes == partner)
+        rows = rows[np.argsort(done_start[rows], kind="stable")]
+        at = np.searchsorted(done_start[rows], start_ps[asks], side="left")
+        found = at < len(rows)
+        end[asks[found]] = done_end[rows[at[found]]]
+    paired = np.flatnonzero(end >= 0)
+    if not len(paired):
+        return None
+    collective = starts.strings("collective").take(paired)
+    kind_names = [c or "copy" for c in collective.values]
+    codes, values = factorize(kind_names)
+    kind = Strings(collective.codes, values, codes)
+    return start_op.take(paired), kind, start_ps[paired], end[paired]
+
+
+def _async_summary(windows: Table) -> dict[str, Any]:
+    if not windows.n:
+        return {"windows": 0, "hidden": 0, "partial": 0, "exposed": 0, "by_kind": {}}
+
+    def counts(rows: np.ndarray) -> dict[str, Any]:
+        classes = windows.strings("class").take(rows)
+        overlap = windows.array("overlap_pct")[rows]
+        dur = windows.array("dur_ps")[rows]
+        return {
+            "windows": len(rows),
+            "hidden": int(classes.eq("hidden").sum()),
+            "partial": int(classes.eq("partial").sum()),
+            "exposed": int(classes.eq("exposed").sum()),
+            # Weighted by window length: the share of async time compute covered.
+            "overlap_pct": float((overlap * dur).sum() / max(int(dur.sum()), 1)),
+            "mean_window_overlap_pct": float(overlap.mean()),
+        }
+
+    out = counts(np.arange(windows.n))
+    out["hidden_min_pct"] = 100 * HIDDEN_MIN
+    out["exposed_max_pct"] = 100 * EXPOSED_MAX
+    kind = windows.strings("kind").compact()
+    out["by_kind"] = {
+        name: counts(np.flatnonzero(kind.eq(name))) for name in sorted(set(kind.values))
+    }
+    return out

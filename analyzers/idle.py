@@ -8,9 +8,9 @@ or inside the step (dependency waits and launch gaps; micro when shorter than
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from tpuperf.analyzers import _timeline
+import numpy as np
 from tpuperf.analyzers.base import (
     KIND_HOST_BOUND,
     KIND_IDLE_GAPS,
@@ -21,8 +21,8 @@ from tpuperf.analyzers.base import (
     savings_pct,
 )
 
-if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+from tpuperf.columns import Strings, Table
+from tpuperf.timeline import Timeline
 
 # A host-bound verdict needs between-step gaps to be most of the time no op runs, and a
 # visible part of the step (not 0.03% of it, as on a saturated inference loop).
@@ -59,22 +59,40 @@ _FEWER_CALLS_FIX = {
 }
 
 
-def _span_metrics(tl: _timeline.Timeline) -> dict[str, Any]:
+def _span_metrics(tl: Timeline) -> dict[str, Any]:
     """Idle over each device's first to last op (XProf's device idle) and outside the steps."""
-    span = tl.span
-    if span.empty:
+    views = tl.devices
+    if not views:
         return {"span_idle_pct": None, "outside_steps_ms": None, "outside_steps_idle_ms": None}
-    outside = tl.outside
+    span_idle = [
+        100.0 * float(v.span_breakdown["idle_ps"][0]) / float(v.span_breakdown["step_ps"][0])
+        for v in views
+    ]
+    outside = np.array([v.outside["outside_ps"] for v in views], dtype=np.float64)
+    busy = np.array([v.outside["busy_ps"] for v in views], dtype=np.float64)
     return {
-        "span_idle_pct": float((100.0 * span["idle_ps"] / span["step_ps"]).mean()),
+        "span_idle_pct": float(np.mean(span_idle)),
         # Per device, mean: time between the first and last op that no step covers.
-        "outside_steps_ms": float(outside["outside_ps"].mean() / 1e9) if tl.has_steps else 0.0,
+        "outside_steps_ms": float(outside.mean() / 1e9) if tl.has_steps else 0.0,
         "outside_steps_idle_ms": (
-            float((outside["outside_ps"] - outside["busy_ps"]).clip(lower=0).mean() / 1e9)
-            if tl.has_steps
-            else 0.0
+            float(np.clip(outside - busy, 0, None).mean() / 1e9) if tl.has_steps else 0.0
         ),
     }
+
+
+# The breakdown columns summed per device, in the devices table's order.
+_SUMMED = (
+    "step_ps",
+    "busy_ps",
+    "idle_ps",
+    "no_op_ps",
+    "leading_idle_ps",
+    "trailing_idle_ps",
+    "interior_idle_ps",
+    "micro_idle_ps",
+    "micro_gaps",
+    "macro_gaps",
+)
 
 
 class IdleAnalyzer(Analyzer):
@@ -85,35 +103,22 @@ class IdleAnalyzer(Analyzer):
         "steps": ["host", "device", "step", "start_ps", "end_ps", "source"],
     }
 
-    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
-        tl = _timeline.timeline(profile, config)
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+        tl = timeline
         result = AnalyzerResult(self.name, notes=list(tl.notes))
-        bd = tl.breakdown
-        if bd.empty:
+        views = tl.devices
+        if not tl.n_windows:
             result.metrics = {"idle_pct": None}
             result.notes.append("no ops in the analysed windows")
             return result
 
-        dev = bd.groupby(["host", "device"], sort=True)[
-            [
-                "step_ps",
-                "busy_ps",
-                "idle_ps",
-                "no_op_ps",
-                "leading_idle_ps",
-                "trailing_idle_ps",
-                "interior_idle_ps",
-                "micro_idle_ps",
-                "micro_gaps",
-                "macro_gaps",
-            ]
-        ].sum()
-        dev["idle_pct"] = 100.0 * dev["idle_ps"] / dev["step_ps"]
-        dev["between_steps_idle_ps"] = dev["leading_idle_ps"] + dev["trailing_idle_ps"]
-        idle_pct = float(dev["idle_pct"].mean())  # DESIGN.md: averaged over devices
+        dev = {c: np.array([int(v.breakdown[c].sum()) for v in views]) for c in _SUMMED}
+        dev_idle_pct = 100.0 * dev["idle_ps"] / dev["step_ps"]
+        dev_between = dev["leading_idle_ps"] + dev["trailing_idle_ps"]
+        idle_pct = float(dev_idle_pct.mean())  # DESIGN.md: averaged over devices
         total_idle = float(dev["idle_ps"].sum())
         no_op = float(dev["no_op_ps"].sum())  # gaps: time no op at all ran
-        between = float(dev["between_steps_idle_ps"].sum())
+        between = float(dev_between.sum())
         interior = float(dev["interior_idle_ps"].sum())
         micro = float(dev["micro_idle_ps"].sum())
         window = float(dev["step_ps"].sum())
@@ -141,15 +146,22 @@ class IdleAnalyzer(Analyzer):
             "between_steps_share_of_gaps_pct": 100.0 * between_share,
             "host_bound": bool(host_bound),
             # Idle fraction times device count: how many whole chips the idle time adds up to.
-            "equivalent_idle_chips": float(dev["idle_pct"].sum() / 100.0),
-            "devices": len(dev),
+            "equivalent_idle_chips": float(dev_idle_pct.sum() / 100.0),
+            "devices": len(views),
             **_span_metrics(tl),
         }
         result.metrics = metrics
-        table = dev.reset_index()
-        for col in [c for c in table.columns if c.endswith("_ps")]:
-            table[col.replace("_ps", "_ms")] = table.pop(col) / 1e9
-        result.tables["devices"] = table
+        result.tables["devices"] = Table(
+            {
+                "host": Strings.from_list([v.host for v in views]),
+                "device": np.array([v.device for v in views], dtype=np.int64),
+                "micro_gaps": dev["micro_gaps"],
+                "macro_gaps": dev["macro_gaps"],
+                "idle_pct": dev_idle_pct,
+                **{c.replace("_ps", "_ms"): dev[c] / 1e9 for c in _SUMMED if c.endswith("_ps")},
+                "between_steps_idle_ms": dev_between / 1e9,
+            }
+        )
 
         step_ms = tl.mean_window_ps / 1e9
         between_ms = tl.per_step(between) / 1e9
@@ -217,7 +229,7 @@ class IdleAnalyzer(Analyzer):
         )
 
     def _gaps(
-        self, interior_ms: float, step_ms: float, metrics: dict[str, Any], tl: _timeline.Timeline
+        self, interior_ms: float, step_ms: float, metrics: dict[str, Any], tl: Timeline
     ) -> Recommendation:
         micro_share = (
             metrics["micro_idle_pct"] / metrics["in_step_idle_pct"]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
-from tpuperf.analyzers import _timeline
 from tpuperf.analyzers.base import (
     KIND_LOW_COMPUTE_UTILIZATION,
     KIND_MEMORY_BOUND,
@@ -19,63 +17,8 @@ from tpuperf.analyzers.base import (
 from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
-from tpuperf import schema
-
-if TYPE_CHECKING:
-    from tpuperf.profile import Profile
-
-
-def device_peaks(
-    tl: _timeline.Timeline, config: AnalysisConfig
-) -> dict[tuple[str, int], chips.Peaks]:
-    """Each analysed device's peaks, by DESIGN.md's order: profile, chip table, flags."""
-    out = {}
-    for row in tl.devices.itertuples():
-        out[(str(row.host), int(row.device))] = chips.resolve_peaks(
-            str(row.chip) if isinstance(row.chip, str) else None,
-            row.peak_tflops,
-            row.peak_hbm_gbps,
-            config.peak_tflops,
-            config.peak_hbm_gbps,
-        )
-    return out
-
-
-def leaf_costs(ops: pd.DataFrame) -> pd.DataFrame:
-    """Compute ops whose costs count toward totals.
-
-    An op with nested ops inside it (``self_ps < dur_ps``: a while loop, a call)
-    is left out, so its body's FLOPs and bytes are not counted twice.
-    """
-    compute = ops[(ops["kind"] == schema.KIND_COMPUTE).to_numpy()]
-    return compute[compute["self_ps"] >= compute["dur_ps"]]
-
-
-def utilization(
-    tl: _timeline.Timeline,
-    leaves: pd.DataFrame,
-    peaks_by_device: dict[tuple[str, int], chips.Peaks],
-) -> dict[str, float | None]:
-    """FLOP utilization and MFU in percent: the FLOPs (model FLOPs) of the analysed windows
-    over window time at peak, averaged over devices; None when FLOPs or peaks are unknown."""
-    windows = (
-        tl.breakdown.groupby(["host", "device"])["step_ps"].sum() if not tl.breakdown.empty else {}
-    )
-    util, mfu = [], []
-    for key, group in leaves.groupby(["host", "device"], observed=True):
-        peak = peaks_by_device.get(_timeline.device_key(key))
-        window_ps = float(windows.get(_timeline.device_key(key), 0))
-        if peak is None or peak.peak_tflops is None or window_ps <= 0:
-            continue
-        # FLOPs per picosecond is TFLOP/s.
-        if group["flops"].notna().any():
-            util.append(100.0 * float(group["flops"].sum()) / window_ps / peak.peak_tflops)
-        if group["model_flops"].notna().any():
-            mfu.append(100.0 * float(group["model_flops"].sum()) / window_ps / peak.peak_tflops)
-    return {
-        "flops_utilization_pct": float(np.mean(util)) if util else None,
-        "mfu_pct": float(np.mean(mfu)) if mfu else None,
-    }
+from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.timeline import Timeline, window_of
 
 
 class RooflineAnalyzer(Analyzer):
@@ -99,17 +42,15 @@ class RooflineAnalyzer(Analyzer):
         "modules": ["host", "device", "module", "start_ps", "dur_ps"],
     }
 
-    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
-        tl = _timeline.timeline(profile, config)
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+        tl = timeline
         result = AnalyzerResult(self.name, notes=list(tl.notes))
-        peaks_by_device = device_peaks(tl, config)
-        if not peaks_by_device:
+        peaks_by_device = rl.device_peaks(tl, config)
+        peaks = rl.common_peaks(peaks_by_device)
+        if peaks is None:
             result.metrics = {"peaks": None}
             result.notes.append("no device ran ops: nothing to put on a roofline")
             return result
-        # Report the peaks most devices use; mixed-chip profiles are rare and still use their own.
-        all_peaks = list(peaks_by_device.values())
-        peaks = max(set(all_peaks), key=all_peaks.count)
         metrics: dict[str, Any] = {
             "peaks": {
                 "chip": peaks.chip or None,
@@ -141,124 +82,121 @@ class RooflineAnalyzer(Analyzer):
                 "(dense bf16 TFLOP/s, HBM GB/s) to get one."
             )
 
-        leaves = leaf_costs(tl.ops)
-        costed = leaves[leaves["flops"].notna() | leaves["bytes_accessed"].notna()]
-        metrics["ops_with_costs_pct"] = 100.0 * len(costed) / len(leaves) if len(leaves) else None
-        if costed.empty:
+        costed, leaves = _costed(tl, peaks_by_device)
+        counted = int(costed.array("count").sum()) if costed.n else 0
+        metrics["ops_with_costs_pct"] = 100.0 * counted / leaves if leaves else None
+        if not costed.n:
             result.notes.append(
                 "this profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do "
                 "not): no per-op roofline"
             )
-        metrics.update(utilization(tl, leaves, peaks_by_device))
-        if costed.empty:
+        metrics.update(rl.utilization(tl, peaks_by_device))
+        if not costed.n:
             return result
 
-        per_op = self._per_op(costed, tl, peaks_by_device)
+        per_op = self._per_op(costed, tl, peaks)
         result.tables["ops"] = per_op
-        result.tables["programs"] = self._per_program(profile, tl, costed, peaks)
+        result.tables["programs"] = self._per_program(tl, costed, peaks)
         if not peaks.known or "bound" not in per_op:
             return result
-        for bound in (rl.BOUND_MEMORY, rl.BOUND_COMPUTE):
-            rows = per_op[per_op["bound"] == bound]
-            metrics[f"{bound}_bound_ms_per_step"] = float(rows["ms_per_step"].sum())
-            metrics[f"{bound}_bound_lost_ms_per_step"] = float(rows["lost_ms_per_step"].sum())
+        bound = per_op.strings("bound")
+        for kind in (rl.BOUND_MEMORY, rl.BOUND_COMPUTE):
+            rows = bound.eq(kind)
+            metrics[f"{kind}_bound_ms_per_step"] = float(per_op.array("ms_per_step")[rows].sum())
+            metrics[f"{kind}_bound_lost_ms_per_step"] = float(
+                per_op.array("lost_ms_per_step")[rows].sum()
+            )
         step_ms = tl.mean_window_ps / 1e9
-        mem = per_op[per_op["bound"] == rl.BOUND_MEMORY]
-        if mem["lost_ms_per_step"].sum() > 0:
+        mem = per_op.take(bound.eq(rl.BOUND_MEMORY))
+        if mem.array("lost_ms_per_step").sum() > 0:
             result.recommendations.append(self._memory_rec(mem, peaks, step_ms))
-        comp = per_op[per_op["bound"] == rl.BOUND_COMPUTE]
-        if comp["lost_ms_per_step"].sum() > 0:
+        comp = per_op.take(bound.eq(rl.BOUND_COMPUTE))
+        if comp.array("lost_ms_per_step").sum() > 0:
             result.recommendations.append(self._compute_rec(comp, peaks, step_ms, metrics))
         return result
 
-    def _per_op(
-        self,
-        costed: pd.DataFrame,
-        tl: _timeline.Timeline,
-        peaks_by_device: dict[tuple[str, int], chips.Peaks],
-    ) -> pd.DataFrame:
+    def _per_op(self, costed: Table, tl: Timeline, peaks: chips.Peaks) -> Table:
         """One row per (module, op): totals over selected steps and devices, on the roofline."""
-        frame = costed.copy()
-        ideal = np.full(len(frame), np.nan)
-        for key, peak in peaks_by_device.items():
-            if not peak.known:
-                continue
-            on = (frame["host"] == key[0]).to_numpy() & (frame["device"] == key[1]).to_numpy()
-            ideal[on] = rl.ideal_time_ps(
-                frame["flops"].to_numpy()[on].astype("float64"),
-                frame["bytes_accessed"].to_numpy()[on].astype("float64"),
-                peak.peak_tflops,  # type: ignore[arg-type]
-                peak.peak_hbm_gbps,  # type: ignore[arg-type]
-            )
-        # Time the op loses against the roofline; never negative (costs are estimates).
-        frame["lost_ps"] = np.clip(frame["dur_ps"].to_numpy(dtype="float64") - ideal, 0, None)
-        grouped = frame.groupby(["module", "op"], observed=True, sort=False).agg(
-            count=("dur_ps", "size"),
-            dur_ps=("dur_ps", "sum"),
-            flops=("flops", "sum"),
-            bytes_accessed=("bytes_accessed", "sum"),
-            lost_ps=("lost_ps", "sum"),
+        n = max(tl.n_windows, 1)
+        dur = costed.array("dur_ps")
+        flops, nbytes = costed.array("flops"), costed.array("bytes_accessed")
+        table = Table(
+            {
+                "module": costed["module"],
+                "op": costed["op"],
+                "dur_ps": dur,
+                "flops": flops,
+                "bytes_accessed": nbytes,
+                **rl.roofline_columns(flops, nbytes, dur, peaks.peak_tflops, peaks.peak_hbm_gbps),
+                "ms_per_step": dur / n / 1e9,
+                "lost_ms_per_step": costed.array("lost_ps") / n / 1e9,
+                "count_per_step": costed.array("count") / n,
+            }
         )
-        grouped = grouped.reset_index()
-        grouped["module"] = grouped["module"].astype(str)
-        grouped["op"] = grouped["op"].astype(str)
-        all_peaks = list(peaks_by_device.values())
-        peaks = max(set(all_peaks), key=all_peaks.count)
-        table = rl.roofline_table(grouped, peaks.peak_tflops, peaks.peak_hbm_gbps)
-        n = max(len(tl.windows), 1)
-        table["ms_per_step"] = table["dur_ps"] / n / 1e9
-        table["lost_ms_per_step"] = table.pop("lost_ps") / n / 1e9
-        table["count_per_step"] = table.pop("count") / n
-        return table.sort_values("ms_per_step", ascending=False, ignore_index=True)
+        return table.take(np.argsort(-table.array("ms_per_step"), kind="stable"))
 
-    def _per_program(
-        self, profile: Profile, tl: _timeline.Timeline, costed: pd.DataFrame, peaks: chips.Peaks
-    ) -> pd.DataFrame:
+    def _per_program(self, tl: Timeline, costed: Table, peaks: chips.Peaks) -> Table:
         """One row per module: its FLOPs and bytes over the time its executions took."""
-        sums = costed.groupby("module", observed=True).agg(
-            flops=("flops", "sum"),
-            bytes_accessed=("bytes_accessed", "sum"),
-            op_ps=("dur_ps", "sum"),
-        )
-        modules = profile.modules.copy()
-        modules["host"] = modules["host"].astype(str)
-        keep = []
-        for (host, device), win in tl.windows.groupby(["host", "device"]):
-            mods = modules[(modules["host"] == host) & (modules["device"] == device)]
-            s = mods["start_ps"].to_numpy(dtype="int64")
-            ws = win["start_ps"].to_numpy(dtype="int64")
-            we = win["end_ps"].to_numpy(dtype="int64")
-            idx = np.searchsorted(ws, s, side="right") - 1
-            inside = idx >= 0
-            inside[inside] = s[inside] < we[idx[inside]]
-            keep.append(mods[inside])
-        runs = pd.concat(keep) if keep else modules.iloc[0:0]
-        run_ps = runs.groupby("module", observed=True)["dur_ps"].agg(["sum", "size"])
-        table = sums.join(run_ps, how="left").reset_index()
+        module = costed.strings("module")
+        names = sorted(set(module.tolist()))
+        index = {name: i for i, name in enumerate(names)}
+        of_row = np.array([index[m] for m in module.tolist()], dtype=np.int64)
+        k = len(names)
+        flops_a = np.bincount(of_row, weights=costed.array("flops"), minlength=k)
+        bytes_a = np.bincount(of_row, weights=costed.array("bytes_accessed"), minlength=k)
+        op_ps = sum_by(of_row, k, costed.array("dur_ps"))
+        # The executions of each module that start in a selected window, over all devices.
+        run_ps = np.zeros(k, dtype=np.int64)
+        runs = np.zeros(k, dtype=np.int64)
+        seen = np.zeros(k, dtype=bool)
+        for view in tl.devices:
+            modules = view.tables.modules
+            if not modules.n:
+                continue
+            inside = window_of(
+                modules.array("start_ps"), view.windows.start_ps, view.windows.end_ps
+            )
+            rows = np.flatnonzero(inside >= 0)
+            name = modules.strings("module").take(rows)
+            of_value = np.array([index.get(v, -1) for v in name.values] + [-1], dtype=np.int64)
+            which = of_value[name.codes] if len(rows) else np.zeros(0, dtype=np.int64)
+            known = which >= 0
+            run_ps += sum_by(which[known], k, modules.array("dur_ps")[rows][known])
+            counts = np.bincount(which[known], minlength=k)
+            runs += counts
+            seen |= counts > 0
         # Without module executions (some GPU/CPU profiles) the ops' own time stands in.
-        table["dur_ps"] = table["sum"].fillna(table["op_ps"])
-        table["executions"] = table.pop("size").fillna(0).astype("int64")
-        table = table.drop(columns=["sum", "op_ps"])
-        table["module"] = table["module"].astype(str)
-        table = rl.roofline_table(table, peaks.peak_tflops, peaks.peak_hbm_gbps)
+        dur_ps = np.where(seen, run_ps, op_ps)
+        columns: dict[str, Any] = {
+            "module": Strings.from_list(names),
+            "flops": flops_a,
+            "bytes_accessed": bytes_a,
+            "dur_ps": dur_ps,
+            "executions": runs,
+            **rl.roofline_columns(flops_a, bytes_a, dur_ps, peaks.peak_tflops, peaks.peak_hbm_gbps),
+        }
         if peaks.peak_tflops is not None:
-            table["flops_utilization_pct"] = 100.0 * table["achieved_tflops"] / peaks.peak_tflops
-        return table.sort_values("dur_ps", ascending=False, ignore_index=True)
+            columns["flops_utilization_pct"] = (
+                100.0 * columns["achieved_tflops"] / peaks.peak_tflops
+            )
+        table = Table(columns)
+        return table.take(np.argsort(-dur_ps, kind="stable"))
 
-    def _memory_rec(self, mem: pd.DataFrame, peaks: chips.Peaks, step_ms: float) -> Recommendation:
-        lost_ms = float(mem["lost_ms_per_step"].sum())
-        time_ms = float(mem["ms_per_step"].sum())
-        top = mem.sort_values("lost_ms_per_step", ascending=False).head(5)
-        gbps = float(mem["bytes_accessed"].sum() / mem["dur_ps"].sum() * 1000.0)
+    def _memory_rec(self, mem: Table, peaks: chips.Peaks, step_ms: float) -> Recommendation:
+        lost_ms = float(mem.array("lost_ms_per_step").sum())
+        time_ms = float(mem.array("ms_per_step").sum())
+        top = _top(mem, "lost_ms_per_step", 5)
+        gbps = float(mem.array("bytes_accessed").sum() / mem.array("dur_ps").sum() * 1000.0)
         ops_text = ", ".join(
-            f"{r.op} {r.ms_per_step:.3f} ms at {r.achieved_gbps:.0f} GB/s" for r in top.itertuples()
+            f"{r['op']} {r['ms_per_step']:.3f} ms at {r['achieved_gbps']:.0f} GB/s"
+            for r in top.records()
         )
         return Recommendation(
             analyzer=self.name,
             kind=KIND_MEMORY_BOUND,
             title="Memory-bound ops run below HBM bandwidth",
             evidence=(
-                f"{len(mem)} memory-bound ops take {time_ms:.3f} ms per step at {gbps:.0f} GB/s "
+                f"{mem.n} memory-bound ops take {time_ms:.3f} ms per step at {gbps:.0f} GB/s "
                 f"({100 * gbps / peaks.peak_hbm_gbps:.0f}% of {peaks.peak_hbm_gbps:.0f} GB/s); at "  # type: ignore[operator]
                 f"full bandwidth they would take {time_ms - lost_ms:.3f} ms. Top: {ops_text}"
             ),
@@ -279,7 +217,7 @@ class RooflineAnalyzer(Analyzer):
             est_savings_ms=lost_ms,
             est_savings_pct=savings_pct(lost_ms, step_ms),
             confidence="medium",
-            ops=[str(o) for o in top["op"]],
+            ops=top.strings("op").tolist(),
             values={
                 "memory_bound_ms_per_step": time_ms,
                 "achieved_gbps": gbps,
@@ -288,15 +226,15 @@ class RooflineAnalyzer(Analyzer):
         )
 
     def _compute_rec(
-        self, comp: pd.DataFrame, peaks: chips.Peaks, step_ms: float, metrics: dict[str, Any]
+        self, comp: Table, peaks: chips.Peaks, step_ms: float, metrics: dict[str, Any]
     ) -> Recommendation:
-        lost_ms = float(comp["lost_ms_per_step"].sum())
-        time_ms = float(comp["ms_per_step"].sum())
-        top = comp.sort_values("lost_ms_per_step", ascending=False).head(5)
-        tflops = float(comp["flops"].sum() / comp["dur_ps"].sum())
+        lost_ms = float(comp.array("lost_ms_per_step").sum())
+        time_ms = float(comp.array("ms_per_step").sum())
+        top = _top(comp, "lost_ms_per_step", 5)
+        tflops = float(comp.array("flops").sum() / comp.array("dur_ps").sum())
         ops_text = ", ".join(
-            f"{r.op} {r.ms_per_step:.3f} ms at {r.achieved_tflops:.0f} TFLOP/s"
-            for r in top.itertuples()
+            f"{r['op']} {r['ms_per_step']:.3f} ms at {r['achieved_tflops']:.0f} TFLOP/s"
+            for r in top.records()
         )
         util = metrics.get("flops_utilization_pct")
         return Recommendation(
@@ -304,7 +242,7 @@ class RooflineAnalyzer(Analyzer):
             kind=KIND_LOW_COMPUTE_UTILIZATION,
             title="Compute-bound ops run below peak FLOP/s",
             evidence=(
-                f"{len(comp)} compute-bound ops take {time_ms:.3f} ms per step at {tflops:.0f} "
+                f"{comp.n} compute-bound ops take {time_ms:.3f} ms per step at {tflops:.0f} "
                 f"TFLOP/s ({100 * tflops / peaks.peak_tflops:.0f}% of {peaks.peak_tflops:.0f}); "  # type: ignore[operator]
                 f"at peak they would take {time_ms - lost_ms:.3f} ms"
                 + (f"; program FLOP utilization {util:.1f}%" if util is not None else "")
@@ -327,6 +265,73 @@ class RooflineAnalyzer(Analyzer):
             est_savings_pct=savings_pct(lost_ms, step_ms),
             # FLOP counts are XLA's estimates and peaks are rarely reachable: a loose bound.
             confidence="low",
-            ops=[str(o) for o in top["op"]],
+            ops=top.strings("op").tolist(),
             values={"compute_bound_ms_per_step": time_ms, "achieved_tflops": tflops},
         )
+
+
+def _top(table: Table, column: str, n: int) -> Table:
+    """The ``n`` rows with the largest ``column``, largest first."""
+    order = np.argsort(-table.array(column), kind="stable")
+    return table.take(order[:n])
+
+
+def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -> tuple[Table, int]:
+    """The leaf compute ops of the selected windows that record FLOPs or bytes, summed per
+    (module, op) over all devices (in order of first appearance): count, dur_ps, flops,
+    bytes_accessed, and lost_ps, the time they lose against the roofline of their device's
+    peaks (never negative, costs being estimates); and how many leaf ops there were."""
+    groups: dict[tuple[str, str], int] = {}
+    sums: list[list[float]] = []  # count, dur_ps, flops, bytes_accessed, lost_ps
+    leaves = 0
+    for view in tl.devices:
+        rows = view.leaves
+        leaves += len(rows)
+        ops = view.ops
+        flops = ops.array("flops")[rows].astype("float64")
+        nbytes = ops.array("bytes_accessed")[rows].astype("float64")
+        costed = ~np.isnan(flops) | ~np.isnan(nbytes)
+        rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
+        if not len(rows):
+            continue
+        dur = ops.array("dur_ps")[rows]
+        peak = peaks_by_device.get(view.key)
+        ideal = (
+            rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[arg-type]
+            if peak is not None and peak.known
+            else np.full(len(rows), np.nan)
+        )
+        lost = np.clip(dur.astype("float64") - ideal, 0, None)
+        module, op = ops.strings("module").take(rows), ops.strings("op").take(rows)
+        group, first = group_index([module, op])
+        k = len(first)
+        device_sums = (
+            np.bincount(group, minlength=k),
+            sum_by(group, k, dur),
+            np.bincount(group, weights=np.nan_to_num(flops), minlength=k),
+            np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k),
+            np.bincount(group, weights=np.nan_to_num(lost), minlength=k),
+        )
+        keys = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
+        for g, key in enumerate(keys):
+            at = groups.setdefault(key, len(groups))
+            if at == len(sums):
+                sums.append([0, 0, 0.0, 0.0, 0.0])
+            for i, column in enumerate(device_sums):
+                sums[at][i] += column[g].item()
+    names = list(groups)
+    values = np.array(sums, dtype=np.float64).reshape(-1, 5)
+    return (
+        Table(
+            {
+                "module": Strings.from_list([m for m, _ in names]),
+                "op": Strings.from_list([o for _, o in names]),
+                "count": values[:, 0].astype(np.int64),
+                "dur_ps": np.array([int(s[1]) for s in sums], dtype=np.int64),
+                "flops": values[:, 2],
+                "bytes_accessed": values[:, 3],
+                "lost_ps": values[:, 4],
+            }
+        ),
+        leaves,
+    )

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
-from tpuperf.analyzers import _timeline
 from tpuperf.analyzers.base import (
     KIND_STRAGGLER,
     AnalysisConfig,
@@ -16,8 +14,11 @@ from tpuperf.analyzers.base import (
     savings_pct,
 )
 
-if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+from tpuperf.columns import Strings, Table, group_index
+from tpuperf.timeline import DeviceView, Timeline, stats_ms
+
+# The parts of a step the breakdown reports, in order.
+PARTS = ("compute_ps", "exposed_collective_ps", "other_ps", "no_op_ps", "idle_ps")
 
 # The constant that makes the MAD of a normal sample estimate its standard deviation
 # (Iglewicz and Hoaglin); with it |z| > 3.5 is the usual outlier rule, as in XProf.
@@ -28,14 +29,17 @@ _MEANAD_SCALE = 1.253314
 
 
 def _work_by_device(
-    tl: _timeline.Timeline,
+    tl: Timeline,
 ) -> dict[tuple[str, int], tuple[float, frozenset[tuple[str, str]]]]:
     """Per device: ops per step, and the distinct (module, op) pairs it ran in the windows."""
     out = {}
     steps = max(len(tl.steps_selected), 1)
-    for key, group in tl.ops.groupby(["host", "device"], observed=True, sort=True):
-        pairs = frozenset(zip(group["module"].astype(str), group["op"].astype(str), strict=True))
-        out[_timeline.device_key(key)] = (len(group) / steps, pairs)
+    for view in tl.devices:
+        ops = view.selected_ops("module", "op")
+        module, op = ops.strings("module"), ops.strings("op")
+        _, first = group_index([module, op])
+        pairs = frozenset(zip(module.take(first).tolist(), op.take(first).tolist(), strict=True))
+        out[view.key] = (ops.n / steps, pairs)
     return out
 
 
@@ -79,74 +83,81 @@ class StepsAnalyzer(Analyzer):
     name = "steps"
     summary = "Step time (median, mean, p90), per-device breakdown, stragglers by modified z-score."
     requires: ClassVar[dict[str, list[str]]] = {
-        "ops": ["host", "device", "line", "kind", "start_ps", "dur_ps"],
+        "ops": ["host", "device", "line", "module", "op", "kind", "start_ps", "dur_ps"],
         "steps": ["host", "device", "step", "start_ps", "end_ps", "source"],
         "modules": ["host", "device", "module", "start_ps", "dur_ps"],
     }
 
-    def analyze(self, profile: Profile, config: AnalysisConfig) -> AnalyzerResult:
-        tl = _timeline.timeline(profile, config)
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+        tl = timeline
         result = AnalyzerResult(self.name, notes=list(tl.notes))
-        bd = tl.breakdown
         metrics: dict[str, Any] = {
             "step_source": tl.step_source,
-            "steps_analyzed": tl.steps_selected,
-            "steps_excluded": tl.steps_excluded,
-            "step_time_ms": _timeline.stats_ms(tl.step_time_ps) if tl.has_steps else None,
+            "steps_analyzed": list(tl.steps_selected),
+            "steps_excluded": list(tl.steps_excluded),
+            "step_time_ms": stats_ms(tl.step_time_ps) if tl.has_steps else None,
             "devices": tl.n_devices,
-            "hosts": len(set(tl.devices["host"])),
+            "hosts": len(tl.hosts),
         }
-        if bd.empty:
+        if not tl.n_windows:
             result.metrics = metrics
             result.notes.append("no ops in the analysed windows")
             return result
 
         # no_op: nothing ran; idle (DESIGN.md) also counts NCCL/memcpy-only time on GPU.
-        parts = ["compute_ps", "exposed_collective_ps", "other_ps", "no_op_ps", "idle_ps"]
-        per_device = bd.groupby(["host", "device"], sort=True)[["step_ps", *parts]].mean()
-        per_device["steps"] = bd.groupby(["host", "device"], sort=True).size()
+        n = tl.n_windows
         metrics["breakdown_ms_per_step"] = {
-            p.removesuffix("_ps"): float(bd[p].mean() / 1e9) for p in parts
+            p.removesuffix("_ps"): tl.total(p) / n / 1e9 for p in PARTS
         }
-        stragglers, z = self._stragglers(per_device, config)
-        per_device["compute_z"] = z
+        views = tl.devices
+        means = {c: np.array([v.mean(c) for v in views]) for c in ("step_ps", *PARTS)}
+        stragglers, z = self._stragglers(views, means, config)
         metrics["stragglers"] = stragglers
-        metrics["straggler_hosts"] = self._host_stragglers(per_device, config)
+        metrics["straggler_hosts"] = self._host_stragglers(views, means["compute_ps"], config)
         result.metrics = metrics
-        table = bd[["host", "device", "step", "step_ps", *parts]].copy()
-        for col in ["step_ps", *parts]:
-            table[col.replace("_ps", "_ms")] = table.pop(col) / 1e9
-        result.tables["breakdown"] = table
-        dev_table = per_device.reset_index()
-        for col in ["step_ps", *parts]:
-            dev_table[col.replace("_ps", "_ms_per_step")] = dev_table.pop(col) / 1e9
-        result.tables["devices"] = dev_table
+        breakdown = tl.breakdown_table()
+        result.tables["breakdown"] = Table(
+            {
+                "host": breakdown["host"],
+                "device": breakdown["device"],
+                "step": breakdown["step"],
+                **{c.replace("_ps", "_ms"): breakdown.array(c) / 1e9 for c in ("step_ps", *PARTS)},
+            }
+        )
+        result.tables["devices"] = Table(
+            {
+                "host": Strings.from_list([v.host for v in views]),
+                "device": np.array([v.device for v in views], dtype=np.int64),
+                "steps": np.array([len(v.windows) for v in views], dtype=np.int64),
+                "compute_z": z,
+                **{c.replace("_ps", "_ms_per_step"): means[c] / 1e9 for c in ("step_ps", *PARTS)},
+            }
+        )
         if stragglers:
             result.recommendations.append(self._recommend(stragglers, tl, _work_by_device(tl)))
         return result
 
     def _stragglers(
-        self, per_device: pd.DataFrame, config: AnalysisConfig
+        self, views: tuple[DeviceView, ...], means: dict[str, np.ndarray], config: AnalysisConfig
     ) -> tuple[list[dict[str, Any]], np.ndarray]:
-        compute = per_device["compute_ps"].to_numpy(dtype="float64")
+        compute = means["compute_ps"]
         z = modified_z(compute)
         median_compute = float(np.median(compute)) if len(compute) else 0.0
-        collective = per_device["exposed_collective_ps"].to_numpy(dtype="float64")
+        collective = means["exposed_collective_ps"]
         median_collective = float(np.median(collective)) if len(collective) else 0.0
         found = []
-        for i, (key, row) in enumerate(per_device.iterrows()):
-            host, device = _timeline.device_key(key)
+        for i, view in enumerate(views):
             # Only slow chips: a chip with unusually little compute is not what holds a step back.
             if z[i] <= config.straggler_z:
                 continue
             found.append(
                 {
-                    "host": host,
-                    "device": device,
+                    "host": view.host,
+                    "device": view.device,
                     "z": float(z[i]),
-                    "compute_ms_per_step": float(row["compute_ps"] / 1e9),
+                    "compute_ms_per_step": float(compute[i] / 1e9),
                     "median_compute_ms_per_step": median_compute / 1e9,
-                    "exposed_collective_ms_per_step": float(row["exposed_collective_ps"] / 1e9),
+                    "exposed_collective_ms_per_step": float(collective[i] / 1e9),
                     "median_exposed_collective_ms_per_step": median_collective / 1e9,
                     # The signature: the others wait for it inside their synchronous collectives.
                     "shortest_collective": bool(
@@ -154,31 +165,37 @@ class StepsAnalyzer(Analyzer):
                     ),
                 }
             )
-        found.sort(key=lambda s: -float(s["z"]))
+        found.sort(key=lambda s: -s["z"])  # type: ignore[operator]
         return found, z
 
     def _host_stragglers(
-        self, per_device: pd.DataFrame, config: AnalysisConfig
+        self, views: tuple[DeviceView, ...], compute: np.ndarray, config: AnalysisConfig
     ) -> list[dict[str, Any]]:
         """Hosts whose devices, taken together, compute slowest (needs three hosts or more)."""
-        per_host = per_device.groupby(level="host")["compute_ps"].median()
-        z = modified_z(per_host.to_numpy(dtype="float64"))
-        median = float(per_host.median()) if len(per_host) else 0.0
+        hosts = sorted({v.host for v in views})
+        per_host = np.array(
+            [
+                float(np.median([c for v, c in zip(views, compute, strict=True) if v.host == h]))
+                for h in hosts
+            ]
+        )
+        z = modified_z(per_host)
+        median = float(np.median(per_host)) if len(per_host) else 0.0
         return [
             {
-                "host": str(host),
+                "host": host,
                 "z": float(z[i]),
                 "compute_ms_per_step": float(value) / 1e9,
                 "median_compute_ms_per_step": median / 1e9,
             }
-            for i, (host, value) in enumerate(per_host.items())
+            for i, (host, value) in enumerate(zip(hosts, per_host, strict=True))
             if z[i] > config.straggler_z
         ]
 
     def _recommend(
         self,
         stragglers: list[dict[str, Any]],
-        tl: _timeline.Timeline,
+        tl: Timeline,
         work: dict[tuple[str, int], tuple[float, frozenset[tuple[str, str]]]],
     ) -> Recommendation:
         worst = stragglers[0]

@@ -1,4 +1,5 @@
-"""Roofline math (DESIGN.md, Roofline), vectorised over pandas/numpy columns.
+"""Roofline math (DESIGN.md, Roofline), vectorised over numpy columns, and the per-device
+peaks, costed ops and FLOP utilization that the roofline analyzer and the report share.
 
 Units: FLOPs and bytes are counts, durations picoseconds, peaks TFLOP/s and
 GB/s (1e9 bytes/s). Two identities keep the code short: FLOPs per picosecond
@@ -7,8 +8,16 @@ GB/s (1e9 bytes/s). Two identities keep the code short: FLOPs per picosecond
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
-import pandas as pd
+from tpuperf.roofline import chips
+
+from tpuperf.columns import Strings
+
+if TYPE_CHECKING:
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.timeline import Timeline
 
 BOUND_COMPUTE = "compute"
 BOUND_MEMORY = "memory"
@@ -24,31 +33,39 @@ def attainable_tflops(intensity: np.ndarray | float, peak_tflops: float, peak_hb
     return np.minimum(peak_tflops, np.asarray(intensity, dtype="float64") * peak_hbm_gbps / 1000.0)
 
 
-def roofline_table(
-    frame: pd.DataFrame, peak_tflops: float | None, peak_hbm_gbps: float | None
-) -> pd.DataFrame:
-    """Add roofline columns to a frame with ``flops``, ``bytes_accessed`` and ``dur_ps``.
+def roofline_columns(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    dur_ps: np.ndarray,
+    peak_tflops: float | None,
+    peak_hbm_gbps: float | None,
+) -> dict[str, Any]:
+    """The roofline columns of rows with ``flops``, ``bytes_accessed`` and ``dur_ps``.
 
-    Adds ``achieved_tflops``, ``achieved_gbps``, ``intensity_flop_per_byte`` and,
-    when both peaks are known, ``attainable_tflops``, ``bound`` (compute or
-    memory) and ``efficiency_pct`` (achieved / attainable). Rows without costs
-    get NaN, never zero.
+    ``achieved_tflops``, ``achieved_gbps``, ``intensity_flop_per_byte`` and, when both
+    peaks are known, ``attainable_tflops``, ``bound`` (compute or memory; "" without
+    costs) and ``efficiency_pct`` (achieved / attainable). Rows without costs get NaN,
+    never zero.
     """
-    out = frame.copy()
-    dur = out["dur_ps"].astype("float64").where(out["dur_ps"] > 0)
-    flops = out["flops"].astype("float64")
-    nbytes = out["bytes_accessed"].astype("float64").where(out["bytes_accessed"] > 0)
-    out["achieved_tflops"] = flops / dur
-    out["achieved_gbps"] = nbytes / dur * 1000.0
-    out["intensity_flop_per_byte"] = flops / nbytes
+    dur = np.where(dur_ps > 0, dur_ps.astype("float64"), np.nan)
+    flops = np.asarray(flops, dtype="float64")
+    nbytes = np.asarray(nbytes, dtype="float64")
+    positive_bytes = np.where(nbytes > 0, nbytes, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: dict[str, Any] = {
+            "achieved_tflops": flops / dur,
+            "achieved_gbps": positive_bytes / dur * 1000.0,
+            "intensity_flop_per_byte": flops / positive_bytes,
+        }
     if peak_tflops is None or peak_hbm_gbps is None:
         return out
     ridge = ridge_point(peak_tflops, peak_hbm_gbps)
     intensity = out["intensity_flop_per_byte"]
-    out["attainable_tflops"] = attainable_tflops(intensity.to_numpy(), peak_tflops, peak_hbm_gbps)
+    out["attainable_tflops"] = attainable_tflops(intensity, peak_tflops, peak_hbm_gbps)
     bound = np.where(intensity >= ridge, BOUND_COMPUTE, BOUND_MEMORY)
-    out["bound"] = pd.Series(bound, index=out.index).where(intensity.notna(), "")
-    out["efficiency_pct"] = 100.0 * out["achieved_tflops"] / out["attainable_tflops"]
+    out["bound"] = Strings.from_list(np.where(np.isnan(intensity), "", bound).tolist())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["efficiency_pct"] = 100.0 * out["achieved_tflops"] / out["attainable_tflops"]
     return out
 
 
@@ -59,3 +76,53 @@ def ideal_time_ps(
     compute_ps = np.asarray(flops, dtype="float64") / peak_tflops
     memory_ps = np.asarray(nbytes, dtype="float64") / (peak_hbm_gbps / 1000.0)
     return np.fmax(compute_ps, memory_ps)
+
+
+# --------------------------------------------------------------------------- per device
+
+
+def device_peaks(tl: Timeline, config: AnalysisConfig) -> dict[tuple[str, int], chips.Peaks]:
+    """Each analysed device's peaks, by DESIGN.md's order: profile, chip table, flags."""
+    return {
+        view.key: chips.resolve_peaks(
+            view.chip or None,
+            view.peak_tflops,
+            view.peak_hbm_gbps,
+            config.peak_tflops,
+            config.peak_hbm_gbps,
+        )
+        for view in tl.devices
+    }
+
+
+def common_peaks(peaks_by_device: dict[tuple[str, int], chips.Peaks]) -> chips.Peaks | None:
+    """The peaks most devices use (mixed-chip profiles are rare and still use their own)."""
+    peaks = list(peaks_by_device.values())
+    if not peaks:
+        return None
+    return max(dict.fromkeys(peaks), key=peaks.count)
+
+
+def utilization(
+    tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]
+) -> dict[str, float | None]:
+    """FLOP utilization and MFU in percent: the FLOPs (model FLOPs) of the analysed windows
+    over window time at peak, averaged over devices; None when FLOPs or peaks are unknown."""
+    util, mfu = [], []
+    for view in tl.devices:
+        rows = view.leaves
+        peak = peaks_by_device.get(view.key)
+        window_ps = float(view.window_ps())
+        if not len(rows) or peak is None or peak.peak_tflops is None or window_ps <= 0:
+            continue
+        # FLOPs per picosecond is TFLOP/s.
+        flops = view.ops.array("flops")[rows]
+        if (~np.isnan(flops)).any():
+            util.append(100.0 * float(np.nansum(flops)) / window_ps / peak.peak_tflops)
+        model = view.ops.array("model_flops")[rows]
+        if (~np.isnan(model)).any():
+            mfu.append(100.0 * float(np.nansum(model)) / window_ps / peak.peak_tflops)
+    return {
+        "flops_utilization_pct": float(np.mean(util)) if util else None,
+        "mfu_pct": float(np.mean(mfu)) if mfu else None,
+    }

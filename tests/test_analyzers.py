@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_analyzers_synth import four_chip_training
-from tpuperf.analyzers import _intervals as iv
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalysisConfig, Analyzer, AnalyzerResult
 from tpuperf.analyzers.steps import modified_z
@@ -17,6 +16,7 @@ from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
 from tpuperf import schema
+from tpuperf import timeline as iv
 from tpuperf.errors import UsageError
 from tpuperf.report import analyze
 
@@ -60,6 +60,19 @@ class _Counts(Analyzer):
         return AnalyzerResult(self.name, metrics={"ops": len(profile.ops)})
 
 
+class _PerDevice(Analyzer):
+    """A plug-in written for the timeline interface."""
+
+    name = "per_device"
+    summary = "Ops per analysed device."
+    requires: ClassVar[dict[str, list[str]]] = {"ops": ["op"]}
+
+    def analyze(self, timeline, config):  # type: ignore[no-untyped-def]
+        return AnalyzerResult(
+            self.name, metrics={v.name: len(v.selected) for v in timeline.devices}
+        )
+
+
 class _NeedsMissing(Analyzer):
     name = "needs_missing"
     summary = "Reads a column no profile has."
@@ -85,6 +98,7 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     found = [
         ("broken", _EntryPoint("broken", _Broken)),
         ("counts", _EntryPoint("counts", _Counts())),
+        ("per_device", _EntryPoint("per_device", _PerDevice)),
         ("needs_missing", _EntryPoint("needs_missing", _NeedsMissing)),
         ("unloadable", _EntryPoint("unloadable", ImportError("no module named x"))),
         ("steps", _EntryPoint("steps", _Counts)),  # cannot shadow a built-in
@@ -102,10 +116,15 @@ def test_entry_point_plugins_join_the_registry() -> None:
         "roofline",
         "broken",
         "counts",
-        "needs_missing",
+        "per_device",
     ]
     assert type(registry["steps"]).__name__ == "StepsAnalyzer"
-    assert base.plugin_errors() == {"unloadable": "ImportError: no module named x"}
+    # A plug-in that declares a column no profile has is refused when it loads.
+    assert base.plugin_errors() == {
+        "needs_missing": "UsageError: analyzer 'needs_missing' requires columns "
+        "ops.no_such_column, which no profile has",
+        "unloadable": "ImportError: no module named x",
+    }
 
 
 @pytest.mark.usefixtures("plugins")
@@ -113,8 +132,11 @@ def test_a_failing_analyzer_is_reported_and_the_others_still_run() -> None:
     profile = four_chip_training()
     report = analyze(profile)
     assert report.errors["broken"] == "ZeroDivisionError: on purpose"
-    assert report.errors["needs_missing"] == ("needs columns the profile lacks: ops.no_such_column")
+    # Written for the first interface, analyze(profile, config): it gets the profile.
     assert report.results["counts"].metrics == {"ops": len(profile.ops)}
+    # Written for the timeline: it gets the timeline every analyzer shares.
+    per_device = report.results["per_device"].metrics
+    assert len(per_device) == 4 and sum(per_device.values()) > 0
     assert report.results["steps"].error is None
     assert report.recommendations  # the built-ins' advice is still there
     assert report.to_dict()["analyzers"]["broken"]["error"] == "ZeroDivisionError: on purpose"

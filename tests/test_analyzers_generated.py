@@ -67,7 +67,7 @@ def test_exposed_collective_pct_matches_truth(runs: dict, scenario: str) -> None
 @pytest.mark.parametrize("scenario", ALL)
 def test_per_device_busy_and_collective_time_match_truth(runs: dict, scenario: str) -> None:
     report, truth = runs[scenario]
-    table = report.results["steps"].tables["breakdown"]
+    table = report.results["steps"].frame("breakdown")
     per_device = table.groupby(["host", "device"])[
         ["step_ms", "compute_ms", "exposed_collective_ms", "idle_ms"]
     ].sum()
@@ -134,7 +134,7 @@ def test_memory_bound_loop_fusions(runs: dict) -> None:
     rec = report.recommendations[0]
     assert rec.kind == "memory_bound"
     assert all("fusion" in op for op in rec.ops)
-    ops = report.results["roofline"].tables["ops"]
+    ops = report.results["roofline"].frame("ops")
     loops = ops[ops["op"].str.startswith("loop")]
     assert (loops["bound"] == "memory").all()
     assert loops["intensity_flop_per_byte"].to_numpy() == pytest.approx(1.5, rel=0.05)

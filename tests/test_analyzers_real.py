@@ -76,7 +76,7 @@ def test_v6e_recommendations_name_the_copies_and_the_all_reduce(v6e_report: Repo
 
 def test_v6e_copy_time_matches_xprof(v6e_report: Report) -> None:
     # XProf hlo_stats: copy-done.4, 400 occurrences, 77,773,215.7 us on all 4 chips.
-    table = v6e_report.results["collectives"].tables["copy_ops"].set_index("op")
+    table = v6e_report.results["collectives"].frame("copy_ops").set_index("op")
     row = table.loc["copy-done.4"]
     assert row["count_per_step"] * 100 * 4 == pytest.approx(400)
     assert row["ms_per_step"] * 100 * 4 * 1000 == pytest.approx(77_773_215.7, rel=1e-6)

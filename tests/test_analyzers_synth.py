@@ -149,7 +149,7 @@ def test_step_time_and_breakdown_per_device() -> None:
     assert summary["exposed_collective_pct"] == pytest.approx(16.0)
     assert summary["compute_pct"] == pytest.approx(50.0)
     assert summary["idle_pct"] == pytest.approx(34.0)
-    breakdown = report.results["steps"].tables["breakdown"]
+    breakdown = report.results["steps"].frame("breakdown")
     assert len(breakdown) == 16  # 4 devices x 4 steps
     assert breakdown["exposed_collective_ms"].to_numpy() == pytest.approx([0.16] * 16)
 
@@ -317,7 +317,7 @@ def test_exposed_collective_estimate_is_the_exposed_time() -> None:
 
 def test_roofline_per_op_and_estimates() -> None:
     report = analyze(four_chip_training())
-    ops = report.results["roofline"].tables["ops"].set_index("op")
+    ops = report.results["roofline"].frame("ops").set_index("op")
     # fusion.1: 200 GFLOP in 300 us = 666.7 TFLOP/s; intensity 2000 > ridge 560.4: compute-bound.
     assert ops.loc["fusion.1", "achieved_tflops"] == pytest.approx(200e9 / 300e6)
     assert ops.loc["fusion.1", "bound"] == "compute"

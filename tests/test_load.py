@@ -35,7 +35,7 @@ def test_v6e_devices_and_peaks(v6e) -> None:
 
 
 def test_v6e_ops_agree_with_xprof_hlo_stats(v6e) -> None:
-    ops = aggregate(tpuperf.load(v6e).ops, by="op")
+    ops = aggregate(tpuperf.load(v6e), by="op")
     assert len(ops) == 17
     by_op = ops.set_index("op")
     for op, (occurrences, total_us) in XPROF_V6E_HLO_STATS.items():

@@ -38,7 +38,7 @@ def test_ops_equal_xprof_hlo_stats(relative, tmp_path) -> None:
     copy.write_bytes(path.read_bytes())
     xprof = _xprof_hlo_stats(copy)
     # One row per (program, op), as hlo_stats: the default grouping.
-    table = aggregate(tpuperf.load(path).ops)
+    table = aggregate(tpuperf.load(path))
     ours = table[table["program_id"] != ""].set_index(["program_id", "op"])
     assert set(ours.index) == set(xprof)
     for key, row in xprof.items():

@@ -72,7 +72,7 @@ static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, u
         if (error)
             return error;
         if (length > (uint64_t)(end - *pos))
-            return "a field runs past the end of its message (truncated or corrupt)";
+            return "a field runs past the end of its message (truncated file?)";
         *payload_start = *pos;
         *value = length;
         *pos += (Py_ssize_t)length;
@@ -280,10 +280,365 @@ done:
     return result;
 }
 
+/* skip_records(data, first, stop) -> (run_end, n_events): the extent of the run of event
+ * records at `first`, without decoding them. */
+static PyObject *skip_records(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t first, stop;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+        return NULL;
+    PyObject *result = NULL;
+    if (first < 0 || stop > view.len || first > stop) {
+        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
+        goto done;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t pos = first, events = 0;
+    failure error = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+        pos += 1;
+        uint64_t length;
+        error = read_varint(buf, &pos, stop, &length);
+        if (error)
+            break;
+        if (length > (uint64_t)(stop - pos)) {
+            error = "an event record runs past the end of its line (truncated file?)";
+            break;
+        }
+        pos += (Py_ssize_t)length;
+        events += 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    result = Py_BuildValue("nn", pos, events);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* The value of one XStat payload as an int64, when it is an integer (int64, uint64 or ref):
+ * returns 1 and sets *id and *value; 0 when it holds something else. */
+static failure stat_int(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint64_t *id,
+                        int64_t *value, int *is_int)
+{
+    *is_int = 0;
+    *id = 0;
+    while (pos < end) {
+        uint64_t number, v = 0;
+        int wire;
+        Py_ssize_t payload = 0;
+        failure error = read_field(buf, &pos, end, &number, &wire, &v, &payload);
+        if (error)
+            return error;
+        if (number == 1 && wire == WIRE_VARINT) {
+            *id = v;
+        } else if ((number == 3 || number == 4 || number == 7) && wire == WIRE_VARINT) {
+            *value = (int64_t)v;
+            *is_int = 1;
+        } else if (number >= 2 && number <= 7) {
+            *is_int = 0; /* a later value field of another kind replaces the integer */
+        }
+    }
+    return NULL;
+}
+
+#define MAX_WANTED 16
+#define MISSING INT64_MIN
+
+/* events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column)
+ *   -> (run_end, metadata_id, offset_ps, duration_ps, column_0, ..., column_{n-1})
+ * The run of event records at `first`, with the integer stats whose metadata ids are in
+ * `wanted_ids` (int64 buffer) written to output column `wanted_columns[i]` (int64 buffer);
+ * an event without a stat gets INT64_MIN there. With keep_column >= 0, only events that have
+ * that column's stat are kept. */
+static PyObject *events(PyObject *self, PyObject *args)
+{
+    Py_buffer view, ids_view, cols_view;
+    Py_ssize_t first, stop, n_columns, keep;
+    if (!PyArg_ParseTuple(args, "y*nny*y*nn", &view, &first, &stop, &ids_view, &cols_view,
+                          &n_columns, &keep))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *out[3 + MAX_WANTED] = {NULL};
+    int64_t *columns[3 + MAX_WANTED] = {NULL};
+    Py_ssize_t n_wanted = ids_view.len / 8;
+    const int64_t *wanted_ids = (const int64_t *)ids_view.buf;
+    const int64_t *wanted_cols = (const int64_t *)cols_view.buf;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    failure error = NULL;
+    Py_ssize_t n_events = 0, run_end = first, kept = 0;
+    if (first < 0 || stop > view.len || first > stop || n_columns < 0 ||
+        n_columns > MAX_WANTED || cols_view.len != ids_view.len || keep >= n_columns) {
+        PyErr_SetString(PyExc_ValueError, "events: bad arguments");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_wanted; i++) {
+        if (wanted_cols[i] < 0 || wanted_cols[i] >= n_columns) {
+            PyErr_SetString(PyExc_ValueError, "events: a wanted column is out of range");
+            goto done;
+        }
+    }
+    /* First pass: how many events. */
+    Py_BEGIN_ALLOW_THREADS
+    {
+        Py_ssize_t pos = first;
+        while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+            pos += 1;
+            uint64_t length;
+            error = read_varint(buf, &pos, stop, &length);
+            if (error)
+                break;
+            if (length > (uint64_t)(stop - pos)) {
+                error = "an event record runs past the end of its line (truncated file?)";
+                break;
+            }
+            pos += (Py_ssize_t)length;
+            n_events += 1;
+        }
+        run_end = pos;
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
+        out[i] = new_column(n_events, 8, (void **)&columns[i]);
+        if (!out[i])
+            goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    {
+        Py_ssize_t pos = first;
+        int64_t values[MAX_WANTED];
+        while (pos < run_end && !error) {
+            pos += 1;
+            uint64_t length;
+            error = read_varint(buf, &pos, run_end, &length);
+            if (error)
+                break;
+            Py_ssize_t record_end = pos + (Py_ssize_t)length;
+            int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
+            for (Py_ssize_t c = 0; c < n_columns; c++)
+                values[c] = MISSING;
+            while (pos < record_end) {
+                uint64_t number, value = 0;
+                int wire;
+                Py_ssize_t payload = 0;
+                error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+                if (error)
+                    break;
+                if (number == 4 && wire == WIRE_LEN) {
+                    if (n_wanted == 0)
+                        continue;
+                    uint64_t id;
+                    int64_t v = 0;
+                    int is_int;
+                    error = stat_int(buf, payload, payload + (Py_ssize_t)value, &id, &v, &is_int);
+                    if (error)
+                        break;
+                    if (!is_int)
+                        continue;
+                    for (Py_ssize_t w = 0; w < n_wanted; w++) {
+                        if ((uint64_t)wanted_ids[w] == id) {
+                            values[wanted_cols[w]] = v;
+                            break;
+                        }
+                    }
+                } else if (wire == WIRE_VARINT) {
+                    if (number == 1)
+                        metadata_id = (int64_t)value;
+                    else if (number == 2)
+                        offset_ps = (int64_t)value;
+                    else if (number == 3)
+                        duration_ps = (int64_t)value;
+                }
+            }
+            if (error)
+                break;
+            if (keep >= 0 && values[keep] == MISSING)
+                continue;
+            columns[0][kept] = metadata_id;
+            columns[1][kept] = offset_ps;
+            columns[2][kept] = duration_ps;
+            for (Py_ssize_t c = 0; c < n_columns; c++)
+                columns[3 + c][kept] = values[c];
+            kept += 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    if (kept < n_events) {
+        for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
+            if (PyByteArray_Resize(out[i], kept * 8) < 0)
+                goto done;
+        }
+    }
+    result = PyTuple_New(4 + n_columns);
+    if (!result)
+        goto done;
+    PyTuple_SET_ITEM(result, 0, PyLong_FromSsize_t(run_end));
+    for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
+        PyTuple_SET_ITEM(result, 1 + i, out[i]);
+        out[i] = NULL;
+    }
+done:
+    for (Py_ssize_t i = 0; i < 3 + MAX_WANTED; i++)
+        Py_XDECREF(out[i]);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&ids_view);
+    PyBuffer_Release(&cols_view);
+    return result;
+}
+
+/* extent(data, first, stop) -> (run_end, n_events, first_offset_ps, last_end_ps): where the
+ * run of event records at `first` ends, how many events it holds, the smallest offset_ps and
+ * the largest offset_ps + duration_ps, without keeping any event. */
+static PyObject *extent(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t first, stop;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+        return NULL;
+    PyObject *result = NULL;
+    if (first < 0 || stop > view.len || first > stop) {
+        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
+        goto done;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t pos = first, events = 0;
+    int64_t lowest = INT64_MAX, highest = INT64_MIN;
+    failure error = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < stop && buf[pos] == EVENT_RECORD_TAG && !error) {
+        pos += 1;
+        uint64_t length;
+        error = read_varint(buf, &pos, stop, &length);
+        if (error)
+            break;
+        if (length > (uint64_t)(stop - pos)) {
+            error = "an event record runs past the end of its line (truncated file?)";
+            break;
+        }
+        Py_ssize_t record_end = pos + (Py_ssize_t)length;
+        int64_t offset_ps = 0, duration_ps = 0;
+        while (pos < record_end) {
+            uint64_t number, value = 0;
+            int wire;
+            Py_ssize_t payload = 0;
+            error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+            if (error)
+                break;
+            if (wire == WIRE_VARINT && number == 2)
+                offset_ps = (int64_t)value;
+            else if (wire == WIRE_VARINT && number == 3)
+                duration_ps = (int64_t)value;
+        }
+        /* Wrapping (unsigned) addition: a hostile file must not make this undefined. */
+        int64_t end_ps = (int64_t)((uint64_t)offset_ps + (uint64_t)duration_ps);
+        if (offset_ps < lowest)
+            lowest = offset_ps;
+        if (end_ps > highest)
+            highest = end_ps;
+        events += 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        PyErr_SetString(PyExc_ValueError, error);
+        goto done;
+    }
+    result = Py_BuildValue("nnLL", pos, events, (long long)lowest, (long long)highest);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* scan_fields(data, start, stop) -> (number, wire, field_start, value_start, value_stop):
+ * the fields of one message as int64 columns (length-delimited values: their payload span;
+ * others: where the value starts and ends). A plane has thousands of metadata entries, so
+ * walking its fields in Python is what this spares. */
+static PyObject *scan_fields(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &stop))
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *out[5] = {NULL};
+    int64_t *columns[5] = {NULL};
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    failure error = NULL;
+    Py_ssize_t n = 0;
+    if (start < 0 || stop > view.len || start > stop) {
+        PyErr_SetString(PyExc_ValueError, "message span outside the buffer");
+        goto done;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int i = 0; i < 5; i++) {
+                out[i] = new_column(n, 8, (void **)&columns[i]);
+                if (!out[i])
+                    goto done;
+            }
+        }
+        Py_ssize_t pos = start, k = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (pos < stop) {
+            Py_ssize_t field_start = pos, value_start;
+            uint64_t number, value = 0;
+            int wire;
+            Py_ssize_t payload = 0;
+            error = read_field(buf, &pos, stop, &number, &wire, &value, &payload);
+            if (error)
+                break;
+            value_start = wire == WIRE_LEN ? payload : field_start;
+            if (pass == 1) {
+                columns[0][k] = (int64_t)number;
+                columns[1][k] = wire;
+                columns[2][k] = field_start;
+                columns[3][k] = value_start;
+                columns[4][k] = pos;
+            }
+            k += 1;
+        }
+        Py_END_ALLOW_THREADS
+        if (error) {
+            PyErr_SetString(PyExc_ValueError, error);
+            goto done;
+        }
+        n = k;
+    }
+    result = Py_BuildValue("OOOOO", out[0], out[1], out[2], out[3], out[4]);
+done:
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(out[i]);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"event_records", event_records, METH_VARARGS,
      "event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps, "
      "stat_owner, stat_start, stat_stop): the run of event records at `first`, as int64 columns."},
+    {"scan_fields", scan_fields, METH_VARARGS,
+     "scan_fields(data, start, stop) -> (number, wire, field_start, value_start, value_stop)."},
+    {"extent", extent, METH_VARARGS,
+     "extent(data, first, stop) -> (run_end, n_events, first_offset_ps, last_end_ps)."},
+    {"skip_records", skip_records, METH_VARARGS,
+     "skip_records(data, first, stop) -> (run_end, n_events): the extent of a run of event "
+     "records."},
+    {"events", events, METH_VARARGS,
+     "events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column) -> "
+     "(run_end, metadata_id, offset_ps, duration_ps, *columns): a run of event records with "
+     "chosen integer stats as int64 columns (INT64_MIN where absent)."},
     {"stats", stats, METH_VARARGS,
      "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
      "text_stop): XStat payloads decoded into columns."},

@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from tpuperf import jsonout, schema
+from tpuperf.columns import Table, from_arrow, to_arrow
 from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
@@ -180,9 +181,11 @@ class Cache:
     def get_tables(self, key: str, url: str) -> HostTables | None:
         """The cached tables under ``key``, with ``url`` as the HostInfo path; None on a miss.
 
-        An entry that does not read back exactly (a missing or damaged file, a row count or
-        dtype that does not match) is removed and treated as a miss.
+        An entry that does not read back exactly (a missing or damaged file, a row count
+        that does not match) is removed and treated as a miss.
         """
+        from tpuperf.tables import DeviceTables
+
         entry = self._entry("tables", key, "")
         if not entry.exists():
             return None
@@ -190,23 +193,40 @@ class Cache:
             meta = json.loads((entry / "host.json").read_text())
             if meta.get("key") != key:
                 raise ValueError("key mismatch")
-            frames = {}
-            for table in schema.TABLES:
-                part = entry / f"{table}.parquet"
-                expected = meta["tables"][table]
+            read = {}
+            for name in (*_DEVICE_TABLES, "lines"):
+                part = entry / f"{name}.parquet"
+                expected = meta["tables"][name]
                 if part.stat().st_size != expected["bytes"]:
                     raise ValueError(f"{part.name}: size changed")
-                frame = schema.conform(table, _read_parquet(part))
-                schema.validate(table, frame)
-                if len(frame) != expected["rows"]:
+                table = _read_parquet(part)
+                if table.n != expected["rows"]:
                     raise ValueError(f"{part.name}: row count changed")
-                frames[table] = frame
+                read[name] = table
+            devices = []
+            for index, row in enumerate(meta["devices"]):
+                tables = {
+                    name: _device_rows(read[name], index, schema.TABLES[name])
+                    for name in _DEVICE_TABLES
+                }
+                steps = tables["steps"] if meta["has_steps"][index] else None
+                devices.append(
+                    DeviceTables(
+                        row["host"],
+                        int(row["device"]),
+                        row,
+                        tables["ops"],
+                        tables["modules"],
+                        tables["async_ops"],
+                        steps,
+                    )
+                )
             info = HostInfo(**{**meta["info"], "path": url})
             warnings = [str(w) for w in meta["warnings"]]
         except Exception:  # any damage at all: the entry is rebuilt, never trusted
             _remove(entry)
             return None
-        return HostTables(frames, info, warnings)
+        return HostTables(devices, read["lines"], info, warnings)
 
     def put_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
@@ -217,14 +237,20 @@ class Cache:
             return  # a cache that cannot be written is only slower, never wrong
         try:
             counts = {}
-            for table in schema.TABLES:
-                part = temp / f"{table}.parquet"
-                _write_parquet(tables.frames[table], part)
-                counts[table] = {"rows": len(tables.frames[table]), "bytes": part.stat().st_size}
+            for name in _DEVICE_TABLES:
+                part = temp / f"{name}.parquet"
+                stacked = _stack_devices(tables.devices, name)
+                _write_parquet(stacked, part)
+                counts[name] = {"rows": stacked.n, "bytes": part.stat().st_size}
+            part = temp / "lines.parquet"
+            _write_parquet(tables.lines, part)
+            counts["lines"] = {"rows": tables.lines.n, "bytes": part.stat().st_size}
             meta = {
                 "key": key,
                 "info": dataclasses.asdict(tables.info),
                 "warnings": list(tables.warnings),
+                "devices": [d.row for d in tables.devices],
+                "has_steps": [d.steps is not None for d in tables.devices],
                 "tables": counts,
             }
             jsonout.write_text_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)))
@@ -259,22 +285,70 @@ def settled_state(path: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    import pyarrow as pa
+_DEVICE_TABLES = ("ops", "modules", "async_ops", "steps")
+
+
+def _stack_devices(devices: list[Any], name: str) -> Table:
+    """One table of every device's ``name`` rows, with ``_device``: the device's position."""
+    from tpuperf.columns import Strings, concat_strings
+
+    parts = []
+    for index, device in enumerate(devices):
+        table = getattr(device, name)
+        if table is None:
+            continue
+        parts.append(table.with_columns(_device=np.full(table.n, index, dtype=np.int64)))
+    columns: dict[str, Any] = {}
+    for column in (*(c for c in schema.TABLES[name] if c not in ("host", "device")), "_device"):
+        pieces = [part[column] for part in parts]
+        if not pieces:
+            columns[column] = np.zeros(0, dtype=np.int64)
+        elif isinstance(pieces[0], Strings):
+            columns[column] = concat_strings(pieces)  # type: ignore[arg-type]
+        else:
+            columns[column] = np.concatenate([part.array(column) for part in parts])
+    return Table(columns)
+
+
+def _device_rows(stacked: Table, index: int, columns: dict[str, str]) -> Table:
+    from tpuperf.columns import Strings
+
+    if "_device" not in stacked:
+        rows = np.zeros(0, dtype=np.int64)
+    else:
+        rows = np.flatnonzero(stacked.array("_device") == index)
+    out = {}
+    for name in columns:
+        if name in ("host", "device"):
+            continue
+        column = stacked.get(name)
+        if column is None:
+            out[name] = (
+                Strings(np.zeros(len(rows), np.int32), ())
+                if columns[name] == "category"
+                else np.zeros(len(rows))
+            )
+        elif isinstance(column, Strings):
+            out[name] = column.take(rows)
+        else:
+            out[name] = stacked.array(name)[rows]
+    return Table(out, n=len(rows))
+
+
+def _write_parquet(table: Table, path: Path) -> None:
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pandas(frame, preserve_index=False)
     # Entries are read whole, so column statistics buy nothing; skipping them and LZ4 instead of
     # Snappy halve the write time of a large profile's tables at the same size (measured).
-    pq.write_table(table, path, write_page_checksum=True, write_statistics=False, compression="lz4")
+    pq.write_table(
+        to_arrow(table), path, write_page_checksum=True, write_statistics=False, compression="lz4"
+    )
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def _read_parquet(path: Path) -> Table:
     import pyarrow.parquet as pq
 
-    # self_destruct frees each Arrow column once converted: a large table is not held twice.
-    table = pq.read_table(path, page_checksum_verification=True)
-    return table.to_pandas(split_blocks=True, self_destruct=True)
+    return from_arrow(pq.read_table(path, page_checksum_verification=True))
 
 
 def _remove(path: Path) -> None:
@@ -287,7 +361,7 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------- loading through the cache
 
 
-def decode_host(url: str, host: str, data: bytes) -> HostTables:
+def decode_host(url: str, host: str, data: Any) -> HostTables:
     """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does."""
     return read_host(url, host, data)
 
@@ -308,7 +382,7 @@ def host_tables(
         hit = cache.get_tables(Cache.tables_key(host, content), url)
         if hit is not None:
             return hit, content
-    data = sources.read_bytes(url)
+    data = sources.read_profile(url)
     if content is None:
         content = content_key(data)
         if cache is not None:

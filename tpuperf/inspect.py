@@ -4,32 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tpuperf.profile import Profile
 
 
 def describe(profile: Profile) -> dict[str, Any]:
     """A JSON-ready description of ``profile`` (the data behind ``tpuperf info``)."""
-    devices = profile.devices
-    ops = profile.ops
-    steps = profile.steps
+    devices = profile.device_tables
     span: dict[str, Any] = {"start_ps": None, "end_ps": None, "duration_ms": None}
-    if len(ops):
-        start = int(ops["start_ps"].min())
-        end = int((ops["start_ps"] + ops["dur_ps"]).max())
+    starts = [int(d.ops.array("start_ps").min()) for d in devices if d.ops.n]
+    if starts:
+        start = min(starts)
+        end = max(
+            int((d.ops.array("start_ps") + d.ops.array("dur_ps")).max()) for d in devices if d.ops.n
+        )
         span = {"start_ps": start, "end_ps": end, "duration_ms": (end - start) / 1e9}
     step_rows = []
-    if len(steps):
-        for (host, device), group in steps.groupby(["host", "device"], observed=True):
-            step_rows.append(
-                {
-                    "host": str(host),
-                    "device": int(device),
-                    "count": len(group),
-                    "source": str(group["source"].iat[0]),
-                    "first": int(group["step"].min()),
-                    "last": int(group["step"].max()),
-                }
-            )
+    for d in sorted(devices, key=lambda d: (d.host, d.device)):
+        steps = d.steps
+        if steps is None or not steps.n:
+            continue
+        numbers = steps.array("step")
+        step_rows.append(
+            {
+                "host": d.host,
+                "device": d.device,
+                "count": steps.n,
+                "source": steps.strings("source").tolist()[0],
+                "first": int(numbers.min()),
+                "last": int(numbers.max()),
+            }
+        )
+    lines = profile.line_table
     return {
         "source": profile.source,
         "platform": profile.platform,
@@ -47,21 +54,27 @@ def describe(profile: Profile) -> dict[str, Any]:
         ],
         "devices": [
             {
-                "host": str(row.host),
-                "device": int(row.device),
-                "plane": row.plane,
-                "kind": str(row.kind),
-                "core": str(row.core),
-                "chip": row.chip,
-                "peak_tflops": float(row.peak_tflops),
-                "peak_hbm_gbps": float(row.peak_hbm_gbps),
-                "ops": int(row.ops),
+                "host": d.host,
+                "device": d.device,
+                "plane": d.row["plane"],
+                "kind": d.row["kind"],
+                "core": d.row["core"],
+                "chip": d.row["chip"],
+                "peak_tflops": float(d.row["peak_tflops"]),
+                "peak_hbm_gbps": float(d.row["peak_hbm_gbps"]),
+                "ops": int(d.row["ops"]),
             }
-            for row in devices.itertuples(index=False)
+            for d in devices
         ],
         "lines": [
-            {"host": str(r.host), "plane": r.plane, "line": r.line, "events": int(r.events)}
-            for r in profile.lines.itertuples(index=False)
+            {"host": host, "plane": plane, "line": line, "events": int(events)}
+            for host, plane, line, events in zip(
+                lines.strings("host").tolist(),
+                lines.strings("plane").tolist(),
+                lines.strings("line").tolist(),
+                np.asarray(lines.array("events")).tolist(),
+                strict=True,
+            )
         ],
         "time_span": span,
         "steps": step_rows,

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-import pandas as pd
 
 SCHEMA_VERSION = 1
 
@@ -31,9 +30,47 @@ def clean(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if value is pd.NA or value is pd.NaT:
+    if _is_pandas_missing(value):
         return None
     return str(value)
+
+
+def _is_pandas_missing(value: Any) -> bool:
+    """pandas' NA and NaT, without importing pandas when nothing else has."""
+    import sys
+
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and (value is pandas.NA or value is pandas.NaT)
+
+
+def csv_text(table: Any) -> str:
+    """A Table as CSV text: a header line, then one line per row (NaN as an empty cell)."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(list(table))
+    for row in table.rows():
+        writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
+    return buffer.getvalue()
+
+
+def write_parquet(table: Any, handle: BinaryIO) -> None:
+    """A Table as Parquet (strings dictionary-encoded), through pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tpuperf.columns import Strings
+
+    arrays = []
+    for name in table:
+        column = table[name]
+        if isinstance(column, Strings):
+            arrays.append(pa.array(column.tolist(), type=pa.string()))
+        else:
+            arrays.append(pa.array(table.array(name)))
+    pq.write_table(pa.table(arrays, names=list(table)), handle)
 
 
 def dumps(document: dict[str, Any]) -> str:

@@ -1,10 +1,18 @@
-"""Aggregate the ops table: time, count and cost per op, category, module or program."""
+"""Aggregate the ops: time, count and cost per op (of each program), category, module or
+program, computed on the profile's columns (no pandas; ``aggregate`` gives a DataFrame)."""
 
 from __future__ import annotations
 
-import pandas as pd
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from tpuperf.columns import Strings, Table, group_index, sum_by, sum_by_min_count
 from tpuperf.errors import UsageError
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
 
 # --by value -> the columns of a row's identity. Ops are identified per program, as in XProf's
 # hlo_stats: same-named ops of different programs (fusion.3 of two jitted functions) are
@@ -36,13 +44,26 @@ _SORT_COLUMNS = {
 }
 
 
-def aggregate(
-    ops: pd.DataFrame,
+@dataclass
+class _Group:
+    """One row of the result while it is summed over devices."""
+
+    occurrences: int = 0
+    total_ps: int = 0
+    self_ps: int = 0
+    flops: float = float("nan")
+    bytes_accessed: float = float("nan")
+    labels: dict[str, dict[str, int]] = field(default_factory=dict)  # column -> value -> ps
+    programs: set[str] = field(default_factory=set)
+
+
+def aggregate_table(
+    profile: Profile,
     by: str = DEFAULT_GROUPING,
     per_device: bool = False,
     sort: str = "total_time",
     top: int | None = None,
-) -> pd.DataFrame:
+) -> Table:
     """One row per ``by`` group (per device with ``per_device``), most total time first.
 
     Columns: [host, device,] the group's key columns (``program_op``: program_id, op),
@@ -56,73 +77,145 @@ def aggregate(
         raise UsageError(f"--by {by}: choose one of {', '.join(GROUPINGS)}")
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort {sort}: choose one of {', '.join(SORT_KEYS)}")
-    key = list(GROUPINGS[by])
-    keys = (["host", "device"] if per_device else []) + key
-    grouped = ops.groupby(keys, observed=True, sort=False)
-    table = grouped.agg(
-        occurrences=("dur_ps", "size"),
-        total_ps=("dur_ps", "sum"),
-        self_ps=("self_ps", "sum"),
-        flops=("flops", lambda s: s.sum(min_count=1)),
-        bytes_accessed=("bytes_accessed", lambda s: s.sum(min_count=1)),
-    ).reset_index()
-    labels = []
-    if "category" not in key:
-        labels.append("category")
-    if "program_id" in key:
-        labels.append("module")
-    for label in labels:
-        table = table.merge(_dominant(ops, keys, label), on=keys, how="left")
-    if by == "op":
-        programs = grouped["program_id"].nunique().rename("programs").reset_index()
-        table = table.merge(programs, on=keys, how="left")
-    for column in key:
-        table[column] = table[column].astype(str)
-    table["total_time_ms"] = table.pop("total_ps") / 1e9
-    table["self_time_ms"] = table.pop("self_ps") / 1e9
-    table["avg_time_us"] = table["total_time_ms"] * 1e3 / table["occurrences"]
-    if per_device:
-        device_total = table.groupby(["host", "device"], observed=True)["total_time_ms"].transform(
-            "sum"
-        )
-    else:
-        device_total = table["total_time_ms"].sum()
-    table["time_pct"] = 100.0 * table["total_time_ms"] / device_total
-    ordered = [
-        *keys,
-        *(c for c in ("module", "category", "programs") if c in table and c not in keys),
-    ]
-    ordered += [
-        "occurrences",
-        "total_time_ms",
-        "self_time_ms",
-        "avg_time_us",
-        "time_pct",
-        "flops",
-        "bytes_accessed",
-    ]
-    table = table[ordered]
-    if sort == "name":
-        table = table.sort_values(key[::-1], kind="stable")
-    else:
-        table = table.sort_values(_SORT_COLUMNS[sort], ascending=False, kind="stable")
-    if top is not None:
-        table = (
-            table.groupby(["host", "device"], observed=True).head(top)
-            if per_device
-            else table.head(top)
-        )
-    return table.reset_index(drop=True)
-
-
-def _dominant(ops: pd.DataFrame, keys: list[str], column: str) -> pd.DataFrame:
-    """Per group of ``keys``, the value of ``column`` with the most op time (a group's label:
-    a module whose time is 96% copy-done is labelled copy-done, not its most frequent op's)."""
-    time = (
-        ops.groupby([*keys, column], observed=True, sort=False)["dur_ps"]
-        .sum()
-        .reset_index()
-        .sort_values("dur_ps", ascending=False, kind="stable")
+    key = GROUPINGS[by]
+    labels = [c for c in ("category",) if c not in key] + (
+        ["module"] if "program_id" in key else []
     )
-    first = time.drop_duplicates(keys)[[*keys, column]]
-    return first.assign(**{column: first[column].astype(str)})
+    groups: dict[tuple[Any, ...], _Group] = {}
+    for device in profile.device_tables:
+        ops = device.ops
+        if not ops.n:
+            continue
+        keys = [ops.strings(c) for c in key]
+        group, first = group_index(keys)
+        n_groups = len(first)
+        occurrences = np.bincount(group, minlength=n_groups)
+        total = sum_by(group, n_groups, ops.array("dur_ps"))
+        self_ = sum_by(group, n_groups, ops.array("self_ps"))
+        flops = sum_by_min_count(group, n_groups, ops.array("flops").astype("float64"))
+        nbytes = sum_by_min_count(group, n_groups, ops.array("bytes_accessed").astype("float64"))
+        names = list(zip(*(k.take(first).tolist() for k in keys), strict=True))
+        prefix = (device.host, device.device) if per_device else ()
+        rows = [groups.setdefault((*prefix, *name), _Group()) for name in names]
+        for i, row in enumerate(rows):
+            row.occurrences += int(occurrences[i])
+            row.total_ps += int(total[i])
+            row.self_ps += int(self_[i])
+            row.flops = _add(row.flops, float(flops[i]))
+            row.bytes_accessed = _add(row.bytes_accessed, float(nbytes[i]))
+        dur = ops.array("dur_ps")
+        for label in labels:
+            _label_time(rows, group, ops.strings(label), dur, label)
+        if by == "op":
+            program = ops.strings("program_id")
+            for i, value in zip(group.tolist(), program.tolist(), strict=True):
+                rows[i].programs.add(value)
+    return _table(groups, by, key, labels, per_device, sort, top)
+
+
+def _add(total: float, value: float) -> float:
+    """Sum of two sums that skip NaN, NaN only while neither has a value (min_count=1)."""
+    if np.isnan(value):
+        return total
+    return value if np.isnan(total) else total + value
+
+
+def _label_time(
+    rows: list[_Group], group: np.ndarray, label: Strings, dur: np.ndarray, column: str
+) -> None:
+    """Add each group's op time per value of ``label`` (to pick the value with most time)."""
+    pairs, first = group_index([group, label])
+    time = sum_by(pairs, len(first), dur)
+    values = label.take(first).tolist()
+    for g, value, t in zip(group[first].tolist(), values, time.tolist(), strict=True):
+        per_value = rows[g].labels.setdefault(column, {})
+        per_value[value] = per_value.get(value, 0) + int(t)
+
+
+def _dominant(per_value: dict[str, int]) -> str:
+    """The value with the most time; on a tie, the first seen."""
+    best, best_time = "", -1
+    for value, time in per_value.items():
+        if time > best_time:
+            best, best_time = value, time
+    return best
+
+
+def _table(
+    groups: dict[tuple[Any, ...], _Group],
+    by: str,
+    key: tuple[str, ...],
+    labels: list[str],
+    per_device: bool,
+    sort: str,
+    top: int | None,
+) -> Table:
+    names = list(groups)
+    rows = list(groups.values())
+    prefix = 2 if per_device else 0
+    columns: dict[str, Any] = {}
+    if per_device:
+        columns["host"] = Strings.from_list([n[0] for n in names])
+        columns["device"] = np.array([n[1] for n in names], dtype=np.int64)
+    for i, name in enumerate(key):
+        columns[name] = Strings.from_list([n[prefix + i] for n in names])
+    for label in ("module", "category"):
+        if label in labels:
+            columns[label] = Strings.from_list([_dominant(r.labels.get(label, {})) for r in rows])
+    if by == "op":
+        columns["programs"] = np.array([len(r.programs) for r in rows], dtype=np.int64)
+    occurrences = np.array([r.occurrences for r in rows], dtype=np.int64)
+    total_ms = np.array([r.total_ps for r in rows], dtype=np.int64) / 1e9
+    columns["occurrences"] = occurrences
+    columns["total_time_ms"] = total_ms
+    columns["self_time_ms"] = np.array([r.self_ps for r in rows], dtype=np.int64) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        columns["avg_time_us"] = total_ms * 1e3 / occurrences
+    if per_device:
+        hosts = [n[:2] for n in names]
+        device_total: dict[tuple[Any, ...], float] = {}
+        for h, t in zip(hosts, total_ms.tolist(), strict=True):
+            device_total[h] = device_total.get(h, 0.0) + t
+        denominator = np.array([device_total[h] for h in hosts])
+    else:
+        denominator = np.full(len(rows), total_ms.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        columns["time_pct"] = 100.0 * total_ms / denominator
+    columns["flops"] = np.array([r.flops for r in rows], dtype=np.float64)
+    columns["bytes_accessed"] = np.array([r.bytes_accessed for r in rows], dtype=np.float64)
+    table = Table(columns, n=len(rows))
+    if sort == "name":
+        order = sorted(range(len(rows)), key=lambda i: names[i][prefix:][::-1])
+    else:
+        values = table.array(_SORT_COLUMNS[sort]).astype("float64")
+        # Descending and stable; NaN (no FLOPs recorded) last, as pandas sorts them.
+        missing = np.isnan(values)
+        order = sorted(
+            range(len(rows)), key=lambda i: (missing[i], -0.0 if missing[i] else -values[i])
+        )
+    table = table.take(np.array(order, dtype=np.int64))
+    if top is not None:
+        if per_device:
+            seen: dict[tuple[Any, ...], int] = {}
+            keep = []
+            for i, h in enumerate(
+                zip(table.strings("host").tolist(), table.array("device").tolist(), strict=True)
+            ):
+                seen[h] = seen.get(h, 0) + 1
+                if seen[h] <= top:
+                    keep.append(i)
+            table = table.take(np.array(keep, dtype=np.int64))
+        else:
+            table = table.take(np.arange(min(top, table.n)))
+    return table
+
+
+def aggregate(
+    profile: Profile,
+    by: str = DEFAULT_GROUPING,
+    per_device: bool = False,
+    sort: str = "total_time",
+    top: int | None = None,
+) -> Any:
+    """:func:`aggregate_table` as a pandas DataFrame (the Python API's form)."""
+    return aggregate_table(profile, by, per_device, sort, top).to_pandas()

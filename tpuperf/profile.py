@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 
 from tpuperf import schema
+from tpuperf.columns import Strings, Table, concat_strings, from_pandas, to_pandas
 from tpuperf.errors import BadInput
+
+if TYPE_CHECKING:
+    from tpuperf.tables import DeviceTables
 
 
 @dataclass
@@ -26,38 +30,73 @@ class HostInfo:
     size_bytes: int = 0
 
 
-@dataclass
 class Profile:
-    """One profile (one host, or all hosts of a run) as validated DataFrames.
+    """One profile (one host, or all hosts of a run).
 
-    The tables and their columns are documented in :mod:`tpuperf.schema`.
+    The engine keeps each device's tables as columns (:attr:`device_tables`; see
+    :mod:`tpuperf.columns`); ``devices``, ``ops``, ``modules``, ``async_ops``, ``steps``
+    and ``lines`` are the pandas DataFrames documented in :mod:`tpuperf.schema`, built on
+    first access (so the commands never import pandas).
     """
 
-    devices: pd.DataFrame
-    ops: pd.DataFrame
-    modules: pd.DataFrame
-    async_ops: pd.DataFrame
-    steps: pd.DataFrame
-    lines: pd.DataFrame
-    hosts: list[HostInfo] = field(default_factory=list)
-    source: str = ""
-    warnings: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        device_tables: list[DeviceTables],
+        lines: Table,
+        hosts: list[HostInfo] | None = None,
+        source: str = "",
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.device_tables = device_tables
+        self.line_table = lines  # host, plane, line, events, first_ps, last_ps
+        self.hosts = hosts or []
+        self.source = source
+        self.warnings = warnings or []
+        self._frames: dict[str, Any] = {}
 
-    def __post_init__(self) -> None:
-        for table in schema.TABLES:
-            schema.validate(table, getattr(self, table))
+    # ------------------------------------------------------------------ pandas views
+
+    def _frame(self, table: str) -> Any:
+        if table not in self._frames:
+            self._frames[table] = _to_frame(self, table)
+        return self._frames[table]
+
+    @property
+    def devices(self) -> Any:
+        return self._frame("devices")
+
+    @property
+    def ops(self) -> Any:
+        return self._frame("ops")
+
+    @property
+    def modules(self) -> Any:
+        return self._frame("modules")
+
+    @property
+    def async_ops(self) -> Any:
+        return self._frame("async_ops")
+
+    @property
+    def steps(self) -> Any:
+        return self._frame("steps")
+
+    @property
+    def lines(self) -> Any:
+        return self._frame("lines")
+
+    # ------------------------------------------------------------------ facts
 
     @classmethod
     def from_tables(cls, **tables: Any) -> Profile:
-        """Build a Profile from partial tables; absent tables are empty, columns are conformed.
+        """Build a Profile from pandas DataFrames (absent tables are empty); keyword arguments
+        that are no table (``hosts``, ``source``, ``warnings``) are passed on.
 
-        Meant for tests and plug-ins that synthesise a profile without a file.
+        Meant for tests and plug-ins that synthesise a profile without a file. The ops,
+        modules, async_ops and steps rows are split by (host, device); a device without a
+        devices row gets one (kind TPU, no chip).
         """
-        kwargs: dict[str, Any] = {}
-        for table in schema.TABLES:
-            frame = tables.pop(table, None)
-            kwargs[table] = schema.empty(table) if frame is None else schema.conform(table, frame)
-        return cls(**kwargs, **tables)
+        return _from_frames(cls, tables)
 
     @property
     def host_names(self) -> list[str]:
@@ -66,34 +105,143 @@ class Profile:
     @property
     def platform(self) -> str:
         """TPU, GPU or CPU: the kind of the devices that ran ops (TPU wins a tie)."""
-        kinds = self.devices.loc[self.devices["ops"] > 0, "kind"].astype(str)
-        if kinds.empty:
-            kinds = self.devices["kind"].astype(str)
+        kinds = [d.row["kind"] for d in self.device_tables if d.row["ops"] > 0]
+        if not kinds:
+            kinds = [d.row["kind"] for d in self.device_tables]
         for kind in ("TPU", "GPU", "CPU"):
-            if (kinds == kind).any():
+            if kind in kinds:
                 return kind
         return "unknown"
 
     def summary(self) -> dict[str, Any]:
         return {
             "hosts": len(self.hosts),
-            "devices": len(self.devices),
-            "ops": len(self.ops),
-            "steps": len(self.steps),
+            "devices": len(self.device_tables),
+            "ops": sum(d.ops.n for d in self.device_tables),
+            "steps": sum(d.steps.n for d in self.device_tables if d.steps is not None),
         }
+
+
+# --------------------------------------------------------------------------- pandas
+
+
+def _to_frame(profile: Profile, table: str) -> Any:
+    """One of the documented DataFrames, stacked over devices, validated."""
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+
+    dtypes = schema.TABLES[table]
+    if table == "devices":
+        rows = [d.row for d in profile.device_tables]
+        frame = pd.DataFrame(rows) if rows else schema.empty(table)
+        return schema.conform(table, frame)
+    if table == "lines":
+        frame = profile.line_table.to_pandas(dtypes)
+        return schema.conform(table, frame) if len(frame.columns) else schema.empty(table)
+    parts = []
+    for device in profile.device_tables:
+        data = getattr(device, table)
+        if data is None or not data.n:
+            continue
+        part = data.with_columns(
+            host=Strings.constant(device.host, data.n),
+            device=np.full(data.n, device.device, dtype=np.int64),
+        )
+        parts.append(part)
+    if not parts:
+        return schema.empty(table)
+    columns: dict[str, Any] = {}
+    for name, dtype in dtypes.items():
+        pieces = [part[name] for part in parts]
+        if dtype == schema.CATEGORY:
+            cats = [to_pandas(piece) for piece in pieces]
+            columns[name] = union_categoricals(cats) if len(cats) > 1 else cats[0]
+        elif dtype == "string":
+            values = concat_strings([p for p in pieces if isinstance(p, Strings)])
+            columns[name] = pd.array(values.tolist(), dtype="string")
+        else:
+            arrays = [to_pandas(piece) for piece in pieces]
+            columns[name] = np.concatenate(arrays).astype(dtype, copy=False)
+    frame = pd.DataFrame(columns, copy=False)
+    schema.validate(table, frame)
+    return frame
+
+
+def _from_frames(cls: type[Profile], tables: dict[str, Any]) -> Profile:
+    from tpuperf.tables import DeviceTables
+
+    frames = {}
+    for table in schema.TABLES:
+        frame = tables.pop(table, None)
+        frames[table] = schema.empty(table) if frame is None else schema.conform(table, frame)
+    keys: dict[tuple[str, int], dict[str, Any]] = {}
+    for table in ("ops", "modules", "async_ops", "steps"):
+        frame = frames[table]
+        if frame.empty:
+            continue
+        for (host, device), group in frame.groupby(["host", "device"], observed=True, sort=False):
+            keys.setdefault((str(host), int(device)), {})[table] = group
+    rows = {
+        (str(r["host"]), int(r["device"])): dict(r) for r in frames["devices"].to_dict("records")
+    }
+    devices = []
+    for key in list(rows) + [k for k in keys if k not in rows]:
+        groups = keys.get(key, {})
+        row = rows.get(key) or {
+            "host": key[0],
+            "device": key[1],
+            "plane": f"/device:TPU:{key[1]}",
+            "kind": "TPU",
+            "core": "TensorCore",
+            "chip": "",
+            "peak_tflops": float("nan"),
+            "peak_hbm_gbps": float("nan"),
+            "memory_bytes": float("nan"),
+        }
+        row = {**row, "host": str(row["host"]), "device": int(row["device"])}
+        tables_: dict[str, Table] = {}
+        for table in ("ops", "modules", "async_ops", "steps"):
+            group = groups.get(table)
+            if group is None:
+                group = frames[table].iloc[0:0]
+            tables_[table] = Table(
+                {
+                    name: from_pandas(group[name].reset_index(drop=True))
+                    for name in schema.TABLES[table]
+                    if name not in ("host", "device")
+                },
+                n=len(group),
+            )
+        row["ops"] = tables_["ops"].n
+        steps = tables_["steps"] if tables_["steps"].n else None
+        devices.append(
+            DeviceTables(
+                key[0], key[1], row, tables_["ops"], tables_["modules"], tables_["async_ops"], steps
+            )
+        )
+    lines = frames["lines"]
+    line_table = Table(
+        {name: from_pandas(lines[name].reset_index(drop=True)) for name in schema.TABLES["lines"]},
+        n=len(lines),
+    )
+    return cls(devices, line_table, **tables)
+
+
+# --------------------------------------------------------------------------- reading
 
 
 @dataclass
 class HostPart:
-    """One host file's tables (see tpuperf.schema), what it says about itself, and notes."""
+    """One host file's tables (per device), what it says about itself, and notes."""
 
-    frames: dict[str, pd.DataFrame]
+    devices: list[DeviceTables]
+    lines: Table
     info: HostInfo
     warnings: list[str]
 
 
-def read_host(url: str, host: str, data: bytes) -> HostPart:
-    """Decode one host file's bytes into its tables."""
+def read_host(url: str, host: str, data: Any) -> HostPart:
+    """Decode one host file's bytes (or a memory map of them) into its tables."""
     from tpuperf import tables, xspace
 
     built = tables.build_host(host, xspace.decode_or_bad_input(data, url))
@@ -106,22 +254,37 @@ def read_host(url: str, host: str, data: bytes) -> HostPart:
         capture_stop_ns=built.capture_stop_ns,
         size_bytes=len(data),
     )
-    return HostPart(built.frames, info, list(built.warnings))
+    lines = built.lines.with_columns(host=Strings.constant(host, built.lines.n))
+    lines = lines.select(schema.TABLES["lines"])
+    return HostPart(built.devices, lines, info, list(built.warnings))
 
 
 def assemble(parts: list[HostPart], source: str, notices: list[str] | None = None) -> Profile:
     """The Profile of these hosts together; a profile without devices is bad input."""
-    frames = {
-        table: schema.concat(table, [part.frames[table] for part in parts])
-        for table in schema.TABLES
-    }
-    if frames["devices"].empty:
+    devices = [d for part in parts for d in part.devices]
+    if not devices:
         raise BadInput(
             f"{source}: no device planes and no XLA ops: this is a host-only profile; capture it "
             "while the job runs XLA programs (JAX on TPU, GPU or CPU)"
         )
+    lines = _stack_lines([part.lines for part in parts])
     warnings = [*(notices or []), *(w for part in parts for w in part.warnings)]
-    return Profile(**frames, hosts=[part.info for part in parts], source=source, warnings=warnings)
+    return Profile(
+        devices, lines, hosts=[part.info for part in parts], source=source, warnings=warnings
+    )
+
+
+def _stack_lines(parts: list[Table]) -> Table:
+    if len(parts) == 1:
+        return parts[0]
+    columns: dict[str, Any] = {}
+    for name in schema.TABLES["lines"]:
+        pieces = [part[name] for part in parts]
+        if isinstance(pieces[0], Strings):
+            columns[name] = concat_strings(pieces)  # type: ignore[arg-type]
+        else:
+            columns[name] = np.concatenate(pieces)  # type: ignore[arg-type]
+    return Table(columns)
 
 
 def load(
@@ -145,5 +308,5 @@ def load(
     for index, host_file in enumerate(resolved.files, 1):
         if progress is not None:
             progress(f"reading {host_file.host} ({index}/{len(resolved.files)})")
-        parts.append(read_host(host_file.url, host_file.host, sources.read_bytes(host_file.url)))
+        parts.append(read_host(host_file.url, host_file.host, sources.read_profile(host_file.url)))
     return assemble(parts, text, resolved.notices)

@@ -6,18 +6,22 @@ markdown, JSON via :meth:`Report.to_dict`) only format what it returns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from tpuperf import jsonout
-from tpuperf.analyzers import _timeline, base
-from tpuperf.analyzers.base import AnalysisConfig, AnalyzerResult, Recommendation
+from tpuperf.analyzers import base
+from tpuperf.analyzers.base import AnalyzerResult, Recommendation
+from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
+from tpuperf.roofline import model as rl
+from tpuperf.timeline import Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -120,7 +124,7 @@ class Report:
     summary: dict[str, Any]
     results: dict[str, AnalyzerResult]
     recommendations: list[Recommendation]  # highest est_savings_pct first
-    top_ops: pd.DataFrame
+    top_ops: Table  # see TOP_OP_FIELDS; .to_pandas() for a DataFrame
     notes: list[str] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
 
@@ -139,7 +143,7 @@ class Report:
             "source": self.source,
             "platform": self.platform,
             "summary": self.summary,
-            "top_ops": _records(self.top_ops),
+            "top_ops": self.top_ops.records(),
             "recommendations": [
                 {"rank": i + 1, **r.to_dict()} for i, r in enumerate(self.recommendations)
             ],
@@ -149,7 +153,7 @@ class Report:
                     "error": r.error,
                     "metrics": r.metrics,
                     "notes": r.notes,
-                    "tables": {t: _table(df) for t, df in r.tables.items()},
+                    "tables": {t: _table(table) for t, table in r.tables.items()},
                 }
                 for name, r in self.results.items()
             },
@@ -194,24 +198,20 @@ def analyze(
     """
     config = config if config is not None else AnalysisConfig()
     if steps is not None:
-        config.steps = parse_steps(steps) if isinstance(steps, str) else steps
+        config = dataclasses.replace(
+            config, steps=parse_steps(steps) if isinstance(steps, str) else steps
+        )
     if host is not None:
-        config.host = host
+        config = dataclasses.replace(config, host=host)
     chosen = base.select(analyzers)
-    tl = _timeline.timeline(profile, config)  # bad --steps/--host fail here, before analyzers
+    tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
 
     results: dict[str, AnalyzerResult] = {}
     summaries: dict[str, str] = {}
     for analyzer in chosen:
         summaries[analyzer.name] = analyzer.summary
-        missing = _missing_columns(profile, analyzer)
-        if missing:
-            results[analyzer.name] = AnalyzerResult(
-                analyzer.name, error=f"needs columns the profile lacks: {', '.join(missing)}"
-            )
-            continue
         try:
-            results[analyzer.name] = analyzer.analyze(profile, config)
+            results[analyzer.name] = base.run(analyzer, tl, config)
         except Exception as exc:  # one analyzer's bug must not hide the others' findings
             results[analyzer.name] = AnalyzerResult(
                 analyzer.name, error=f"{type(exc).__name__}: {exc}"
@@ -226,7 +226,7 @@ def analyze(
         key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
     )
     roofline = results.get("roofline")
-    summary = _summary(profile, tl, config, recommendations)
+    summary = _summary(tl, config, recommendations)
     notes = list(profile.warnings) + list(tl.notes)
     top = _top_ops(tl, roofline.tables.get("ops") if roofline else None, config.top_ops)
     return Report(
@@ -241,88 +241,68 @@ def analyze(
     )
 
 
-def _missing_columns(profile: Profile, analyzer: base.Analyzer) -> list[str]:
-    missing = []
-    for table, columns in analyzer.requires.items():
-        frame = getattr(profile, table, None)
-        if frame is None:
-            missing.append(f"{table}.*")
-            continue
-        missing.extend(f"{table}.{c}" for c in columns if c not in frame.columns)
-    return missing
-
-
 def _finite(value: float) -> float:
     return value if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
 
+_SUMMARY_PCTS = (
+    ("busy_pct", "busy_ps"),
+    ("compute_pct", "compute_ps"),
+    ("exposed_collective_pct", "exposed_collective_ps"),
+    ("exposed_copy_pct", "other_ps"),
+    ("idle_pct", "idle_ps"),
+    ("no_op_pct", "no_op_ps"),
+)
+
+
 def _summary(
-    profile: Profile,
-    tl: _timeline.Timeline,
-    config: AnalysisConfig,
-    recommendations: list[Recommendation],
+    tl: Timeline, config: AnalysisConfig, recommendations: list[Recommendation]
 ) -> dict[str, Any]:
     # Computed here from the shared timeline, not read from analyzers, so the summary is the
     # same whichever analyzers were selected (fleet scans flatten it).
-    from tpuperf.analyzers import roofline as roofline_analyzer
-
-    bd = tl.breakdown
-    peaks_by_device = roofline_analyzer.device_peaks(tl, config)
-    pct: dict[str, float | None] = dict.fromkeys(
-        (
-            "busy_pct",
-            "compute_pct",
-            "exposed_collective_pct",
-            "exposed_copy_pct",
-            "idle_pct",
-            "no_op_pct",
-        )
-    )
-    if not bd.empty:
-        dev = bd.groupby(["host", "device"]).sum(numeric_only=True)
-        for name, col in (
-            ("busy_pct", "busy_ps"),
-            ("compute_pct", "compute_ps"),
-            ("exposed_collective_pct", "exposed_collective_ps"),
-            ("exposed_copy_pct", "other_ps"),
-            ("idle_pct", "idle_ps"),
-            ("no_op_pct", "no_op_ps"),
-        ):
-            pct[name] = float((100.0 * dev[col] / dev["step_ps"]).mean())
+    peaks_by_device = rl.device_peaks(tl, config)
+    views = tl.devices
+    pct: dict[str, float | None] = {name: tl.device_mean_pct(col) for name, col in _SUMMARY_PCTS}
     span_idle = (
-        float((100.0 * tl.span["idle_ps"] / tl.span["step_ps"]).mean())
-        if not tl.span.empty
+        float(
+            np.mean(
+                [
+                    100.0
+                    * float(v.span_breakdown["idle_ps"][0])
+                    / float(v.span_breakdown["step_ps"][0])
+                    for v in views
+                ]
+            )
+        )
+        if views
         else None
     )
-    util = roofline_analyzer.utilization(tl, roofline_analyzer.leaf_costs(tl.ops), peaks_by_device)
-    peaks = list(peaks_by_device.values())
-    common = max(set(peaks), key=peaks.count) if peaks else None
-    chips_seen = sorted({str(c) for c in tl.devices["chip"] if str(c)})
+    util = rl.utilization(tl, peaks_by_device)
+    common = rl.common_peaks(peaks_by_device)
+    chips_seen = sorted({v.chip for v in views if v.chip})
     top = recommendations[0] if recommendations else None
     return {
-        "platform": profile.platform,
+        "platform": tl.platform,
         "chip": chips_seen[0] if len(chips_seen) == 1 else (", ".join(chips_seen) or None),
-        "hosts": len(set(tl.devices["host"])),
+        "hosts": len(tl.hosts),
         "devices": tl.n_devices,
         "step_source": tl.step_source if tl.has_steps else None,
         "steps_analyzed": len(tl.steps_selected),
         "steps_excluded": len(tl.steps_excluded),
-        "step_time_ms": _timeline.stats_ms(tl.step_time_ps)
+        "step_time_ms": stats_ms(tl.step_time_ps)
         if tl.has_steps
         else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
-        "window_ms": float(bd["step_ps"].sum() / max(tl.n_devices, 1) / 1e9)
-        if not bd.empty
-        else 0.0,
+        "window_ms": tl.total("step_ps") / max(tl.n_devices, 1) / 1e9 if tl.n_windows else 0.0,
         **pct,
         "span_idle_pct": span_idle,
         "equivalent_idle_chips": (
             float(
-                bd.groupby(["host", "device"])[["idle_ps", "step_ps"]]
-                .sum()
-                .eval("idle_ps / step_ps")
-                .sum()
+                sum(
+                    float(v.breakdown["idle_ps"].sum()) / float(v.breakdown["step_ps"].sum())
+                    for v in views
+                )
             )
-            if not bd.empty
+            if tl.n_windows
             else None
         ),
         "flops_utilization_pct": util["flops_utilization_pct"],
@@ -342,60 +322,103 @@ def _summary(
     }
 
 
-def _top_ops(tl: _timeline.Timeline, roofline_ops: pd.DataFrame | None, n: int) -> pd.DataFrame:
+_TOP_OP_COLUMNS = (
+    "op",
+    "module",
+    "kind",
+    "count_per_step",
+    "ms_per_step",
+    "pct_of_busy",
+    "bound",
+    "efficiency_pct",
+)
+
+
+def _top_ops(tl: Timeline, roofline_ops: Table | None, n: int) -> Table:
     """The ops with the most self time per step per device, with their roofline bound."""
-    ops = tl.ops
-    columns = [
-        "op",
-        "module",
-        "kind",
-        "count_per_step",
-        "ms_per_step",
-        "pct_of_busy",
-        "bound",
-        "efficiency_pct",
-    ]
-    if ops.empty:
-        return pd.DataFrame(columns=columns)
-    windows = max(len(tl.windows), 1)
-    busy_ps = float(tl.breakdown["busy_ps"].sum()) if not tl.breakdown.empty else 0.0
-    grouped = (
-        ops.groupby(["module", "op"], observed=True, sort=False)
-        .agg(kind=("kind", "first"), count=("self_ps", "size"), self_ps=("self_ps", "sum"))
-        .reset_index()
-    )
+    # Per device: self time, count and kind per (module, op); then summed by name over devices.
+    names: dict[tuple[str, str], int] = {}
+    kinds: list[str] = []
+    counts: list[int] = []
+    self_ps: list[int] = []
+    for view in tl.devices:
+        ops = view.selected_ops("module", "op", "kind", "self_ps")
+        if not ops.n:
+            continue
+        module, op, kind = ops.strings("module"), ops.strings("op"), ops.strings("kind")
+        group, first = group_index([module, op])
+        count = np.bincount(group, minlength=len(first))
+        total = sum_by(group, len(first), ops.array("self_ps"))
+        for m, o, k, c, t in zip(
+            module.take(first).tolist(),
+            op.take(first).tolist(),
+            kind.take(first).tolist(),
+            count.tolist(),
+            total.tolist(),
+            strict=True,
+        ):
+            index = names.setdefault((m, o), len(names))
+            if index == len(kinds):
+                kinds.append(k)
+                counts.append(0)
+                self_ps.append(0)
+            counts[index] += c
+            self_ps[index] += t
+    if not names:
+        return Table(
+            {
+                c: Strings(np.zeros(0, np.int32), ())
+                if c in ("op", "module", "kind", "bound")
+                else np.zeros(0)
+                for c in _TOP_OP_COLUMNS
+            }
+        )
+    windows = max(tl.n_windows, 1)
+    busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
+    keys = list(names)
+    total = np.array(self_ps, dtype=np.int64)
     # Ops that take next to no time (the copy-start halves of async copies, a few ns) are not
     # top ops, even when fewer than n ops take real time.
-    grouped = grouped[grouped["self_ps"] > TOP_OP_MIN_SHARE * busy_ps]
-    grouped = grouped.sort_values("self_ps", ascending=False).head(n)
-    grouped["module"] = grouped["module"].astype(str)
-    grouped["op"] = grouped["op"].astype(str)
-    grouped["kind"] = grouped["kind"].astype(str)
-    grouped["count_per_step"] = grouped.pop("count") / windows
-    grouped["pct_of_busy"] = 100.0 * grouped["self_ps"] / busy_ps if busy_ps else np.nan
-    grouped["ms_per_step"] = grouped.pop("self_ps") / windows / 1e9
+    order = np.argsort(-total, kind="stable")
+    order = order[total[order] > TOP_OP_MIN_SHARE * busy_ps][:n]
+    bound: list[str | None] = [None] * len(order)
+    efficiency = np.full(len(order), np.nan)
     if roofline_ops is not None and "bound" in roofline_ops:
-        grouped = grouped.merge(
-            roofline_ops[["module", "op", "bound", "efficiency_pct"]],
-            on=["module", "op"],
-            how="left",
-        )
-    else:
-        grouped["bound"] = None
-        grouped["efficiency_pct"] = np.nan
-    grouped["bound"] = grouped["bound"].astype(object).where(grouped["bound"].notna(), None)
-    return grouped[columns].reset_index(drop=True)
+        lookup = {
+            (m, o): (b, e)
+            for m, o, b, e in zip(
+                roofline_ops.strings("module").tolist(),
+                roofline_ops.strings("op").tolist(),
+                roofline_ops.strings("bound").tolist(),
+                roofline_ops.array("efficiency_pct").tolist(),
+                strict=True,
+            )
+        }
+        for i, index in enumerate(order.tolist()):
+            found = lookup.get(keys[index])
+            if found is not None:
+                bound[i], efficiency[i] = found
+    picked = [keys[i] for i in order.tolist()]
+    return Table(
+        {
+            "op": Strings.from_list([o for _, o in picked]),
+            "module": Strings.from_list([m for m, _ in picked]),
+            "kind": Strings.from_list([kinds[i] for i in order.tolist()]),
+            "count_per_step": np.array([counts[i] for i in order.tolist()]) / windows,
+            "ms_per_step": total[order] / windows / 1e9,
+            "pct_of_busy": 100.0 * total[order] / busy_ps
+            if busy_ps
+            else np.full(len(order), np.nan),
+            "bound": np.array(bound, dtype=object),
+            "efficiency_pct": efficiency,
+        }
+    )
 
 
-def _table(frame: pd.DataFrame) -> dict[str, Any]:
-    head = frame.head(JSON_TABLE_ROWS)
+def _table(table: Table) -> dict[str, Any]:
+    head = table.take(np.arange(min(JSON_TABLE_ROWS, table.n)))
     return {
-        "columns": [str(c) for c in head.columns],
-        "rows": head.astype(object).values.tolist(),
-        "total_rows": len(frame),
+        "columns": list(head),
+        "rows": head.rows(),
+        "total_rows": table.n,
     }
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = frame.astype(object).values.tolist()
-    return [dict(zip(frame.columns, row, strict=True)) for row in rows]

@@ -12,13 +12,12 @@ profiles) are NaN, never zero.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-import pandas as pd
-from pandas.api.types import union_categoricals
+from typing import TYPE_CHECKING
 
 from tpuperf.errors import TpuperfError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CATEGORY = "category"
 
@@ -119,6 +118,8 @@ TABLES: dict[str, dict[str, str]] = {
 
 def empty(table: str) -> pd.DataFrame:
     """An empty DataFrame with ``table``'s columns and dtypes."""
+    import pandas as pd
+
     columns = TABLES[table]
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
 
@@ -132,46 +133,6 @@ def conform(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.loc[:, list(columns)]
     changes = {name: dtype for name, dtype in columns.items() if str(frame[name].dtype) != dtype}
     return frame.astype(changes) if changes else frame
-
-
-def concat(table: str, parts: list[pd.DataFrame | dict[str, Any]]) -> pd.DataFrame:
-    """Stack parts that hold ``table``'s columns into one table with its exact dtypes.
-
-    A part is a DataFrame or a dict of equally long columns (arrays, lists,
-    Categoricals); a dict part is emptied. Each column is concatenated once and the DataFrame built
-    once: cheaper than ``pd.concat`` of DataFrames followed by :func:`conform`
-    on large tables, and categorical columns stay categorical throughout.
-    """
-    parts = [p for p in parts if _rows(p)]
-    if not parts:
-        return empty(table)
-    columns: dict[str, Any] = {}
-    for name, dtype in TABLES[table].items():
-        # Dict parts give their columns up as they are stacked, which halves the peak memory.
-        pieces = [p.pop(name) if isinstance(p, dict) else p[name] for p in parts]
-        if dtype == CATEGORY:
-            columns[name] = union_categoricals([_categorical(piece) for piece in pieces])
-        elif dtype == "string":
-            values = np.concatenate([np.asarray(piece, dtype=object) for piece in pieces])
-            columns[name] = pd.array(values, dtype="string")
-        else:
-            columns[name] = np.concatenate([np.asarray(piece, dtype=dtype) for piece in pieces])
-    # copy=False keeps one block per column: no consolidation copy of a large table.
-    return pd.DataFrame(columns, copy=False)
-
-
-def _rows(part: pd.DataFrame | dict[str, Any]) -> int:
-    if isinstance(part, pd.DataFrame):
-        return len(part)
-    return len(next(iter(part.values()))) if part else 0
-
-
-def _categorical(piece: Any) -> pd.Categorical:
-    if isinstance(piece, pd.Categorical):
-        return piece
-    if isinstance(piece, pd.Series) and isinstance(piece.dtype, pd.CategoricalDtype):
-        return piece.array
-    return pd.Categorical(np.asarray(piece, dtype=object))
 
 
 def validate(table: str, frame: pd.DataFrame) -> None:

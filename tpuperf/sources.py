@@ -13,7 +13,6 @@ Local paths and fsspec URLs (``gs://``, ``file://``, ``memory://``, ...) both wo
 
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -162,52 +161,144 @@ def _url(fs: Any, original: str, path: str) -> str:
     return fs.unstrip_protocol(path)
 
 
-def read_bytes(url: str, max_bytes: int | None = None) -> bytes:
-    """The decompressed bytes of a profile file, checked to look like an XSpace."""
+# Memory that decoding and analysing a profile takes beyond the file itself, per byte of the
+# (decompressed) file: event columns and the analysis's working arrays. Measured on the
+# benchmark profiles (benchmarks/README.md): peak anonymous memory stays under 1.5x the file.
+MEMORY_PER_BYTE = 1.5
+_CHUNK = 1 << 22
+
+
+def read_profile(url: str, available: int | None = None) -> Any:
+    """A profile's decompressed bytes, checked to look like an XSpace.
+
+    A plain local file comes back memory-mapped (its pages are the page cache's, not
+    copied); a gzip file is inflated as a stream; a remote one is read whole. A profile
+    that needs more memory than the machine has ``available`` (default: what the kernel
+    reports free, less what this process may still use) is refused before it is read, and
+    a gzip stream is refused as soon as it inflates past that.
+    """
     fs, path = _filesystem(url)
     try:
         size = fs.size(path)
     except FileNotFoundError:
         raise BadInput(f"{url}: no such file") from None
-    limit = _memory_limit() if max_bytes is None else max_bytes
-    if size is not None and size > limit:
-        raise BadInput(
-            f"{url}: the file is {size / 2**30:.1f} GiB, more than this machine can hold in memory "
-            f"to decode ({limit / 2**30:.1f} GiB); capture a shorter window or analyze it on a "
-            "larger machine"
-        )
-    try:
-        with fs.open(path, "rb") as handle:
-            data = handle.read()
     except OSError as exc:
         raise BadInput(f"{url}: cannot read: {exc}") from None
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise BadInput(f"{url}: a gzip file that does not decompress ({exc})") from None
-    _check_not_trace_json(url, data)
-    if not data:
+    budget = available_memory() if available is None else available
+    try:
+        with fs.open(path, "rb") as handle:
+            head = handle.read(2)
+            if head == _GZIP_MAGIC:
+                handle.seek(0)
+                data: Any = _inflate(url, handle, budget)
+            else:
+                _check_memory(url, size or 0, budget)
+                if "://" not in url and size:
+                    data = _map(path)
+                else:
+                    handle.seek(0)
+                    data = handle.read()
+    except OSError as exc:
+        raise BadInput(f"{url}: cannot read: {exc}") from None
+    if not len(data):
         raise BadInput(f"{url}: the file is empty; capture the profile again")
+    _check_not_trace_json(url, data)
     return data
 
 
-def _check_not_trace_json(url: str, data: bytes) -> None:
-    head = data[:64].lstrip()
+def read_bytes(url: str) -> bytes:
+    """A profile's decompressed bytes as ``bytes`` (see :func:`read_profile`)."""
+    data = read_profile(url)
+    return data if isinstance(data, bytes) else bytes(data)
+
+
+def _map(path: str) -> Any:
+    import mmap
+
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return mapped
+
+
+def _check_memory(url: str, size: int, budget: int) -> None:
+    need = int(size * MEMORY_PER_BYTE)
+    if need > budget:
+        raise BadInput(
+            f"{url}: this {size / 2**30:.1f} GiB profile needs about {need / 2**30:.1f} GiB of "
+            f"memory to analyse and {budget / 2**30:.1f} GiB is available; analyze it on a "
+            "larger machine, or capture a shorter window"
+        )
+
+
+def _inflate(url: str, handle: Any, budget: int) -> bytearray:
+    """Decompress a gzip stream in bounded pieces, refusing it once the output outgrows what
+    ``budget`` can analyse (see MEMORY_PER_BYTE). A gzip bomb stops here, before it fills
+    memory; concatenated gzip members are one stream, as gzip(1) reads them."""
+    import zlib
+
+    limit = int(budget / (1 + MEMORY_PER_BYTE))
+    out = bytearray()
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    data = handle.read(_CHUNK)
+    try:
+        while True:
+            out += inflater.decompress(data, _CHUNK)
+            data = inflater.unconsumed_tail
+            if len(out) > limit:
+                raise BadInput(
+                    f"{url}: this gzip file inflates to more than {limit / 2**30:.1f} GiB, more "
+                    f"than the {budget / 2**30:.1f} GiB of available memory can analyse; "
+                    "decompress and check it, or analyze it on a larger machine"
+                )
+            if inflater.eof:
+                data = inflater.unused_data or handle.read(_CHUNK)
+                if not data:
+                    break
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif not data:
+                data = handle.read(_CHUNK)
+                if not data:
+                    raise BadInput(f"{url}: a gzip file that ends early (truncated?)")
+    except zlib.error as exc:
+        raise BadInput(f"{url}: a gzip file that does not decompress ({exc})") from None
+    return out  # a bytearray: no second copy of a large profile
+
+
+def available_memory() -> int:
+    """Memory this process can still take: MemAvailable (or the cgroup's room when lower)."""
+    available = None
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as handle:
+            limit = handle.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as handle:
+            used = int(handle.read().strip())
+        if limit != "max":
+            room = int(limit) - used
+            available = room if available is None else min(available, room)
+    except (OSError, ValueError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            available = 8 * 2**30
+    return max(int(available), 0)
+
+
+def _check_not_trace_json(url: str, data: Any) -> None:
+    head = bytes(data[:64]).lstrip()
     if head[:1] in (b"{", b"[") or url.endswith(_TRACE_JSON_SUFFIXES):
         raise BadInput(
             f"{url}: this is a Chrome trace JSON (trace.json.gz), not an XSpace; pass the "
             "*.xplane.pb file from the same run directory instead"
         )
-
-
-def _memory_limit() -> int:
-    """Files above this are refused rather than risk running out of memory.
-
-    Decoding holds the file and about as much again in event columns, so the
-    limit is a third of physical memory.
-    """
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 3
-    except (ValueError, OSError, AttributeError):
-        return 8 * 2**30

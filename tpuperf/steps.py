@@ -1,13 +1,17 @@
-"""Step windows: steps from module periods, and which window a time falls in.
+"""Step windows, computed in this one place: steps from module periods, and which window a
+time falls in.
 
-Shared by the table builder (which records each op's step) and the analyzers
-(which select and measure windows).
+The table builder uses them to give every op its step and to derive steps where a profile
+has no Steps line or step markers; the timeline to select and measure windows.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+
+from tpuperf.columns import Strings, Table
+
+SOURCE_MODULE_PERIOD = "module_period"
 
 
 def window_of(times: np.ndarray, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
@@ -15,47 +19,59 @@ def window_of(times: np.ndarray, win_starts: np.ndarray, win_ends: np.ndarray) -
 
     Windows are sorted by start and do not overlap.
     """
+    times = np.asarray(times)
+    if (
+        len(times) > 4 * len(win_starts)
+        and len(win_starts)
+        and bool(np.all(times[1:] >= times[:-1]))
+    ):
+        # Sorted times (a line's ops): find each window's run of times instead, which reads
+        # the times once rather than searching windows for every time.
+        first = np.searchsorted(times, win_starts, side="left")
+        stop = np.maximum(np.searchsorted(times, win_ends, side="left"), first)
+        out = np.full(len(times), -1, dtype=np.int64)
+        counts = stop - first
+        if counts.sum():
+            rows = np.arange(len(times))
+            # Window w covers rows [first[w], stop[w]); windows do not overlap.
+            owner = np.repeat(np.arange(len(win_starts)), counts)
+            starts_of = np.repeat(first - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+            out[rows[: counts.sum()] + starts_of] = owner
+        return out
     index = np.searchsorted(win_starts, times, side="right") - 1
     clipped = np.maximum(index, 0)
     inside = (index >= 0) & (times < win_ends[clipped]) if len(win_ends) else index >= 0
     return np.where(inside, index, -1)
 
 
-def dominant_module_steps(modules: pd.DataFrame) -> pd.DataFrame | None:
+def dominant_module_steps(modules: Table) -> Table | None:
     """One device's steps from its dominant module (the one with the most total time).
 
     Step i runs from execution i's start to execution i+1's; the last lasts the
     median period (or, with a single execution, that execution). Columns: step,
     start_ps, end_ps, source ("module_period"); None without module executions.
     """
-    if modules.empty:
+    if not modules.n:
         return None
-    totals = modules.groupby("module", observed=True)["dur_ps"].sum()
-    runs = modules[modules["module"] == totals.idxmax()].sort_values("start_ps")
-    start = runs["start_ps"].to_numpy(dtype=np.int64)
+    module = modules.strings("module")
+    codes = module.codes
+    totals = np.bincount(codes, weights=modules.array("dur_ps"), minlength=len(module.values))
+    # The dominant module: the most time, the first value on a tie (as pandas' idxmax over
+    # the values in sorted order).
+    order = sorted(range(len(module.values)), key=lambda c: module.values[c])
+    dominant = max(order, key=lambda c: totals[c])
+    chosen = np.flatnonzero(codes == dominant)
+    start = modules.array("start_ps")[chosen]
+    start = start[np.argsort(start, kind="stable")]
     if len(start) >= 2:
         end = np.append(start[1:], start[-1] + int(np.median(np.diff(start))))
     else:
-        end = start + runs["dur_ps"].to_numpy(dtype=np.int64)
-    return pd.DataFrame(
+        end = start + modules.array("dur_ps")[chosen]
+    return Table(
         {
             "step": np.arange(len(start), dtype=np.int64),
             "start_ps": start,
             "end_ps": end,
-            "source": "module_period",
+            "source": Strings.constant(SOURCE_MODULE_PERIOD, len(start)),
         }
     )
-
-
-def module_period_steps(modules: pd.DataFrame) -> pd.DataFrame:
-    """:func:`dominant_module_steps` for every (host, device) of a modules table."""
-    parts = []
-    for (host, device), group in modules.groupby(["host", "device"], observed=True):
-        steps = dominant_module_steps(group)
-        if steps is not None:
-            steps.insert(0, "device", int(device))
-            steps.insert(0, "host", str(host))
-            parts.append(steps)
-    if not parts:
-        return pd.DataFrame(columns=["host", "device", "step", "start_ps", "end_ps", "source"])
-    return pd.concat(parts, ignore_index=True)

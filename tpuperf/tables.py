@@ -1,4 +1,4 @@
-"""Build a host's tables (see :mod:`tpuperf.schema`) from its decoded XSpace.
+"""Build a host's tables (see :mod:`tpuperf.schema`) from its decoded XSpace, as columns.
 
 Three platforms put their ops in different places:
 
@@ -9,19 +9,25 @@ Three platforms put their ops in different places:
   HLO op and module in event stats (``hlo_op``, ``hlo_module``).
 - CPU-only JAX: no device planes; XLA ops run on ``/host:CPU`` thread lines as
   events with ``hlo_op`` / ``hlo_module`` stats, and become a CPU device 0.
+
+Tables are kept per device (:class:`DeviceTables`), as :class:`~tpuperf.columns.Table`
+columns without pandas: TPU op columns that come from the event metadata share one array of
+metadata rows (see :mod:`tpuperf.columns`). Devices are built in threads: the large op lines
+are decoded in C without holding the GIL.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from tpuperf import schema
+from tpuperf.columns import Lookup, Strings, Table, factorize
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.steps import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
@@ -70,20 +76,6 @@ _GPU_MEMCPY = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
 _MEMORY_SPACES = {1: "hbm", 2: "cmem", 3: "vmem"}
 _MEMORY_OPERATIONS = {1: "read", 2: "write"}
 _NO_RUN_ID = -(2**63)  # run ids can be negative
-
-
-@dataclass
-class HostTables:
-    host: str
-    frames: dict[str, pd.DataFrame]
-    hostnames: list[str] = field(default_factory=list)
-    versions: dict[str, str] = field(default_factory=dict)
-    capture_start_ns: int | None = None
-    capture_stop_ns: int | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- op names
 
 
 def instruction_name(text: str) -> str:
@@ -136,25 +128,37 @@ def _gpu_classify(kernel: str, hlo_op: str | None, line_name: str) -> tuple[str,
 
 
 @dataclass
-class _Device:
-    """One device's rows while a host is being built (tables without host/device columns)."""
+class DeviceTables:
+    """One device's tables: schema.TABLES' columns but ``host`` and ``device`` (constant)."""
 
-    number: int
-    row: dict[str, Any]
-    ops: pd.DataFrame | dict[str, Any]
-    modules: pd.DataFrame
-    async_ops: pd.DataFrame | None = None
-    steps: pd.DataFrame | None = None
-    clock: DeviceClock | None = None  # TPU: the device clock
+    host: str
+    device: int
+    row: dict[str, Any]  # the devices table's row
+    ops: Table
+    modules: Table
+    async_ops: Table
+    steps: Table | None = None
+    clock: DeviceClock | None = None  # TPU: the device clock (see DeviceClock)
 
 
-def build_host(host: str, space: Space) -> HostTables:
-    """All tables of one host's profile."""
+@dataclass
+class HostTables:
+    host: str
+    devices: list[DeviceTables]
+    lines: Table  # plane, line, events, first_ps, last_ps
+    hostnames: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    capture_start_ns: int | None = None
+    capture_stop_ns: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def build_host(host: str, space: Space, threads: int | None = None) -> HostTables:
+    """All tables of one host's profile; device planes are built in ``threads`` threads."""
     planes_by_name = {plane.name: plane for plane in space.planes}
     module_names = _module_names(space.planes)
     host_plane = planes_by_name.get(_HOST_PLANE)
-    executions = _HostExecutions.of(host_plane)
-    devices: list[_Device] = []
+    device_planes = []
     sparse_ordinal = 0
     for plane in space.planes:
         match = _DEVICE_PLANE.match(plane.name)
@@ -164,33 +168,33 @@ def build_host(host: str, space: Space) -> HostTables:
         sparse = "SparseCore" in suffix
         device_id = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
         sparse_ordinal += sparse
-        clock = IDENTITY_CLOCK
-        if kind == "TPU":
-            ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
-        else:
-            (ops, modules), async_ops = _stream_ops(plane, module_names, executions), None
-        steps_line = _line(plane, _STEPS_LINE)
-        # A large plane's decoded event stats are not needed again: keep one plane's at a time.
-        plane.release_stats()
-        devices.append(
-            _Device(
-                number=device_id,
-                row=_device_row(plane, host, device_id, kind, sparse, schema._rows(ops)),
-                ops=ops,
-                modules=modules,
-                async_ops=async_ops,
-                steps=_steps_from_line(steps_line, clock)
-                if steps_line is not None and len(steps_line)
-                else None,
-                clock=clock,
-            )
-        )
+        device_planes.append((plane, kind, device_id, sparse))
+    executions = (
+        _HostExecutions.of(host_plane)
+        if any(kind == "GPU" for _, kind, _, _ in device_planes)
+        else _HostExecutions.none()
+    )
+
+    def build(item: tuple[Plane, str, int, bool]) -> DeviceTables:
+        plane, kind, device_id, sparse = item
+        return _device(plane, kind, device_id, sparse, host, module_names, executions)
+
+    workers = min(threads or os.cpu_count() or 1, len(device_planes))
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="tpuperf-decode") as pool:
+            devices = list(pool.map(build, device_planes))
+    else:
+        devices = [build(item) for item in device_planes]
 
     warnings: list[str] = []
     if not any(d.row["ops"] for d in devices) and host_plane is not None:
         cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
-        if len(cpu_ops):
-            devices.append(_Device(0, _cpu_device_row(host, len(cpu_ops)), cpu_ops, cpu_modules))
+        if cpu_ops.n:
+            devices.append(
+                DeviceTables(
+                    host, 0, _cpu_device_row(host, cpu_ops.n), cpu_ops, cpu_modules, _EMPTY_ASYNC
+                )
+            )
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
 
@@ -203,35 +207,57 @@ def build_host(host: str, space: Space) -> HostTables:
                 if markers is not None
                 else dominant_module_steps(device.modules)
             )
-        if device.steps is not None:
-            device.ops["step"] = _step_of(np.asarray(device.ops["start_ps"]), device.steps)
-
-    def stacked(table: str, attribute: str) -> pd.DataFrame:
-        parts = []
-        for d in devices:
-            if getattr(d, attribute) is not None:
-                parts.append(_with_keys(getattr(d, attribute), host, d.number))
-                setattr(d, attribute, None)  # the parts hold the columns now; concat frees them
-        return schema.concat(table, parts)
-
-    frames = {
-        "devices": _frame("devices", [d.row for d in devices]),
-        "ops": stacked("ops", "ops"),
-        "modules": stacked("modules", "modules"),
-        "async_ops": stacked("async_ops", "async_ops"),
-        "steps": stacked("steps", "steps"),
-        "lines": _lines_table(host, space.planes),
-    }
+        if device.steps is not None and device.steps.n:
+            device.ops = device.ops.with_columns(
+                step=_step_of(device.ops.array("start_ps"), device.steps)
+            )
+        device.clock = None  # its job (placing host-clock windows) is done; it is large
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
     env_stats = environment.stats if environment is not None else {}
     return HostTables(
         host=host,
-        frames=frames,
+        devices=devices,
+        lines=_lines_table(space.planes),
         hostnames=list(space.hostnames),
         versions=_versions(space.planes),
         capture_start_ns=_int_or_none(env_stats.get("profile_start_time")),
         capture_stop_ns=_int_or_none(env_stats.get("profile_stop_time")),
         warnings=warnings,
+    )
+
+
+def _device(
+    plane: Plane,
+    kind: str,
+    device_id: int,
+    sparse: bool,
+    host: str,
+    module_names: dict[str, str],
+    executions: _HostExecutions,
+) -> DeviceTables:
+    clock = None
+    if kind == "TPU":
+        ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
+    else:
+        ops, modules = _stream_ops(plane, module_names, executions)
+        async_ops = _EMPTY_ASYNC
+    steps_line = _line(plane, _STEPS_LINE)
+    steps = (
+        _steps_from_line(steps_line, clock or IDENTITY_CLOCK)
+        if steps_line is not None and len(steps_line)
+        else None
+    )
+    # A large plane's decoded events are not needed again.
+    plane.release_stats()
+    return DeviceTables(
+        host=host,
+        device=device_id,
+        row=_device_row(plane, host, device_id, kind, sparse, ops.n),
+        ops=ops,
+        modules=modules,
+        async_ops=async_ops,
+        steps=steps,
+        clock=clock,
     )
 
 
@@ -257,12 +283,23 @@ def split_module_name(name: str) -> tuple[str, str] | None:
 
 
 def _module_names(planes: list[Plane]) -> dict[str, str]:
-    """program_id -> module name, from ``name(program_id)`` metadata on module planes and lines."""
+    """program_id -> module name, from ``name(program_id)`` metadata: the events of module
+    lines on device planes, every entry of the metadata plane."""
     names: dict[str, str] = {}
     for plane in planes:
-        if plane.name != _METADATA_PLANE and not _DEVICE_PLANE.match(plane.name):
+        if plane.name == _METADATA_PLANE:
+            candidates = plane.metadata.names
+        elif _DEVICE_PLANE.match(plane.name):
+            # Only what module executions name: the plane's other metadata (ops, steps) is
+            # many thousands of names, none of them a module.
+            line = _line(plane, _TPU_MODULES_LINE)
+            if line is None or not len(line):
+                continue
+            rows = np.unique(plane.metadata.rows(line.int_events(()).metadata_id))
+            candidates = [plane.metadata.names[r] for r in rows.tolist() if r >= 0]
+        else:
             continue
-        for name in plane.metadata.names:
+        for name in candidates:
             split = split_module_name(name)
             if split:
                 names.setdefault(split[1], split[0])
@@ -273,21 +310,6 @@ def _line(plane: Plane, names: tuple[str, ...]) -> Line | None:
     """The plane's line with the first of ``names`` that it has."""
     by_name = {line.name: line for line in plane.lines}
     return next((by_name[name] for name in names if name in by_name), None)
-
-
-def _with_keys(part: pd.DataFrame | dict[str, Any], host: str, device: int) -> dict[str, Any]:
-    """The columns of ``part`` with the host and device columns added."""
-    columns = dict(part.items()) if isinstance(part, pd.DataFrame) else dict(part)
-    n = schema._rows(part)
-    columns["host"] = _constant(host, n)
-    columns["device"] = np.full(n, device, dtype=np.int64)
-    return columns
-
-
-def _frame(table: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return schema.empty(table)
-    return schema.conform(table, pd.DataFrame(rows))
 
 
 # --------------------------------------------------------------------------- devices
@@ -410,97 +432,129 @@ class DeviceClock:
         placed_start = start - moved
         return placed_start, np.maximum(end - end_moved, placed_start)
 
-    def place_steps(self, steps: pd.DataFrame) -> pd.DataFrame:
+    def place_steps(self, steps: Table) -> Table:
         """A steps table (host step markers) on the device clock, in order (see _in_order)."""
         if not len(self.host_start):
             return steps
-        start, end = self.place(steps["start_ps"].to_numpy(), steps["end_ps"].to_numpy())
-        placed = steps.copy()
-        placed["start_ps"] = start
-        placed["end_ps"] = end
-        return _in_order(placed)
+        start, end = self.place(steps.array("start_ps"), steps.array("end_ps"))
+        return _in_order(steps.with_columns(start_ps=start, end_ps=end))
 
 
 _NONE = np.empty(0, dtype=np.int64)
 IDENTITY_CLOCK = DeviceClock(_NONE, _NONE, _NONE)
 
+_COST_STATS = ("flops", "model_flops", "bytes_accessed")
 
-def _tpu_ops(
-    plane: Plane, module_names: dict[str, str]
-) -> tuple[pd.DataFrame | dict[str, Any], pd.DataFrame, pd.DataFrame, DeviceClock]:
+
+def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, Table, DeviceClock]:
     meta = plane.metadata
     n_meta = len(meta.ids)
     op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
     categories = [c if isinstance(c, str) else "" for c in plane.metadata_stat("hlo_category", "")]
     program_ids = [str(p) if p is not None else "" for p in plane.metadata_stat("program_id")]
     classes = [classify_op(n, c) for n, c in zip(op_names, categories, strict=True)]
-    costs = {
-        name: np.append(np.asarray(plane.metadata_stat(name, np.nan), dtype=np.float64), np.nan)
-        for name in ("flops", "model_flops", "bytes_accessed")
-    }
-    memory = _memory_breakdown(plane, n_meta)
 
     line = _line(plane, _TPU_OPS_LINE)
-    ops: pd.DataFrame | dict[str, Any]
     clock = IDENTITY_CLOCK
+    host_times: tuple[np.ndarray, np.ndarray] | None = None
     if line is None:
-        ops = schema.empty("ops").drop(columns=["host", "device"])
+        ops = _empty_ops()
     else:
-        rows = meta.rows(line.metadata_id)
-        start, dur, clock = _device_clock(line)
+        events = line.int_events(("device_offset_ps", "device_duration_ps"))
+        # Metadata row of each event; an unknown id points at the extra last row ("", NaN).
+        rows = meta.rows(events.metadata_id).astype(np.int32)
+        rows[rows < 0] = n_meta
+        start, dur, clock = _device_clock(events, line.timestamp_ns)
+        # The ops' host-clock times: what async windows are matched to them by.
+        host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
+        del events
+
+        used = np.unique(rows).tolist()
+
+        def per_meta(values: list[str], default: str = "") -> Strings:
+            return _meta_strings([*values, default], rows, used)
+
+        costs = {
+            name: Lookup(
+                rows,
+                np.append(np.asarray(plane.metadata_stat(name, np.nan), dtype=np.float64), np.nan),
+            )
+            for name in _COST_STATS
+        }
+        memory = {
+            name: Lookup(rows, values) for name, values in _memory_breakdown(plane, n_meta).items()
+        }
         module_by_meta = [module_names.get(p, "") for p in program_ids]
-        ops = dict(
+        ops = Table(
             {
-                "line": _constant(line.name, len(rows)),
-                "module": _spread(module_by_meta, rows),
-                "program_id": _spread(program_ids, rows),
-                "op": _spread(op_names, rows),
-                "hlo_text": _spread(meta.names, rows),
-                "category": _spread(categories, rows),
-                "kind": _spread([c[0] for c in classes], rows, KIND_COMPUTE),
-                "collective": _spread([c[1] for c in classes], rows),
-                "async_role": _spread([c[2] for c in classes], rows),
+                "line": Strings(rows, (line.name,), np.zeros(n_meta + 1, dtype=np.int32)),
+                "module": per_meta(module_by_meta),
+                "program_id": per_meta(program_ids),
+                "op": per_meta(op_names),
+                "hlo_text": per_meta(meta.names),
+                "category": per_meta(categories),
+                "kind": per_meta([c[0] for c in classes], KIND_COMPUTE),
+                "collective": per_meta([c[1] for c in classes]),
+                "async_role": per_meta([c[2] for c in classes]),
                 "start_ps": start,
                 "dur_ps": dur,
                 "self_ps": self_time(start, dur),
-                **{name: column[rows] for name, column in costs.items()},
-                **{name: column[rows] for name, column in memory.items()},
-                "tf_op": _spread(_strings(plane.metadata_stat("tf_op", "")), rows),
-                "source": _spread(_strings(plane.metadata_stat("source", "")), rows),
+                **costs,
+                **memory,
+                "tf_op": per_meta(_strings(plane.metadata_stat("tf_op", ""))),
+                "source": per_meta(_strings(plane.metadata_stat("source", ""))),
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
     modules = _tpu_modules(plane, clock)
     if line is not None:
-        module = ops["module"]
-        missing = np.asarray(module == "")
+        module = ops.strings("module")
+        missing = module.eq("")
         if missing.any():
-            filled = np.asarray(module, dtype=object)
-            filled[missing] = _modules_by_time(modules, ops["start_ps"][missing])
-            ops["module"] = pd.Categorical(filled)
-    async_ops = _tpu_async(plane, op_names, categories, classes, clock, ops)
+            names = np.array(module.tolist(), dtype=object)
+            names[missing] = _modules_by_time(modules, ops.array("start_ps")[missing])
+            ops = ops.with_columns(module=Strings.from_list(names.tolist()))
+    async_ops = _tpu_async(plane, op_names, categories, classes, clock, ops, host_times)
     return ops, modules, async_ops, clock
 
 
-def _device_clock(line: Line) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
+def _meta_strings(values: list[str], rows: np.ndarray, used: list[int] | None = None) -> Strings:
+    """The strings of metadata rows ``rows``, from one value per metadata row. Only the rows
+    in use are factorized: a plane's metadata also names every step and module execution,
+    thousands on a long capture."""
+    if used is None:
+        used = np.unique(rows).tolist()
+    codes, unique = factorize([values[row] for row in used])
+    mapping = np.zeros(len(values), dtype=np.int32)
+    mapping[used] = codes
+    return Strings(rows, unique, mapping)
+
+
+def _device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
     """Start and duration of TPU ops on the device clock, and that clock (see DeviceClock)."""
-    device_offset = np.asarray(line.stat("device_offset_ps", -1))
-    device_duration = np.asarray(line.stat("device_duration_ps", -1))
-    if device_offset.dtype.kind not in "iu" or device_duration.dtype.kind not in "iu":
-        return line.start_ps, line.duration_ps, IDENTITY_CLOCK
-    use = (device_offset >= 0) & (device_duration >= 0)
+    host_start = events.start_ps(timestamp_ns)
+    host_dur = events.duration_ps
+    device_offset = events.stats["device_offset_ps"]
+    device_duration = events.stats["device_duration_ps"]
+    use = (device_offset >= 0) & (device_duration >= 0)  # MISSING is negative
     if not use.any():
-        return line.start_ps, line.duration_ps, IDENTITY_CLOCK
-    host_start = line.start_ps
-    shift = int(np.median(host_start[use] - device_offset[use]))
-    start = np.where(use, device_offset + shift, host_start)
-    dur = np.where(use, device_duration, line.duration_ps)
-    order = np.argsort(host_start[use], kind="stable")
-    host_end = host_start + line.duration_ps
+        return host_start, host_dur, IDENTITY_CLOCK
+    everywhere = bool(use.all())
+    shift = int(
+        np.median(host_start - device_offset if everywhere else (host_start - device_offset)[use])
+    )
+    if everywhere:
+        start = device_offset + shift
+        dur = device_duration
+    else:
+        start = np.where(use, device_offset + shift, host_start)
+        dur = np.where(use, device_duration, host_dur)
+    on = slice(None) if everywhere else use
+    order = np.argsort(host_start[on], kind="stable")
     clock = DeviceClock(
-        host_start[use][order],
-        (host_start - start)[use][order],
-        (host_end - (start + dur))[use][order],
+        host_start[on][order],
+        (host_start - start)[on][order],
+        (host_start + host_dur - (start + dur))[on][order],
         shift,
     )
     return start, dur, clock
@@ -509,15 +563,12 @@ def _device_clock(line: Line) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
 def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:
     """Start and duration of a TPU line's events on the device clock: from their own device
     times where they carry them (as Steps events do), else mapped by ``clock``."""
-    host_start = line.start_ps
-    start, end = clock.place(host_start, host_start + line.duration_ps)
-    device_offset = np.asarray(line.stat("device_offset_ps", -1))
-    device_duration = np.asarray(line.stat("device_duration_ps", -1))
-    if (
-        len(clock.host_start)
-        and device_offset.dtype.kind in "iu"
-        and device_duration.dtype.kind in "iu"
-    ):
+    events = line.int_events(("device_offset_ps", "device_duration_ps"))
+    host_start = events.start_ps(line.timestamp_ns)
+    start, end = clock.place(host_start, host_start + events.duration_ps)
+    if len(clock.host_start):
+        device_offset = events.stats["device_offset_ps"]
+        device_duration = events.stats["device_duration_ps"]
         use = (device_offset >= 0) & (device_duration >= 0)
         own = device_offset + clock.shift
         start = np.where(use, own, start)
@@ -525,22 +576,13 @@ def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarra
     return start, end - start
 
 
-def _constant(value: str, n: int) -> pd.Categorical:
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[value])
-
-
-def _spread(values: list[str], rows: np.ndarray, default: str = "") -> pd.Categorical:
-    """Per-event categorical from per-metadata strings (row -1: ``default``)."""
-    codes, categories = pd.factorize(np.array([*values, default], dtype=object))
-    return pd.Categorical.from_codes(codes[rows], categories=categories)
-
-
 def _strings(values: np.ndarray | list[Any]) -> list[str]:
     return [v if isinstance(v, str) else "" for v in values]
 
 
 def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
-    """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded)."""
+    """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded), with
+    an extra last row (NaN) for events whose metadata is unknown."""
     rows, operation, memory_space, size = plane.metadata_memory_breakdown()
     recorded = np.zeros(n + 1, dtype=bool)
     recorded[np.flatnonzero(_has_stat(plane, "memory_access_breakdown"))] = True
@@ -562,14 +604,15 @@ def _has_stat(plane: Plane, name: str) -> np.ndarray:
     return has
 
 
-def _modules_by_time(modules: pd.DataFrame, starts: np.ndarray) -> list[str]:
+def _modules_by_time(modules: Table, starts: np.ndarray) -> list[str]:
     """Module of each op start, by which module execution contains it ("" for none)."""
-    if modules.empty:
+    if not modules.n:
         return [""] * len(starts)
-    ordered = modules.sort_values("start_ps", kind="stable")
-    module_start = ordered["start_ps"].to_numpy(dtype=np.int64)
-    module_end = module_start + ordered["dur_ps"].to_numpy(dtype=np.int64)
-    names = ordered["module"].astype(str).tolist()
+    module_start = modules.array("start_ps")
+    order = np.argsort(module_start, kind="stable")
+    module_start = module_start[order]
+    module_end = module_start + modules.array("dur_ps")[order]
+    names = modules.strings("module").take(order).tolist()
     index = np.searchsorted(module_start, starts, side="right") - 1
     return [
         names[i] if i >= 0 and s < module_end[i] else ""
@@ -577,23 +620,26 @@ def _modules_by_time(modules: pd.DataFrame, starts: np.ndarray) -> list[str]:
     ]
 
 
-def _tpu_modules(plane: Plane, clock: DeviceClock) -> pd.DataFrame:
+def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
     """Executions of the `XLA Modules` line, on the device clock: each runs from about its
     first op's start to its last op's end (see DeviceClock.place)."""
     line = _line(plane, _TPU_MODULES_LINE)
     if line is None:
-        return schema.empty("modules").drop(columns=["host", "device"])
+        return _EMPTY_MODULES
     rows = plane.metadata.rows(line.metadata_id)
-    names = [""] * len(plane.metadata.names)
-    program_ids = [""] * len(plane.metadata.names)
-    for row in np.unique(rows[rows >= 0]).tolist():  # only the module entries, not every op's
+    n_meta = len(plane.metadata.names)
+    rows = np.where(rows < 0, n_meta, rows)
+    names = [""] * (n_meta + 1)
+    program_ids = [""] * (n_meta + 1)
+    for row in np.unique(rows[rows < n_meta]).tolist():  # only the module entries
         name = plane.metadata.names[row]
         names[row], program_ids[row] = split_module_name(name) or (name, "")
     start, dur = _placed_times(line, clock)
-    return pd.DataFrame(
+    used = np.unique(rows).tolist()
+    return Table(
         {
-            "module": _spread(names, rows),
-            "program_id": _spread(program_ids, rows),
+            "module": _meta_strings(names, rows, used),
+            "program_id": _meta_strings(program_ids, rows, used),
             "start_ps": start,
             "dur_ps": dur,
         }
@@ -606,44 +652,49 @@ def _tpu_async(
     categories: list[str],
     classes: list[tuple[str, str, str]],
     clock: DeviceClock,
-    ops: pd.DataFrame | dict[str, Any],
-) -> pd.DataFrame:
+    ops: Table,
+    host_times: tuple[np.ndarray, np.ndarray] | None,
+) -> Table:
     """Windows of the `Async XLA Ops` line, on the device clock: each from its start op's
-    start to its done op's end, the ops it names (see _ends_of_named_ops)."""
+    start to its done op's end, the ops it names (see _nearest_named). ``host_times`` are the
+    ops' host-clock starts and durations."""
     line = _line(plane, _TPU_ASYNC_LINE)
     if line is None:
-        return schema.empty("async_ops").drop(columns=["host", "device"])
+        return _EMPTY_ASYNC
+    n_meta = len(plane.metadata.names)
     rows = plane.metadata.rows(line.metadata_id)
-    done = _strings(line.stat("hlo_op", ""))
+    rows = np.where(rows < 0, n_meta, rows)
+    used = np.unique(rows).tolist()
+    done = Strings.from_list(_strings(line.stat("hlo_op", "")))
     start, dur = _placed_times(line, clock)
     # The event's display name is generic ("async-copy"); its HLO text names the start op.
-    started = [
-        instruction_name(text) if text.lstrip().startswith("%") else name
-        for text, name in zip(plane.metadata.names, op_names, strict=True)
-    ]
-    start_op = np.array([*started, ""], dtype=object)[rows]
-    ops_line = _line(plane, _TPU_OPS_LINE)
-    if ops_line is not None and len(ops_line) and len(clock.host_start):
+    names = plane.metadata.names
+    per_row = ["" for _ in range(n_meta + 1)]
+    for row in used:
+        if row < n_meta:
+            text = names[row]
+            per_row[row] = (
+                instruction_name(text) if text.lstrip().startswith("%") else op_names[row]
+            )
+    start_op = _meta_strings(per_row, rows, used)
+    if host_times is not None and len(clock.host_start) and ops.n:
+        op_host_start, op_host_dur = host_times
+        op_name = ops.strings("op")
+        op_start = ops.array("start_ps")
+        op_end = op_start + ops.array("dur_ps")
         host_start = line.start_ps
         host_end = host_start + line.duration_ps
-        op_host_start = ops_line.start_ps
-        op_host_end = op_host_start + ops_line.duration_ps
-        op_name = np.asarray(ops["op"], dtype=object)
-        op_start = np.asarray(ops["start_ps"])
-        op_end = op_start + np.asarray(ops["dur_ps"])
         found_start = _nearest_named(start_op, host_start, op_name, op_host_start, op_start)
-        found_end = _nearest_named(
-            np.array(done, dtype=object), host_end, op_name, op_host_end, op_end
-        )
+        found_end = _nearest_named(done, host_end, op_name, op_host_start + op_host_dur, op_end)
         end = np.where(found_end >= 0, found_end, start + dur)
         start = np.where(found_start >= 0, found_start, start)
         dur = np.maximum(end - start, 0)
-    return pd.DataFrame(
+    return Table(
         {
-            "op": pd.Categorical(start_op),
-            "done_op": pd.Categorical(done),
-            "category": _spread(categories, rows),
-            "collective": _spread([c[1] for c in classes], rows),
+            "op": start_op,
+            "done_op": done,
+            "category": _meta_strings([*categories, ""], rows, used),
+            "collective": _meta_strings([*(c[1] for c in classes), ""], rows, used),
             "start_ps": start,
             "dur_ps": dur,
         }
@@ -651,9 +702,9 @@ def _tpu_async(
 
 
 def _nearest_named(
-    names: np.ndarray,
+    names: Strings,
     host_times: np.ndarray,
-    op_names: np.ndarray,
+    op_names: Strings,
     op_host_times: np.ndarray,
     op_placed_times: np.ndarray,
 ) -> np.ndarray:
@@ -661,11 +712,15 @@ def _nearest_named(
     nearest; -1 where no op has the name. Host times of one event and the ops it names agree,
     while several ops can share one host instant, so the name decides."""
     out = np.full(len(names), -1, dtype=np.int64)
-    for name in set(names.tolist()):
-        ask = np.flatnonzero(names == name)
-        have = np.flatnonzero(op_names == name)
-        if not len(have) or not name:
+    name_codes = names.codes
+    op_codes = op_names.codes
+    for code in np.unique(name_codes).tolist():
+        name = names.values[code]
+        op_code = op_names.code(name)
+        if not name or op_code < 0:
             continue
+        ask = np.flatnonzero(name_codes == code)
+        have = np.flatnonzero(op_codes == op_code)
         order = np.argsort(op_host_times[have], kind="stable")
         times = op_host_times[have][order]
         placed = op_placed_times[have][order]
@@ -681,43 +736,51 @@ def _nearest_named(
     return out
 
 
-def _steps_from_line(line: Line, clock: DeviceClock) -> pd.DataFrame:
+def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
+    """Steps of a `Steps` line: numbered by their ``step_num`` stat, else by their name when it
+    is a number (as the metadata of TPU steps is), else by their position."""
     assert line._plane is not None
-    rows = line._plane.metadata.rows(line.metadata_id)
-    names = [line._plane.metadata.names[r] if r >= 0 else "" for r in rows.tolist()]
-    step_nums = line.stat("step_num", -1)
-    numbers = [
-        int(s) if s >= 0 else (int(n) if n.strip().isdigit() else i)
-        for i, (s, n) in enumerate(zip(np.asarray(step_nums).tolist(), names, strict=True))
-    ]
+    plane = line._plane
+    events = line.int_events(("step_num",))
+    rows = plane.metadata.rows(events.metadata_id)
+    used = np.unique(rows[rows >= 0]).tolist()
+    named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
+    for row in used:
+        name = plane.metadata.names[row].strip()
+        if name.isdigit():
+            named[row] = int(name)
+    by_name = named[np.where(rows >= 0, rows, len(named) - 1)]
+    step_num = events.stats["step_num"]
+    position = np.arange(len(rows), dtype=np.int64)
+    numbers = np.where(step_num >= 0, step_num, np.where(by_name >= 0, by_name, position))
     start, dur = _placed_times(line, clock)
-    frame = pd.DataFrame(
-        {
-            "step": np.array(numbers, dtype=np.int64),
-            "start_ps": start,
-            "end_ps": start + dur,
-            "source": "steps_line",
-        }
+    return _in_order(
+        Table(
+            {
+                "step": numbers,
+                "start_ps": start,
+                "end_ps": start + dur,
+                "source": Strings.constant("steps_line", len(numbers)),
+            }
+        )
     )
-    return _in_order(frame)
 
 
-def _in_order(steps: pd.DataFrame) -> pd.DataFrame:
+def _in_order(steps: Table) -> Table:
     """Steps sorted by start, none starting before the one before it ended (mapping windows
     onto a device clock can make neighbours overlap by the clocks' jitter)."""
-    ordered = steps.sort_values("start_ps", kind="stable").reset_index(drop=True)
-    start = ordered["start_ps"].to_numpy(dtype=np.int64)
-    end = ordered["end_ps"].to_numpy(dtype=np.int64)
+    order = np.argsort(steps.array("start_ps"), kind="stable")
+    ordered = steps.take(order)
+    start = ordered.array("start_ps")
+    end = ordered.array("end_ps")
     if len(start) > 1:
         start = np.maximum(start, np.concatenate([[start[0]], np.maximum.accumulate(end)[:-1]]))
         end = np.maximum(end, start)
-        ordered["start_ps"] = start
-        ordered["end_ps"] = end
+        ordered = ordered.with_columns(start_ps=start, end_ps=end)
     return ordered
 
 
 # --------------------------------------------------------------------------- GPU and CPU
-
 
 # Host events that run one XLA program on one device: JAX 0.8's ``<module>:XLA GPU module``
 # and the ``XlaModule:#hlo_module=...#`` annotation of other versions.
@@ -740,34 +803,43 @@ class _HostExecutions:
     threads: list[tuple[np.ndarray, np.ndarray]]  # per host line: executions' starts, ends
 
     @classmethod
+    def none(cls) -> _HostExecutions:
+        return cls(_NONE, _NONE, [])
+
+    @classmethod
     def of(cls, plane: Plane | None) -> _HostExecutions:
         correlation: list[np.ndarray] = []
         launch: list[np.ndarray] = []
         threads: list[tuple[np.ndarray, np.ndarray]] = []
-        if plane is not None and plane.stat_ids("correlation_id"):
-            is_execution = np.array(
-                [
-                    n.endswith(_HOST_EXECUTION_SUFFIX) or n.startswith(_HOST_EXECUTION_PREFIX)
-                    for n in plane.metadata.names
-                ]
-                + [False],
-                dtype=bool,
-            )
-            for line in plane.lines:
-                if not len(line):
-                    continue
-                ids = np.asarray(line.stat("correlation_id", -1))
-                if ids.dtype.kind in "iu" and (ids >= 0).any():
-                    correlation.append(ids[ids >= 0])
-                    launch.append(line.start_ps[ids >= 0])
-                executions = np.flatnonzero(is_execution[plane.metadata.rows(line.metadata_id)])
-                if len(executions):
-                    start = line.start_ps[executions]
-                    order = np.argsort(start, kind="stable")
-                    end = start + line.duration_ps[executions]
-                    threads.append((start[order], end[order]))
-        ids = np.concatenate(correlation) if correlation else np.empty(0, dtype=np.int64)
-        times = np.concatenate(launch) if launch else np.empty(0, dtype=np.int64)
+        if plane is None or not plane.stat_ids("correlation_id"):
+            return cls.none()
+        is_execution = np.array(
+            [
+                n.endswith(_HOST_EXECUTION_SUFFIX) or n.startswith(_HOST_EXECUTION_PREFIX)
+                for n in plane.metadata.names
+            ]
+            + [False],
+            dtype=bool,
+        )
+        for line in plane.lines:
+            if not len(line):
+                continue
+            events = line.int_events(("correlation_id",))
+            ids = events.stats["correlation_id"]
+            start = events.start_ps(line.timestamp_ns)
+            has = ids >= 0
+            if has.any():
+                correlation.append(ids[has])
+                launch.append(start[has])
+            rows = plane.metadata.rows(events.metadata_id)
+            executions = np.flatnonzero(is_execution[np.where(rows < 0, -1, rows)])
+            if len(executions):
+                exec_start = start[executions]
+                order = np.argsort(exec_start, kind="stable")
+                end = exec_start + events.duration_ps[executions]
+                threads.append((exec_start[order], end[order]))
+        ids = np.concatenate(correlation) if correlation else _NONE
+        times = np.concatenate(launch) if launch else _NONE
         order = np.argsort(ids, kind="stable")
         return cls(ids[order], times[order], threads)
 
@@ -795,15 +867,28 @@ class _HostExecutions:
 
 def _stream_ops(
     plane: Plane, module_names: dict[str, str], executions: _HostExecutions
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[Table, Table]:
     lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
     return _kernel_ops(plane, lines, module_names, executions)
 
 
-def _host_thread_ops(
-    plane: Plane, module_names: dict[str, str]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return _kernel_ops(plane, [line for line in plane.lines if len(line)], module_names, None)
+def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table]:
+    # Only host threads with XLA ops on them: the others are skipped without decoding them.
+    lines = [line for line in plane.lines if len(line) and plane.stat_ids("hlo_op")]
+    return _kernel_ops(plane, lines, module_names, None)
+
+
+_OP_COST_COLUMNS = (
+    "flops",
+    "model_flops",
+    "bytes_accessed",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "vmem_read_bytes",
+    "vmem_write_bytes",
+    "cmem_read_bytes",
+    "cmem_write_bytes",
+)
 
 
 def _kernel_ops(
@@ -811,15 +896,21 @@ def _kernel_ops(
     lines: list[Line],
     module_names: dict[str, str],
     executions: _HostExecutions | None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[Table, Table]:
     """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel).
 
     ``executions`` is given for GPU planes; on host threads (XLA:CPU) ops say their
-    execution themselves, with a ``run_id`` stat.
+    execution themselves, with a ``run_id`` stat. Each stat is looked up once per line.
     """
     gpu = executions is not None
-    parts: list[pd.DataFrame] = []
     meta = plane.metadata
+    columns: dict[str, list[Any]] = {name: [] for name in _KERNEL_STRING_COLUMNS}
+    numbers: dict[str, list[np.ndarray]] = {
+        "start_ps": [],
+        "dur_ps": [],
+        "self_ps": [],
+        "execution": [],
+    }
     for line in lines:
         hlo_ops = line.stat("hlo_op")
         keep = np.array([v is not None for v in hlo_ops], dtype=bool)
@@ -860,55 +951,66 @@ def _kernel_ops(
             _gpu_classify(k, h, line.name) if gpu else classify_op(h or k)
             for k, h in zip(kernels, hlo, strict=True)
         ]
+        ops = [h if h else k for h, k in zip(hlo, kernels, strict=True)]
         start = line.start_ps[idx]
         dur = line.duration_ps[idx]
-        ops = [h if h else k for h, k in zip(hlo, kernels, strict=True)]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "line": line.name,
-                    "module": module,
-                    "program_id": [
-                        str(program_ids[i]) if program_ids[i] is not None else ""
-                        for i in idx.tolist()
-                    ],
-                    "op": ops,
-                    "hlo_text": kernels,
-                    "category": [
-                        _derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)
-                    ],
-                    "kind": [c[0] for c in classes],
-                    "collective": [c[1] for c in classes],
-                    "async_role": [c[2] for c in classes],
-                    "start_ps": start,
-                    "dur_ps": dur,
-                    "self_ps": self_time(start, dur),
-                    "tf_op": _strings([tf_ops[i] for i in idx.tolist()]),
-                    "source": "",
-                    "step": np.full(len(idx), -1, dtype=np.int64),
-                    "_execution": execution,
-                }
-            )
-        )
-    if not parts:
-        empty = schema.empty("ops").drop(columns=["host", "device"])
-        return empty, schema.empty("modules").drop(columns=["host", "device"])
-    ops_frame = pd.concat(parts, ignore_index=True)
-    modules = _module_runs(ops_frame)
-    ops_frame = ops_frame.drop(columns="_execution")
-    for name in (
-        "flops",
-        "model_flops",
-        "bytes_accessed",
-        "hbm_read_bytes",
-        "hbm_write_bytes",
-        "vmem_read_bytes",
-        "vmem_write_bytes",
-        "cmem_read_bytes",
-        "cmem_write_bytes",
-    ):
-        ops_frame[name] = np.nan
-    return ops_frame, modules
+        columns["line"] += [line.name] * len(idx)
+        columns["module"] += module
+        columns["program_id"] += [
+            str(program_ids[i]) if program_ids[i] is not None else "" for i in idx.tolist()
+        ]
+        columns["op"] += ops
+        columns["hlo_text"] += kernels
+        columns["category"] += [
+            _derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)
+        ]
+        columns["kind"] += [c[0] for c in classes]
+        columns["collective"] += [c[1] for c in classes]
+        columns["async_role"] += [c[2] for c in classes]
+        columns["tf_op"] += _strings([tf_ops[i] for i in idx.tolist()])
+        columns["source"] += [""] * len(idx)
+        numbers["start_ps"].append(start)
+        numbers["dur_ps"].append(dur)
+        numbers["self_ps"].append(self_time(start, dur))
+        numbers["execution"].append(execution)
+        line.release()
+    n = len(columns["op"])
+    if not n:
+        return _empty_ops(), _EMPTY_MODULES
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate(numbers[name]).astype(np.int64, copy=False)
+
+    nan = Lookup(np.zeros(n, dtype=np.int8), np.array([np.nan]))
+    table = Table(
+        {
+            **{name: Strings.from_list(columns[name]) for name in _KERNEL_STRING_COLUMNS[:9]},
+            "start_ps": joined("start_ps"),
+            "dur_ps": joined("dur_ps"),
+            "self_ps": joined("self_ps"),
+            **dict.fromkeys(_OP_COST_COLUMNS, nan),
+            "tf_op": Strings.from_list(columns["tf_op"]),
+            "source": Strings.from_list(columns["source"]),
+            "step": np.full(n, -1, dtype=np.int64),
+        }
+    )
+    return table, _module_runs(table, joined("execution"))
+
+
+# The string columns of an ops table, in schema order (tf_op and source come after the costs).
+_KERNEL_STRING_COLUMNS = (
+    "line",
+    "module",
+    "program_id",
+    "op",
+    "hlo_text",
+    "category",
+    "kind",
+    "collective",
+    "async_role",
+    "tf_op",
+    "source",
+)
 
 
 def _derived_category(op: str, kind: str) -> str:
@@ -917,7 +1019,7 @@ def _derived_category(op: str, kind: str) -> str:
     return op_base(op) or kind
 
 
-def _module_runs(ops: pd.DataFrame) -> pd.DataFrame:
+def _module_runs(ops: Table, execution: np.ndarray) -> Table:
     """Module executions on a device.
 
     Ops are grouped by the execution the profile records for them (``run_id`` on
@@ -926,84 +1028,127 @@ def _module_runs(ops: pd.DataFrame) -> pd.DataFrame:
     execution is unknown join the one before them. Without any recorded
     execution, an execution is a run of consecutive ops, by start, of one module.
     """
-    with_module = ops[ops["module"] != ""].sort_values("start_ps", kind="stable")
-    if with_module.empty:
-        return schema.empty("modules").drop(columns=["host", "device"])
-    names = with_module["module"].astype(str).to_numpy()
-    execution = with_module["_execution"].to_numpy()
+    module = ops.strings("module")
+    has_module = ~module.eq("")
+    if not has_module.any():
+        return _EMPTY_MODULES
+    start_all = ops.array("start_ps")
+    candidates = np.flatnonzero(has_module)
+    order = candidates[np.argsort(start_all[candidates], kind="stable")]
+    codes = module.codes[order]
+    execution = execution[order]
     known = execution != _NO_RUN_ID
     if known.any():
         # Forward-fill the unknown ones (leading ones take the first known execution).
         source = np.where(known, np.arange(len(known)), -1)
         source = np.maximum.accumulate(source)
         source[source < 0] = int(np.flatnonzero(known)[0])
-        keys = pd.Series(names).str.cat(pd.Series(execution[source]).astype(str), sep="#")
-        _, first_seen, run_index = np.unique(
-            keys.to_numpy(), return_index=True, return_inverse=True
-        )
+        pairs = np.stack([codes.astype(np.int64), execution[source]], axis=1)
+        _, first_seen, run_index = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        run_index = run_index.reshape(-1)
     else:
-        new_run = np.ones(len(names), dtype=bool)
-        new_run[1:] = names[1:] != names[:-1]
+        new_run = np.ones(len(codes), dtype=bool)
+        new_run[1:] = codes[1:] != codes[:-1]
         run_index = np.cumsum(new_run) - 1
         first_seen = np.flatnonzero(new_run)
-    start = with_module["start_ps"].to_numpy()
-    end = start + with_module["dur_ps"].to_numpy()
-    runs = (
-        pd.DataFrame({"run": run_index, "start": start, "end": end})
-        .groupby("run")
-        .agg(start_ps=("start", "min"), end_ps=("end", "max"))
-    )
-    first_seen = np.asarray(first_seen)[runs.index.to_numpy()]
-    frame = pd.DataFrame(
+    start = start_all[order]
+    end = start + ops.array("dur_ps")[order]
+    n_runs = int(run_index.max()) + 1
+    run_start = np.full(n_runs, np.iinfo(np.int64).max, dtype=np.int64)
+    run_end = np.full(n_runs, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(run_start, run_index, start)
+    np.maximum.at(run_end, run_index, end)
+    # The runs in order of their key (as np.unique sorts), then by start.
+    first_seen = np.asarray(first_seen)
+    firsts = order[first_seen]
+    by_start = np.argsort(run_start, kind="stable")
+    return Table(
         {
-            "module": names[first_seen],
-            "program_id": with_module["program_id"].to_numpy()[first_seen],
-            "start_ps": runs["start_ps"].to_numpy(),
-            "dur_ps": (runs["end_ps"] - runs["start_ps"]).to_numpy(),
+            "module": ops.strings("module").take(firsts[by_start]),
+            "program_id": ops.strings("program_id").take(firsts[by_start]),
+            "start_ps": run_start[by_start],
+            "dur_ps": (run_end - run_start)[by_start],
         }
     )
-    return frame.sort_values("start_ps", kind="stable").reset_index(drop=True)
+
+
+def _empty_ops() -> Table:
+    empty = np.zeros(0, dtype=np.int64)
+    return Table(
+        {
+            **{name: Strings(empty, ()) for name in _KERNEL_STRING_COLUMNS[:9]},
+            "start_ps": empty,
+            "dur_ps": empty,
+            "self_ps": empty,
+            **{name: np.zeros(0, dtype=np.float64) for name in _OP_COST_COLUMNS},
+            "tf_op": Strings(empty, ()),
+            "source": Strings(empty, ()),
+            "step": empty,
+        }
+    )
+
+
+_EMPTY_MODULES = Table(
+    {
+        "module": Strings(_NONE, ()),
+        "program_id": Strings(_NONE, ()),
+        "start_ps": _NONE,
+        "dur_ps": _NONE,
+    }
+)
+_EMPTY_ASYNC = Table(
+    {
+        "op": Strings(_NONE, ()),
+        "done_op": Strings(_NONE, ()),
+        "category": Strings(_NONE, ()),
+        "collective": Strings(_NONE, ()),
+        "start_ps": _NONE,
+        "dur_ps": _NONE,
+    }
+)
 
 
 # --------------------------------------------------------------------------- steps
 
 
-def _step_markers(plane: Plane) -> pd.DataFrame | None:
+def _step_markers(plane: Plane) -> Table | None:
     """Host step markers: events with a ``step_num`` stat (``StepTraceAnnotation``)."""
+    if not plane.stat_ids("step_num"):
+        return None
     spans: dict[int, list[int]] = {}
     for line in plane.lines:
-        if not len(line) or not plane.stat_ids("step_num"):
+        if not len(line):
             continue
-        owners = np.flatnonzero(np.isin(line.stats.metadata_id, plane.stat_ids("step_num")))
-        if not len(owners):
-            continue
-        values = line.stat("step_num", -1)
-        events = np.flatnonzero(np.asarray(values) >= 0)
-        start = line.start_ps[events]
-        end = start + line.duration_ps[events]
-        for step, s, e in zip(
-            np.asarray(values)[events].tolist(), start.tolist(), end.tolist(), strict=True
-        ):
+        events = line.int_events(("step_num",), keep="step_num")
+        values = events.stats["step_num"]
+        kept = np.flatnonzero(values >= 0)
+        start = events.start_ps(line.timestamp_ns)[kept]
+        end = start + events.duration_ps[kept]
+        for step, s, e in zip(values[kept].tolist(), start.tolist(), end.tolist(), strict=True):
             span = spans.setdefault(int(step), [s, e])
             span[0], span[1] = min(span[0], s), max(span[1], e)
     if not spans:
         return None
     steps = sorted(spans)
-    return pd.DataFrame(
+    return Table(
         {
             "step": np.array(steps, dtype=np.int64),
             "start_ps": np.array([spans[s][0] for s in steps], dtype=np.int64),
             "end_ps": np.array([spans[s][1] for s in steps], dtype=np.int64),
-            "source": "step_marker",
+            "source": Strings.constant("step_marker", len(steps)),
         }
     )
 
 
-def _step_of(starts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+def _step_of(starts: np.ndarray, steps: Table) -> np.ndarray:
     """The step each op start falls in, or -1 outside every step."""
-    ordered = steps.sort_values("start_ps")
-    index = window_of(starts, ordered["start_ps"].to_numpy(), ordered["end_ps"].to_numpy())
-    return np.where(index >= 0, ordered["step"].to_numpy()[np.maximum(index, 0)], -1)
+    order = np.argsort(steps.array("start_ps"), kind="stable")
+    index = window_of(starts, steps.array("start_ps")[order], steps.array("end_ps")[order])
+    numbers = steps.array("step")[order]
+    # Step numbers are small: 4 bytes an op, not 8 (the DataFrame view widens them again).
+    small = len(numbers) == 0 or (numbers.min() >= -(2**31) and numbers.max() < 2**31)
+    numbers = numbers.astype(np.int32) if small else numbers
+    return np.where(index >= 0, numbers[np.maximum(index, 0)], numbers.dtype.type(-1))
 
 
 # --------------------------------------------------------------------------- self time
@@ -1012,12 +1157,13 @@ def _step_of(starts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
 def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Each event's duration less the time of events nested inside it (one line's events).
 
-    Most lines have no nesting, which one vectorised check finds; only clusters
-    of events that do nest are walked with a stack.
+    Most lines have no nesting, which one vectorised check finds (and then the
+    durations themselves come back, not a copy); only clusters of events that do
+    nest are walked with a stack.
     """
     n = len(start)
     if n < 2:
-        return dur.astype(np.int64, copy=True)
+        return dur.astype(np.int64, copy=False)
     # By start, an enclosing event before what it encloses; most lines are already in order.
     in_order = bool(np.all(start[1:] > start[:-1]))
     order = np.arange(n) if in_order else np.lexsort((-dur, start))
@@ -1026,6 +1172,8 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     running_end = np.maximum.accumulate(e)
     nested = np.zeros(n, dtype=bool)
     nested[1:] = s[1:] < running_end[:-1]
+    if not nested.any():
+        return dur  # the usual case: self time is the duration, and shares its array
     result = d.astype(np.int64, copy=True)
     if nested.any():
         cluster_starts = np.flatnonzero(~nested)
@@ -1054,19 +1202,23 @@ def _subtract_children(
 # --------------------------------------------------------------------------- lines
 
 
-def _lines_table(host: str, planes: list[Plane]) -> pd.DataFrame:
-    rows = []
+def _lines_table(planes: list[Plane]) -> Table:
+    """Every line of every plane: its event count and extent, read without keeping events."""
+    plane_names, line_names, events, first, last = [], [], [], [], []
     for plane in planes:
         for line in plane.lines:
-            start = line.start_ps
-            rows.append(
-                {
-                    "host": host,
-                    "plane": plane.name,
-                    "line": line.name,
-                    "events": len(line),
-                    "first_ps": int(start.min()) if len(line) else 0,
-                    "last_ps": int((start + line.duration_ps).max()) if len(line) else 0,
-                }
-            )
-    return _frame("lines", rows)
+            plane_names.append(plane.name)
+            line_names.append(line.name)
+            events.append(len(line))
+            low, high = line.extent()
+            first.append(low)
+            last.append(high)
+    return Table(
+        {
+            "plane": Strings.from_list(plane_names),
+            "line": Strings.from_list(line_names),
+            "events": np.array(events, dtype=np.int64),
+            "first_ps": np.array(first, dtype=np.int64),
+            "last_ps": np.array(last, dtype=np.int64),
+        }
+    )

@@ -16,6 +16,7 @@ columnar table of their stats.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,30 +67,122 @@ class Stats:
     text_stop: np.ndarray
 
 
+# Integer stats read straight into event columns mark events without the stat with this.
+MISSING = np.iinfo(np.int64).min
+
+
 @dataclass
+class IntEvents:
+    """Events of a line with chosen integer stats (see :meth:`Line.int_events`)."""
+
+    metadata_id: np.ndarray  # int64
+    offset_ps: np.ndarray
+    duration_ps: np.ndarray
+    stats: dict[str, np.ndarray]  # name -> int64, MISSING where the event lacks it
+
+    def __len__(self) -> int:
+        return len(self.metadata_id)
+
+    def start_ps(self, timestamp_ns: int) -> np.ndarray:
+        return self.offset_ps + timestamp_ns * 1000
+
+
 class Line:
-    id: int
-    name: str
-    display_name: str
-    timestamp_ns: int
-    metadata_id: np.ndarray  # int64, one per event
-    offset_ps: np.ndarray  # int64
-    duration_ps: np.ndarray  # int64
-    # Where the events' stats are: (event index, start, stop). They are decoded
-    # on first use of `stats`, since many lines' stats are never read.
-    _stat_spans: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)
-    _plane: Plane | None = field(default=None, repr=False)
-    _stats: Stats | None = field(default=None, repr=False)
+    """One XLine. Its events are decoded on first use, not when the file is read:
+
+    - all fields and the position of every stat, by :attr:`metadata_id`, :attr:`offset_ps`,
+      :attr:`duration_ps` and :attr:`stats` (what small lines and GPU streams need);
+    - or only chosen integer stats, straight into columns, by :meth:`int_events`, which is
+      how the large TPU op lines are read (and what may run in several threads at once).
+    """
+
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        display_name: str,
+        timestamp_ns: int,
+        runs: list[tuple[int, int, int]],
+        plane: Plane | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.display_name = display_name
+        self.timestamp_ns = timestamp_ns
+        self._runs = runs  # (first record, end, events) of each run of event records
+        self._plane = plane
+        self._columns: _EventColumns | None = None
+        self._stats: Stats | None = None
+        self._events = sum(n for _, _, n in runs)
+        self._extent: tuple[int, int] | None = None  # once known, see extent()
+
+    def __len__(self) -> int:
+        return self._events
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Where the line's events lie in the file: the first byte and the byte after."""
+        if not self._runs:
+            return (0, 0)
+        return self._runs[0][0], self._runs[-1][1]
+
+    def _decoded(self) -> _EventColumns:
+        if self._columns is None:
+            assert self._plane is not None
+            data = self._plane._data
+            buf = np.frombuffer(data, dtype=np.uint8)
+            self._columns = _join_runs(
+                [_event_run(data, buf, first, stop)[0] for first, stop, _ in self._runs]
+            )
+        return self._columns
+
+    @property
+    def metadata_id(self) -> np.ndarray:
+        return self._decoded()[0]
+
+    @property
+    def offset_ps(self) -> np.ndarray:
+        return self._decoded()[1]
+
+    @property
+    def duration_ps(self) -> np.ndarray:
+        return self._decoded()[2]
 
     @property
     def stats(self) -> Stats:
         if self._stats is None:
             assert self._plane is not None
-            self._stats = _decode_stats(self._plane._data, *self._stat_spans)
+            self._stats = _decode_stats(self._plane._data, *self._decoded()[3])
         return self._stats
 
-    def __len__(self) -> int:
-        return len(self.metadata_id)
+    def extent(self) -> tuple[int, int]:
+        """(first event start, last event end), absolute within the host; (0, 0) with no events.
+
+        Read without keeping the events (a host thread of a million events costs nothing)."""
+        if not self._events:
+            return 0, 0
+        if self._extent is not None:
+            return self._extent
+        base = self.timestamp_ns * 1000
+        if self._columns is None and _native is not None:
+            assert self._plane is not None
+            lowest, highest = None, None
+            for first, stop, _ in self._runs:
+                try:
+                    _, _, low, high = _native.extent(self._plane._data, first, stop)
+                except ValueError as exc:
+                    raise DecodeError(str(exc)) from None
+                lowest = low if lowest is None else min(lowest, low)
+                highest = high if highest is None else max(highest, high)
+            assert lowest is not None and highest is not None
+            return base + lowest, base + highest
+        offset = self.offset_ps
+        return base + int(offset.min()), base + int((offset + self.duration_ps).max())
+
+    def release(self) -> None:
+        """Drop the decoded events (they are decoded again if asked for)."""
+        self._columns = None
+        self._stats = None
 
     @property
     def start_ps(self) -> np.ndarray:
@@ -100,6 +193,89 @@ class Line:
         """The stat ``name`` of every event (see :meth:`Plane.stat_column`)."""
         assert self._plane is not None
         return self._plane.stat_column(self.stats, len(self), name, default)
+
+    def int_events(self, names: tuple[str, ...], keep: str | None = None) -> IntEvents:
+        """The events with the integer stats ``names`` (int64, uint64 or ref values) as
+        columns, MISSING where an event lacks one; with ``keep``, only the events that have
+        that stat. Decodes nothing else, and in C without holding the GIL."""
+        assert self._plane is not None
+        plane = self._plane
+        if self._columns is None and _native is not None:
+            ids = [(i, column) for column, n in enumerate(names) for i in plane.stat_ids(n)]
+            wanted = np.array([i for i, _ in ids], dtype=np.int64)
+            columns = np.array([c for _, c in ids], dtype=np.int64)
+            keep_column = names.index(keep) if keep is not None else -1
+            parts = []
+            for first, stop, _ in self._runs:
+                try:
+                    _, *found = _native.events(
+                        plane._data, first, stop, wanted, columns, len(names), keep_column
+                    )
+                except ValueError as exc:
+                    raise DecodeError(str(exc)) from None
+                parts.append([np.frombuffer(c, dtype=np.int64) for c in found])
+                _release_pages(plane._data, first, stop)
+            if not parts:
+                parts = [[_EMPTY] * (3 + len(names))]
+            joined = [
+                np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
+                for i in range(3 + len(names))
+            ]
+            metadata_id, offset_ps, duration_ps = joined[:3]
+            if keep is None and len(offset_ps):  # every event: its extent comes for free
+                base = self.timestamp_ns * 1000
+                self._extent = (
+                    base + int(offset_ps.min()),
+                    base + int((offset_ps + duration_ps).max()),
+                )
+            return IntEvents(
+                metadata_id, offset_ps, duration_ps, dict(zip(names, joined[3:], strict=True))
+            )
+        stats = {}
+        for name in names:
+            column = plane.stat_column(self.stats, len(self), name, MISSING)
+            stats[name] = (
+                column
+                if isinstance(column, np.ndarray) and column.dtype == np.int64
+                else _ints(column)
+            )
+        events = IntEvents(self.metadata_id, self.offset_ps, self.duration_ps, stats)
+        if keep is None:
+            return events
+        kept = stats[keep] != MISSING
+        return IntEvents(
+            events.metadata_id[kept],
+            events.offset_ps[kept],
+            events.duration_ps[kept],
+            {n: c[kept] for n, c in stats.items()},
+        )
+
+
+_RELEASE_MIN_BYTES = 1 << 22
+
+
+def _release_pages(data: Any, start: int, stop: int) -> None:
+    """Let the kernel drop a memory-mapped file's pages of [start, stop) from this process
+    once they are decoded (they stay in the page cache, and come back if read again): a
+    large profile is then not resident twice, as bytes and as columns."""
+    import mmap
+
+    if not isinstance(data, mmap.mmap) or stop - start < _RELEASE_MIN_BYTES:
+        return
+    page = mmap.PAGESIZE
+    first = -(-start // page) * page  # whole pages inside the span only
+    if stop - first >= page:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            data.madvise(mmap.MADV_DONTNEED, first, (stop - first) // page * page)
+
+
+def _ints(values: np.ndarray | list[Any]) -> np.ndarray:
+    """Integer stat values (MISSING for anything else), as int64."""
+    out = np.full(len(values), MISSING, dtype=np.int64)
+    for i, value in enumerate(values.tolist() if isinstance(values, np.ndarray) else values):
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[i] = value if -(2**63) < value < 2**63 else MISSING
+    return out
 
 
 @dataclass
@@ -140,9 +316,9 @@ class Plane:
         return [i for i, n in self.stat_names.items() if n == name]
 
     def release_stats(self) -> None:
-        """Drop the decoded event stats of every line (they are decoded again if asked for)."""
+        """Drop the decoded events of every line (they are decoded again if asked for)."""
         for line in self.lines:
-            line._stats = None
+            line.release()
 
     def metadata_memory_breakdown(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The ``memory_access_breakdown`` stat of every metadata row, all rows at once.
@@ -212,9 +388,9 @@ class Plane:
         ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
         for i, kind in enumerate(kinds.tolist()):
             if kind == STAT_STR:
-                out.append(data[starts[i] : stops[i]].decode("utf-8", "replace"))
+                out.append(bytes(data[starts[i] : stops[i]]).decode("utf-8", "replace"))
             elif kind == STAT_BYTES:
-                out.append(data[starts[i] : stops[i]])
+                out.append(bytes(data[starts[i] : stops[i]]))
             elif kind == STAT_REF:
                 out.append(self.stat_names.get(ints[i], ""))
             elif kind == STAT_DOUBLE:
@@ -253,13 +429,12 @@ def decode(data: bytes) -> Space:
         raise DecodeError("the file is empty")
     buf = np.frombuffer(data, dtype=np.uint8)
     planes: list[Plane] = []
-    rest: list[bytes] = []
-    for number, wire, field_start, start, stop in _fields(data, 0, len(data)):
-        if number == _SPACE_PLANES and wire == _WIRE_LEN:
-            planes.append(_decode_plane(data, buf, start, stop))
-        else:
-            rest.append(data[field_start:stop])
-    header = _parse(pb.XSpace, b"".join(rest))
+    number, wire, field_start, value_start, value_stop = _field_columns(data, 0, len(data))
+    is_plane = (number == _SPACE_PLANES) & (wire == _WIRE_LEN)
+    spans = zip(value_start[is_plane].tolist(), value_stop[is_plane].tolist(), strict=True)
+    for start, stop in spans:
+        planes.append(_decode_plane(data, buf, start, stop))
+    header = _parse(pb.XSpace, _join_fields(data, field_start[~is_plane], value_stop[~is_plane]))
     return Space(
         planes=planes,
         hostnames=list(header.hostnames),
@@ -277,19 +452,15 @@ def _parse(message_class: Any, payload: bytes) -> Any:
     return message
 
 
-def _decode_plane(data: bytes, buf: np.ndarray, start: int, stop: int) -> Plane:
-    line_spans: list[tuple[int, int]] = []
-    metadata_spans: list[tuple[int, int]] = []
-    rest: list[bytes] = []
-    for number, wire, field_start, value_start, value_stop in _fields(data, start, stop):
-        if number == _PLANE_LINES and wire == _WIRE_LEN:
-            line_spans.append((value_start, value_stop))
-        elif number == _PLANE_EVENT_METADATA and wire == _WIRE_LEN:
-            metadata_spans.append((value_start, value_stop))
-        else:
-            rest.append(data[field_start:value_stop])
+def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
+    number, wire, field_start, value_start, value_stop = _field_columns(data, start, stop)
+    is_line = (number == _PLANE_LINES) & (wire == _WIRE_LEN)
+    is_metadata = (number == _PLANE_EVENT_METADATA) & (wire == _WIRE_LEN)
+    rest = ~(is_line | is_metadata)
+    line_spans = list(zip(value_start[is_line].tolist(), value_stop[is_line].tolist(), strict=True))
+    metadata_spans = np.stack([value_start[is_metadata], value_stop[is_metadata]], axis=1)
     # What is left (ids, names, stat metadata, plane stats) is small: let protobuf parse it.
-    header = _parse(pb.XPlane, b"".join(rest))
+    header = _parse(pb.XPlane, _join_fields(data, field_start[rest], value_stop[rest]))
     stat_names = {key: meta.name for key, meta in header.stat_metadata.items()}
     plane = Plane(
         id=header.id,
@@ -307,11 +478,9 @@ def _decode_plane(data: bytes, buf: np.ndarray, start: int, stop: int) -> Plane:
     return plane
 
 
-def _decode_event_metadata(
-    data: bytes, buf: np.ndarray, spans: list[tuple[int, int]]
-) -> EventMetadata:
+def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> EventMetadata:
     """Decode the ``event_metadata`` map entries of a plane, all at once."""
-    spans_array = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    spans_array = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     n = len(spans_array)
     entries = _message_fields(buf, spans_array[:, 0], spans_array[:, 1])
     keys = _scalar(entries, 1, n)
@@ -357,36 +526,44 @@ def _stat_dict(stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
     return out
 
 
-def _decode_line(data: bytes, buf: np.ndarray, start: int, stop: int) -> Line:
+def _decode_line(data: Any, buf: np.ndarray, start: int, stop: int) -> Line:
     scalars: dict[int, int] = {}
     strings: dict[int, str] = {}
-    runs: list[_EventColumns] = []
+    runs: list[tuple[int, int, int]] = []
     pos = start
     while pos < stop:
         tag, value_pos = _varint(data, pos, stop)
         number, wire = tag >> 3, tag & 7
         if number == _LINE_EVENTS and wire == _WIRE_LEN:
-            # The events of a line are serialized back to back: decode the run of
-            # them that starts here in one go, then go on after it.
-            run, pos = _event_run(data, buf, pos, stop)
-            runs.append(run)
+            # The events of a line are serialized back to back: find where the run of them
+            # that starts here ends (they are decoded when first used), then go on after it.
+            run_end, events = _run_extent(data, buf, pos, stop)
+            runs.append((pos, run_end, events))
+            pos = run_end
             continue
         value, pos = _skip(data, value_pos, stop, wire)
         if wire == _WIRE_VARINT:
             scalars[number] = _signed(value)
         elif wire == _WIRE_LEN:
-            strings[number] = data[pos - value : pos].decode("utf-8", "replace")
-    metadata_id, offset_ps, duration_ps, stat_spans = _join_runs(runs)
+            strings[number] = bytes(data[pos - value : pos]).decode("utf-8", "replace")
     return Line(
         id=scalars.get(_LINE_ID, 0),
         name=strings.get(_LINE_NAME, ""),
         display_name=strings.get(_LINE_DISPLAY_NAME, ""),
         timestamp_ns=scalars.get(_LINE_TIMESTAMP_NS, 0),
-        metadata_id=metadata_id,
-        offset_ps=offset_ps,
-        duration_ps=duration_ps,
-        _stat_spans=stat_spans,
+        runs=runs,
     )
+
+
+def _run_extent(data: Any, buf: np.ndarray, first: int, stop: int) -> tuple[int, int]:
+    """Where the run of event records at ``first`` ends, and how many records it holds."""
+    if _native is not None:
+        try:
+            return _native.skip_records(data, first, stop)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
+    starts, run_end = _event_records(buf, first, stop)
+    return run_end, len(starts)
 
 
 # A run of events: metadata_id, offset_ps, duration_ps, (stat owner, stat start, stat stop).
@@ -653,8 +830,9 @@ def _varints(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decode the varints starting at ``pos``: (values as uint64, widths in bytes).
 
-    Not ``strict``: a varint cut off at ``limit`` ends there instead of raising
-    (for candidate positions that may not be varints at all).
+    Not ``strict`` (for candidate positions that may not be varints at all): a varint
+    that runs past ``limit`` or beyond 10 bytes is no varint; it gets a width that
+    reaches past ``limit``, so that callers drop it, instead of raising.
     """
     limit = min(limit, len(buf))
     n = len(pos)
@@ -678,7 +856,12 @@ def _varints(
         if int(at.max()) >= limit:
             if strict:
                 raise DecodeError("a varint runs past the end of the file (truncated?)")
-            at = np.minimum(at, limit - 1)
+            cut = at >= limit
+            widths[todo[cut]] = limit + 1  # past any end a caller checks against
+            todo, at = todo[~cut], at[~cut]
+            every = False
+            if not len(todo):
+                return values, widths
         byte = buf[at]
         bits = (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
         if every:
@@ -689,11 +872,35 @@ def _varints(
             widths[todo] = k + 1
         todo = todo[byte >= 0x80]
     if len(todo):
-        raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+        if strict:
+            raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+        widths[todo] = limit + 1
     return values, widths
 
 
 # --------------------------------------------------------------------------- small walker
+
+
+def _field_columns(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
+    """The fields of one message as columns: (number, wire type, field start, value start,
+    value stop), as :func:`_fields` walks them (in C when it is built)."""
+    if _native is not None:
+        try:
+            columns = _native.scan_fields(data, start, stop)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from None
+        number = np.frombuffer(columns[0], dtype=np.int64)
+        if len(number) and not number.all():
+            raise DecodeError("field number 0 (not an XSpace protobuf)")
+        return tuple(np.frombuffer(c, dtype=np.int64) for c in columns)
+    rows = list(_fields(data, start, stop))
+    if not rows:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(5))
+    return tuple(np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
+
+
+def _join_fields(data: Any, starts: np.ndarray, stops: np.ndarray) -> bytes:
+    return b"".join(bytes(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True))
 
 
 def _fields(data: bytes, start: int, stop: int) -> Iterator[tuple[int, int, int, int, int]]:

@@ -41,7 +41,7 @@ def command(
     """
     from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
     from tpuperf.errors import UsageError
-    from tpuperf.opstats import aggregate
+    from tpuperf.opstats import aggregate_table
 
     check_format(format, ("table", "json", "csv", "parquet"))
     if format == "parquet" and not output:
@@ -49,9 +49,9 @@ def command(
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run)
-    table = aggregate(loaded.ops, by=by, per_device=per_device, sort=sort, top=top)
-    if by == "op" and "programs" in table and (table["programs"] > 1).any():
-        merged = int((table["programs"] > 1).sum())
+    table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top)
+    if by == "op" and (table.array("programs") > 1).any():
+        merged = int((table.array("programs") > 1).sum())
         typer.echo(
             f"tpuperf: --by op merges same-named ops of different programs ({merged} row(s) "
             "merge several); --by program_op keeps them apart",
@@ -64,15 +64,17 @@ def command(
             "source": loaded.source,
             "by": by,
             "per_device": per_device,
-            "rows": table.to_dict("records"),
+            "rows": table.records(),
         }
         emit_text(dumps(document), output)
     elif format == "csv":
-        emit_text(table.to_csv(index=False), output)
-    elif format == "parquet":
-        from tpuperf.jsonout import write_atomic
+        from tpuperf.jsonout import csv_text
 
-        write_atomic(output, lambda handle: table.to_parquet(handle, index=False))
+        emit_text(csv_text(table), output)
+    elif format == "parquet":
+        from tpuperf.jsonout import write_atomic, write_parquet
+
+        write_atomic(output, lambda handle: write_parquet(table, handle))
         typer.echo(f"wrote {output}", err=True)
     else:
         from tpuperf.render.tables import render_ops

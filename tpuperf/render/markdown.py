@@ -47,14 +47,14 @@ def render_markdown(report: Report) -> str:
     ]
     out += ["| | |", "|---|---|", *(f"| {k} | {_cell(v)} |" for k, v in rows), ""]
 
-    if not report.top_ops.empty:
+    if report.top_ops.n:
         out += [
             "## Top ops",
             "",
             "| op | program | kind | time/step | % busy | count/step | bound | roofline eff. |",
             "|---|---|---|---:|---:|---:|---|---:|",
         ]
-        for r in report.top_ops.to_dict("records"):
+        for r in report.top_ops.records():
             out.append(
                 f"| `{_cell(r['op'])}` | {_cell(r['module'])} | {r['kind']} | "
                 f"{fmt_ms(r['ms_per_step'])} | "

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
+
+from tpuperf import columns
 
 
 def _number(value: Any, digits: int = 1) -> str:
@@ -103,7 +104,7 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
-def render_ops(table: pd.DataFrame, by: str, console: Console, title: str | None = None) -> None:
+def render_ops(table: columns.Table, by: str, console: Console, title: str | None = None) -> None:
     out = Table(title=title, title_justify="left")
     from tpuperf.opstats import GROUPINGS
 
@@ -125,8 +126,7 @@ def render_ops(table: pd.DataFrame, by: str, console: Console, title: str | None
     )
     for _, header in numeric:
         out.add_column(header, justify="right", no_wrap=True)
-    for row in table.itertuples(index=False):
-        values = row._asdict()
+    for values in table.records():
         cells = [str(values[c]) for c in key_columns]
         cells += [
             f"{values['occurrences']:,}",

@@ -118,7 +118,7 @@ def _header(report: Report, width: int) -> Panel:
 def _top_ops_table(report: Report) -> Table:
     table = Table(title="Top ops (self time per step per device)", title_justify="left")
     # Same-named ops of different programs are different ops: say which program when it varies.
-    programs = report.top_ops["module"].nunique() > 1
+    programs = len(set(report.top_ops.strings("module").tolist())) > 1
     table.add_column("op", overflow="fold")
     if programs:
         table.add_column("program", overflow="fold")
@@ -128,7 +128,7 @@ def _top_ops_table(report: Report) -> Table:
     table.add_column("count/step", justify="right")
     table.add_column("bound")
     table.add_column("roofline eff.", justify="right")
-    for row in report.top_ops.to_dict("records"):
+    for row in report.top_ops.records():
         table.add_row(
             str(row["op"]),
             *([str(row["module"])] if programs else []),
@@ -235,7 +235,7 @@ def render_report(report: Report, console: Console) -> None:
     """Write the report to ``console``: summary, top ops, recommendations, details."""
     width = console.width
     console.print(_header(report, width))
-    if not report.top_ops.empty:
+    if report.top_ops.n:
         console.print(_top_ops_table(report))
     console.print(_recommendations(report))
     details = _details(report)

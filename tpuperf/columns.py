@@ -1,0 +1,363 @@
+"""Columnar tables the engine computes with: numpy arrays, no pandas.
+
+A :class:`Table` is a set of equally long columns. A column is a numpy array, or one of two
+encoded kinds that keep repeated values once:
+
+- :class:`Strings`: repeated strings, like a pandas Categorical, as small integer codes into
+  unique values. Many string columns of one table can share one large ``index`` array (the
+  op events' metadata rows, say): each column then adds only a small ``mapping`` from index
+  to code, so eleven string columns of two million ops cost 8 MB, not 88.
+- :class:`Lookup`: numbers stored once per ``index`` value (an op's FLOPs, per metadata row),
+  read as ``values[index]``.
+
+The pandas DataFrames of the Python API (``Profile.ops``, ...) are built from these on first
+use (:func:`to_pandas`); the commands never need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+CATEGORY = "category"
+
+
+@dataclass(frozen=True)
+class Strings:
+    """Strings as codes: the value of row i is ``values[mapping[index[i]]]``.
+
+    ``values`` are unique. ``mapping`` is None when ``index`` already holds the codes.
+    """
+
+    index: np.ndarray  # integer, one per row
+    values: tuple[str, ...]
+    mapping: np.ndarray | None = None  # index value -> code
+
+    @classmethod
+    def from_values(cls, per_index: Sequence[str], index: np.ndarray) -> Strings:
+        """A column whose row i is ``per_index[index[i]]`` (``per_index`` may repeat values)."""
+        codes, values = factorize(per_index)
+        return cls(np.asarray(index), values, codes)
+
+    @classmethod
+    def from_list(cls, strings: Sequence[str]) -> Strings:
+        codes, values = factorize(strings)
+        return cls(codes, values)
+
+    @classmethod
+    def constant(cls, value: str, n: int) -> Strings:
+        return cls(np.zeros(n, dtype=np.int8), (value,))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """One code per row (into ``values``)."""
+        if self.mapping is None:
+            return self.index
+        return self.mapping[self.index]
+
+    def code(self, value: str) -> int:
+        """The code of ``value``, or -1 when no row has it."""
+        try:
+            return self.values.index(value)
+        except ValueError:
+            return -1
+
+    def eq(self, value: str) -> np.ndarray:
+        """A mask of the rows whose value is ``value``."""
+        return self.isin([value])
+
+    def isin(self, values: Iterable[str]) -> np.ndarray:
+        wanted = np.zeros(len(self.values) + 1, dtype=bool)
+        for value in values:
+            code = self.code(value)
+            if code >= 0:
+                wanted[code] = True
+        if self.mapping is None:
+            return wanted[self.index]
+        return wanted[self.mapping][self.index]
+
+    def take(self, rows: np.ndarray) -> Strings:
+        return Strings(self.index[rows], self.values, self.mapping)
+
+    def tolist(self) -> list[str]:
+        values = np.array(self.values, dtype=object)
+        return values[self.codes].tolist() if len(values) else [""] * len(self)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tolist())
+
+    def compact(self) -> Strings:
+        """The same strings with only the values some row uses, codes in their own array."""
+        codes = self.codes
+        used = np.flatnonzero(np.bincount(codes, minlength=len(self.values)))
+        remap = np.full(len(self.values), -1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        return Strings(remap[codes], tuple(self.values[i] for i in used.tolist()))
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Numbers stored once per ``index`` value: row i is ``values[index[i]]``."""
+
+    index: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def array(self) -> np.ndarray:
+        return self.values[self.index]
+
+    def take(self, rows: np.ndarray) -> Lookup:
+        return Lookup(self.index[rows], self.values)
+
+
+Column = np.ndarray | Strings | Lookup
+
+
+def factorize(strings: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(codes, unique values in order of first appearance) of ``strings``."""
+    seen: dict[str, int] = {}
+    codes = np.fromiter(
+        (seen.setdefault(s, len(seen)) for s in strings), dtype=np.int32, count=len(strings)
+    )
+    return codes, tuple(seen)
+
+
+def concat_strings(parts: Sequence[Strings]) -> Strings:
+    """One Strings column of ``parts`` in order, with unique values."""
+    if len(parts) == 1:
+        return parts[0]
+    values: dict[str, int] = {}
+    codes = []
+    for part in parts:
+        remap = np.array([values.setdefault(v, len(values)) for v in part.values] + [0], np.int32)
+        codes.append(remap[part.codes])
+    return Strings(np.concatenate(codes) if codes else np.zeros(0, np.int32), tuple(values))
+
+
+class Table(Mapping[str, Column]):
+    """Named columns of one length; read-only (``with_columns`` makes a new one)."""
+
+    def __init__(self, columns: Mapping[str, Column], n: int | None = None) -> None:
+        self._columns = dict(columns)
+        lengths = {len(c) for c in self._columns.values()}
+        if n is None:
+            n = lengths.pop() if lengths else 0
+        if lengths - {n}:
+            raise ValueError(f"columns of different lengths: {sorted(lengths)} (table of {n})")
+        self._n = n
+
+    def __getitem__(self, name: str) -> Column:
+        return self._columns[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    @property
+    def n(self) -> int:
+        """The number of rows."""
+        return self._n
+
+    def array(self, name: str) -> np.ndarray:
+        """A numeric column as a numpy array (a Lookup read out)."""
+        column = self._columns[name]
+        if isinstance(column, Lookup):
+            return column.array()
+        if isinstance(column, Strings):
+            raise TypeError(f"column {name!r} holds strings; use .strings()")
+        return column
+
+    def strings(self, name: str) -> Strings:
+        column = self._columns[name]
+        if not isinstance(column, Strings):
+            raise TypeError(f"column {name!r} does not hold strings")
+        return column
+
+    def take(self, rows: np.ndarray) -> Table:
+        """The rows ``rows`` (indices or a boolean mask), in that order."""
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return Table(
+            {
+                name: column[rows] if isinstance(column, np.ndarray) else column.take(rows)
+                for name, column in self._columns.items()
+            },
+            len(rows),
+        )
+
+    def with_columns(self, **columns: Column) -> Table:
+        return Table({**self._columns, **columns}, self._n)
+
+    def select(self, names: Iterable[str]) -> Table:
+        return Table({name: self._columns[name] for name in names}, self._n)
+
+    def rows(self) -> list[list[Any]]:
+        """The rows as lists of plain Python values (NaN stays NaN)."""
+        columns = [_plain(column) for column in self._columns.values()]
+        return [list(row) for row in zip(*columns, strict=True)] if columns else []
+
+    def records(self) -> list[dict[str, Any]]:
+        names = list(self._columns)
+        return [dict(zip(names, row, strict=True)) for row in self.rows()]
+
+    def to_pandas(self, dtypes: Mapping[str, str] | None = None) -> Any:
+        """A pandas DataFrame; strings become Categoricals (``string`` where ``dtypes`` says)."""
+        import pandas as pd
+
+        data: dict[str, Any] = {}
+        for name, column in self._columns.items():
+            dtype = (dtypes or {}).get(name)
+            data[name] = to_pandas(column, dtype)
+        return pd.DataFrame(data, copy=False) if data else pd.DataFrame(index=range(self._n))
+
+
+def _plain(column: Column) -> list[Any]:
+    if isinstance(column, Strings):
+        return column.tolist()
+    if isinstance(column, Lookup):
+        return column.array().tolist()
+    return column.tolist()
+
+
+def to_pandas(column: Column, dtype: str | None = None) -> Any:
+    """One column as pandas wants it: a Categorical (or a ``string`` array) or an ndarray."""
+    import pandas as pd
+
+    if isinstance(column, Strings):
+        if dtype == "string":
+            return pd.array(column.tolist(), dtype="string")
+        compact = column.compact() if len(column.values) else column
+        return pd.Categorical.from_codes(
+            compact.codes.astype(np.int32, copy=False), categories=list(compact.values)
+        )
+    if isinstance(column, Lookup):
+        return column.array()
+    if dtype not in (None, CATEGORY, "string") and column.dtype != np.dtype(dtype):
+        return column.astype(dtype)
+    return column
+
+
+def from_pandas(series: Any) -> Column:
+    """A pandas Series as a column: categoricals and strings as Strings, numbers as arrays."""
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy()
+        categories = [str(c) for c in series.cat.categories]
+        if (codes < 0).any():  # NaN: the empty string
+            categories.append("")
+            codes = np.where(codes < 0, len(categories) - 1, codes)
+        return Strings(codes.astype(np.int32), tuple(categories)).compact()
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        return Strings.from_list(["" if v is None or v is pd.NA else str(v) for v in series])
+    return series.to_numpy()
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by ``keys`` (Strings or integer arrays), groups in order of first appearance.
+
+    Returns (group of each row, first row of each group), like pandas' groupby(sort=False).
+    Linear in the rows when the keys' combined range is small (the usual case: op names and
+    modules have few distinct values), else by sorting.
+    """
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    combined = np.zeros(n, dtype=np.int64)
+    size = 1
+    for key in keys:
+        if isinstance(key, Strings):
+            codes, width = key.codes, len(key.values) + 1
+        else:
+            codes = np.unique(np.asarray(key), return_inverse=True)[1].reshape(-1)
+            width = int(codes.max()) + 2 if len(codes) else 1
+        combined = combined * width + codes
+        size *= width
+    if size <= 4 * n + 1024:
+        first_row = np.full(size, n, dtype=np.int64)
+        np.minimum.at(first_row, combined, np.arange(n, dtype=np.int64))
+        present = np.flatnonzero(first_row < n)
+        order = present[np.argsort(first_row[present], kind="stable")]
+        code_of = np.empty(size, dtype=np.int64)
+        code_of[order] = np.arange(len(order), dtype=np.int64)
+        return code_of[combined], first_row[order]
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], first[order]
+
+
+def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """Sums of ``values`` per group (integer sums stay exact integers)."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iub":
+        as_float = values.astype(np.float64)
+        if float(np.abs(as_float).sum()) < 2.0**53:  # every partial sum is exact in a double
+            return np.bincount(group, weights=as_float, minlength=n_groups).astype(np.int64)
+        out = np.zeros(n_groups, dtype=np.int64)
+        np.add.at(out, group, values.astype(np.int64))
+        return out
+    return np.bincount(group, weights=values, minlength=n_groups)
+
+
+def sum_by_min_count(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    """Sums of float ``values`` per group skipping NaN, NaN where a group has none (pandas'
+    ``sum(min_count=1)``)."""
+    present = ~np.isnan(values)
+    sums = np.bincount(group[present], weights=values[present], minlength=n_groups)
+    counts = np.bincount(group[present], minlength=n_groups)
+    return np.where(counts > 0, sums, np.nan)
+
+
+# --------------------------------------------------------------------------- Arrow
+
+
+def to_arrow(table: Table) -> Any:
+    """A Table as a pyarrow Table: strings dictionary-encoded, Lookups read out."""
+    import pyarrow as pa
+
+    arrays = []
+    for name in table:
+        column = table[name]
+        if isinstance(column, Strings):
+            arrays.append(
+                pa.DictionaryArray.from_arrays(
+                    pa.array(column.codes.astype(np.int32)),
+                    pa.array(list(column.values), pa.string()),
+                )
+            )
+        else:
+            arrays.append(pa.array(table.array(name)))
+    return pa.table(arrays, names=list(table))
+
+
+def from_arrow(arrow: Any) -> Table:
+    """A pyarrow Table as a Table (dictionary columns become Strings)."""
+    import pyarrow as pa
+
+    columns: dict[str, Column] = {}
+    for name in arrow.column_names:
+        chunked = arrow.column(name).combine_chunks()
+        if pa.types.is_dictionary(chunked.type):
+            codes = chunked.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+            values = tuple(str(v) for v in chunked.dictionary.to_pylist())
+            columns[name] = Strings(codes, values)
+        elif pa.types.is_string(chunked.type) or pa.types.is_large_string(chunked.type):
+            columns[name] = Strings.from_list([str(v) for v in chunked.to_pylist()])
+        else:
+            columns[name] = chunked.to_numpy(zero_copy_only=False)
+    return Table(columns, n=arrow.num_rows)

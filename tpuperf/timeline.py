@@ -1,0 +1,794 @@
+"""The timeline: the one model every analyzer reads (DESIGN.md, Definitions).
+
+:func:`build_timeline` picks the devices and step windows to analyse (host filter,
+``--steps``, warm-up), and splits each device's time into disjoint sets:
+
+- compute: time in compute ops;
+- exposed collective: time in collective ops (sync, and the ``-start``/``-done``
+  halves of async ones) not covered by compute on any line of the device;
+- other: async copies and memcpys covered by neither;
+- idle: the window less busy time. Busy is the union of all op time on TPU and
+  CPU, and compute-kernel time only on GPU (DESIGN.md: "compute streams"), so a
+  GPU's idle time includes time when only NCCL kernels or memcpys run;
+- no-op: the window less every op, whatever its kind. Idle gaps are classified on
+  this set, so a gap means nothing at all ran (the same as idle on TPU).
+
+On one op line, ops overlap only by nesting (a ``while`` around its body), so
+there the inner, more specific kind wins (collective, then other, over
+compute). Across lines (GPU streams, CPU threads) compute wins, which is what
+makes NCCL time hidden behind a compute stream not exposed.
+
+Sets are sorted, disjoint half-open intervals [start, end) as numpy arrays
+(:class:`Intervals`): busy, idle and exposed time are set algebra on op intervals
+(unions, differences) and the measure of a set inside each step window. The
+timeline is built once per analysis and is frozen; it reads the profile's
+columns and never imports pandas.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpuperf import schema
+from tpuperf.columns import Strings, Table, concat_strings
+from tpuperf.config import AnalysisConfig
+from tpuperf.errors import UsageError
+from tpuperf.steps import dominant_module_steps, window_of
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+    from tpuperf.tables import DeviceTables
+
+# --------------------------------------------------------------------------- intervals
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """Disjoint, sorted, non-empty half-open intervals [starts[i], ends[i])."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def total(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+    @functools.cached_property
+    def cumulative(self) -> np.ndarray:
+        """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
+        return np.concatenate([[0], np.cumsum(self.ends - self.starts)])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def gap_sums(self, short_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Prefix sums over the gaps between consecutive intervals: the length of the gaps
+        shorter than ``short_ps``, their count, and the count of the others (each len(self)
+        values), computed once per threshold (every window set measures the same gaps)."""
+        cache = self.__dict__.setdefault("_gap_sums", {})
+        if short_ps not in cache:
+            gaps = self.starts[1:] - self.ends[:-1]
+            short = (gaps > 0) & (gaps < short_ps)
+            long = gaps >= short_ps
+            cache[short_ps] = (
+                np.concatenate([[0], np.cumsum(np.where(short, gaps, 0))]),
+                np.concatenate([[0], np.cumsum(short)]),
+                np.concatenate([[0], np.cumsum(long)]),
+            )
+        return cache[short_ps]
+
+
+EMPTY = Intervals(np.empty(0, dtype="int64"), np.empty(0, dtype="int64"))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """The union of possibly overlapping intervals; empty ones are dropped."""
+    starts = np.asarray(starts, dtype="int64")
+    ends = np.asarray(ends, dtype="int64")
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return EMPTY
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    # A new interval begins where the start lies past everything before it.
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(starts) - 1)
+    return Intervals(starts[first], reach[last])
+
+
+def _membership(a: Intervals, points: np.ndarray) -> np.ndarray:
+    """For each point, whether it lies in ``a``."""
+    if len(a) == 0:
+        return np.zeros(len(points), dtype=bool)
+    idx = np.searchsorted(a.starts, points, side="right") - 1
+    inside = idx >= 0
+    inside[inside] = a.ends[idx[inside]] > points[inside]
+    return inside
+
+
+def _combine(a: Intervals, b: Intervals, both: bool) -> Intervals:
+    bounds = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    if len(bounds) < 2:
+        return EMPTY
+    lo, hi = bounds[:-1], bounds[1:]
+    in_a = _membership(a, lo)
+    in_b = _membership(b, lo)
+    mask = in_a & in_b if both else in_a & ~in_b
+    return union(lo[mask], hi[mask])
+
+
+def _touching(x: Intervals, y: Intervals) -> np.ndarray:
+    """For each interval of x, whether it overlaps some interval of y."""
+    idx = np.searchsorted(y.ends, x.starts, side="right")  # first y ending after x starts
+    hit = idx < len(y)
+    hit[hit] = y.starts[idx[hit]] < x.ends[hit]
+    return hit
+
+
+def _take(x: Intervals, mask: np.ndarray) -> Intervals:
+    return Intervals(x.starts[mask], x.ends[mask])
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    if len(a) == 0 or len(b) == 0:
+        return EMPTY
+    # Only intervals that touch the other set matter; the sweep then sorts far fewer bounds.
+    return _combine(_take(a, _touching(a, b)), _take(b, _touching(b, a)), both=True)
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """a minus b."""
+    if len(a) == 0 or len(b) == 0:
+        return a
+    hit = _touching(a, b)
+    if not hit.any():
+        return a
+    cut = _combine(_take(a, hit), _take(b, _touching(b, a)), both=False)
+    return merge(_take(a, ~hit), cut)
+
+
+def merge(*sets: Intervals) -> Intervals:
+    """The union of several disjoint sets."""
+    sets = tuple(s for s in sets if len(s))
+    if not sets:
+        return EMPTY
+    if len(sets) == 1:
+        return sets[0]
+    return union(np.concatenate([s.starts for s in sets]), np.concatenate([s.ends for s in sets]))
+
+
+def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
+    """For each time t, the length of ``a`` that lies before t."""
+    t = np.asarray(t, dtype="int64")
+    if len(a) == 0:
+        return np.zeros(len(t), dtype="int64")
+    idx = np.searchsorted(a.starts, t, side="right")  # intervals starting at or before t
+    full = a.cumulative[idx]  # their whole length ...
+    # ... less the part of the last one that lies after t.
+    last = idx - 1
+    has = last >= 0
+    over = np.zeros(len(t), dtype="int64")
+    over[has] = np.maximum(a.ends[last[has]] - t[has], 0)
+    return full - over
+
+
+def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
+    """For each window [s, e), the length of ``a`` inside it."""
+    return covered_before(a, win_ends) - covered_before(a, win_starts)
+
+
+def interior_gaps(
+    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, short_ps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each window, the gaps between intervals of ``a`` that lie wholly inside it.
+
+    Returns (total length of gaps shorter than ``short_ps``, their count, the count of
+    the others). The gaps between intervals k and k+1 with k from the first interval
+    ending after the window start to the one before the last starting before its end.
+    """
+    n = len(win_starts)
+    if len(a) < 2:
+        zeros = np.zeros(n, dtype="int64")
+        return zeros, zeros.copy(), zeros.copy()
+    short_len, short_n, long_n = a.gap_sums(short_ps)
+    first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
+    stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
+    stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
+    # Windows past the last interval (or overlapping ones) count no gap, never past the end.
+    last = len(short_len) - 1
+    first, stop = np.minimum(first, last), np.minimum(stop, last)
+    return (
+        short_len[stop] - short_len[first],
+        short_n[stop] - short_n[first],
+        long_n[stop] - long_n[first],
+    )
+
+
+def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
+    """For each window, the first time in it covered by ``a`` (the window end when none)."""
+    win_starts = np.asarray(win_starts, dtype="int64")
+    win_ends = np.asarray(win_ends, dtype="int64")
+    if len(a) == 0:
+        return win_ends.copy()
+    # The interval containing the window start, if any, else the next one to begin.
+    idx = np.searchsorted(a.ends, win_starts, side="right")
+    out = win_ends.copy()
+    ok = idx < len(a)
+    out[ok] = np.minimum(np.maximum(a.starts[idx[ok]], win_starts[ok]), win_ends[ok])
+    return out
+
+
+def last_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
+    """For each window, the last time in it covered by ``a`` (the window start when none)."""
+    win_starts = np.asarray(win_starts, dtype="int64")
+    win_ends = np.asarray(win_ends, dtype="int64")
+    if len(a) == 0:
+        return win_starts.copy()
+    idx = np.searchsorted(a.starts, win_ends, side="left") - 1
+    out = win_starts.copy()
+    ok = idx >= 0
+    out[ok] = np.maximum(np.minimum(a.ends[idx[ok]], win_ends[ok]), win_starts[ok])
+    return out
+
+
+def gaps_in(a: Intervals, win_start: int, win_end: int) -> Intervals:
+    """The uncovered parts of one window."""
+    window = Intervals(np.array([win_start], dtype="int64"), np.array([win_end], dtype="int64"))
+    if win_end <= win_start:
+        return EMPTY
+    return subtract(window, a)
+
+
+# --------------------------------------------------------------------------- the timeline
+
+SOURCE_OP_SPAN = "op_span"  # no steps: the window is the device's first to last op
+
+_OTHER_KINDS = (schema.KIND_ASYNC_COPY, schema.KIND_MEMCPY)
+
+# The per-window measures of a breakdown, in their column order.
+BREAKDOWN_COLUMNS = (
+    "step_ps",
+    "compute_ps",
+    "exposed_collective_ps",
+    "other_ps",
+    "busy_ps",
+    "idle_ps",
+    "no_op_ps",
+    "leading_idle_ps",
+    "trailing_idle_ps",
+    "interior_idle_ps",
+    "micro_idle_ps",
+    "micro_gaps",
+    "macro_gaps",
+)
+
+
+@dataclass(frozen=True)
+class DeviceSets:
+    compute: Intervals
+    collective: Intervals  # exposed: not covered by compute
+    other: Intervals  # not covered by compute or collectives
+    busy: Intervals  # DESIGN.md's busy: all ops (TPU, CPU) or compute kernels (GPU)
+    occupied: Intervals  # any op at all
+
+
+@dataclass(frozen=True)
+class Windows:
+    """One device's windows, sorted by start: step numbers and [start, end)."""
+
+    step: np.ndarray
+    start_ps: np.ndarray
+    end_ps: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    @classmethod
+    def of(cls, step: Any, start: Any, end: Any) -> Windows:
+        step = np.asarray(step, dtype=np.int64)
+        start = np.asarray(start, dtype=np.int64)
+        end = np.asarray(end, dtype=np.int64)
+        order = np.argsort(start, kind="stable")
+        return cls(step[order], start[order], end[order])
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """One analysed device: its ops, disjoint time sets, step windows and their breakdown."""
+
+    host: str
+    device: int
+    chip: str
+    kind: str  # TPU, GPU or CPU
+    peak_tflops: float  # from the profile's plane stats; NaN when it does not say
+    peak_hbm_gbps: float
+    tables: DeviceTables  # the profile's tables of the device
+    ops: Table  # every op of the device (tables.ops)
+    sets: DeviceSets
+    windows: Windows  # the selected step windows (the op span when there are no steps)
+    all_windows: Windows  # every step window, warm-up and unselected steps included
+    span: Windows  # one window: the device's first op to its last op's end
+    selected: np.ndarray  # rows of ops that start in a selected window
+    # Rows of the selected compute ops with no op nested inside (self_ps == dur_ps): the ops
+    # whose FLOPs and bytes count toward totals (a while loop's body counts, not the loop).
+    leaves: np.ndarray
+    breakdown: dict[str, np.ndarray]  # BREAKDOWN_COLUMNS per selected window
+    span_breakdown: dict[str, np.ndarray]  # the same over the span (XProf's window)
+    outside: dict[str, int]  # span totals less step totals: time outside every step
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.host, self.device
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/device:{self.device}"
+
+    def selected_ops(self, *columns: str) -> Table:
+        """``columns`` of the ops that start in a selected window (only those are copied)."""
+        return self.ops.select(columns).take(self.selected)
+
+    def window_ps(self) -> int:
+        return int(self.breakdown["step_ps"].sum())
+
+    def mean(self, column: str) -> float:
+        """The mean of a breakdown column over this device's windows (pandas' mean of ints)."""
+        values = self.breakdown[column]
+        return float(values.sum()) / len(values) if len(values) else float("nan")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The shared analysis model (DESIGN.md, Definitions): built once per analysis by
+    :func:`build_timeline`, read by every analyzer, never changed."""
+
+    devices: tuple[DeviceView, ...]  # analysed devices with windows, by (host, device)
+    step_source: str  # one of schema.STEP_SOURCES, or SOURCE_OP_SPAN
+    steps_selected: tuple[int, ...]
+    steps_excluded: tuple[int, ...]  # warm-up steps, or steps outside --steps
+    notes: tuple[str, ...]
+    platform: str
+    profile: Any = field(default=None, repr=False, compare=False)  # what it was built from
+
+    @property
+    def has_steps(self) -> bool:
+        return self.step_source != SOURCE_OP_SPAN
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def n_windows(self) -> int:
+        """Selected windows over all devices (steps x devices when every device has all)."""
+        return sum(len(d.windows) for d in self.devices)
+
+    @property
+    def n_all_windows(self) -> int:
+        return sum(len(d.all_windows) for d in self.devices)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({d.host for d in self.devices})
+
+    @property
+    def step_time_ps(self) -> np.ndarray:
+        """Step durations, one per step number (in order): the slowest device's window."""
+        if not self.devices:
+            return np.empty(0)
+        steps = np.concatenate([v.windows.step for v in self.devices])
+        lengths = np.concatenate([v.windows.end_ps - v.windows.start_ps for v in self.devices])
+        numbers, index = np.unique(steps, return_inverse=True)
+        longest = np.full(len(numbers), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(longest, index.reshape(-1), lengths)
+        return longest.astype("float64")
+
+    @property
+    def mean_window_ps(self) -> float:
+        """The mean window (step) length per device: the denominator of every per-step share.
+
+        Savings are totals per window per device, so their share of a step uses the same
+        average; with synchronous steps it equals the mean step time.
+        """
+        n = self.n_windows
+        total = sum(int((d.windows.end_ps - d.windows.start_ps).sum()) for d in self.devices)
+        return float(total) / n if n else 0.0
+
+    def per_step(self, total_ps: float) -> float:
+        """A total over all analysed windows and devices, as ps per step per device."""
+        n = self.n_windows
+        return total_ps / n if n else 0.0
+
+    def total(self, column: str) -> float:
+        """A breakdown column summed over every window of every device."""
+        return float(sum(int(d.breakdown[column].sum()) for d in self.devices))
+
+    def device_mean_pct(self, column: str) -> float | None:
+        """``column`` over the window, per device in percent, averaged over devices."""
+        shares = [
+            100.0 * float(d.breakdown[column].sum()) / float(d.breakdown["step_ps"].sum())
+            for d in self.devices
+        ]
+        return float(np.mean(shares)) if shares else None
+
+    def breakdown_table(self) -> Table:
+        """One row per selected window: host, device, step, start_ps, end_ps, then
+        BREAKDOWN_COLUMNS."""
+        views = self.devices
+        columns: dict[str, Any] = {
+            "host": concat_strings([Strings.constant(v.host, len(v.windows)) for v in views]),
+            "device": _stack([np.full(len(v.windows), v.device, np.int64) for v in views]),
+            "step": _stack([v.windows.step for v in views]),
+            "start_ps": _stack([v.windows.start_ps for v in views]),
+            "end_ps": _stack([v.windows.end_ps for v in views]),
+        }
+        for name in BREAKDOWN_COLUMNS:
+            columns[name] = _stack([v.breakdown[name] for v in views])
+        return Table(columns)
+
+    def selected_ops(self, view: DeviceView) -> Table:
+        """The device's ops that start in a selected window, with that window's step."""
+        index = window_of(
+            view.ops.array("start_ps")[view.selected], view.windows.start_ps, view.windows.end_ps
+        )
+        return view.ops.take(view.selected).with_columns(step=view.windows.step[index])
+
+    def outside_rows(self, view: DeviceView) -> np.ndarray:
+        """Rows of the device's ops that start outside every step (setup, one-off calls)."""
+        if not self.has_steps:
+            return np.zeros(0, dtype=np.int64)
+        index = window_of(
+            view.ops.array("start_ps"), view.all_windows.start_ps, view.all_windows.end_ps
+        )
+        return np.flatnonzero(index < 0)
+
+
+def _stack(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+
+
+def stats_ms(values_ps: np.ndarray) -> dict[str, Any]:
+    """median, mean, p90 (linear interpolation), min, max in ms, and count."""
+    values = np.asarray(values_ps, dtype="float64")
+    if len(values) == 0:
+        return {"median": None, "mean": None, "p90": None, "min": None, "max": None, "count": 0}
+    ms = values / 1e9
+    return {
+        "median": float(np.median(ms)),
+        "mean": float(np.mean(ms)),
+        "p90": float(np.percentile(ms, 90)),
+        "min": float(ms.min()),
+        "max": float(ms.max()),
+        "count": len(ms),
+    }
+
+
+# Timelines already built, by the profile and config they were built for: every analyzer of
+# one analysis asks for the same timeline, and it is built once.
+_BUILT: list[tuple[Any, AnalysisConfig, Timeline]] = []
+
+
+def build_timeline(profile: Profile, config: AnalysisConfig) -> Timeline:
+    """The timeline of ``profile`` under ``config`` (built once per pair; see _BUILT)."""
+    for built_profile, built_config, built in _BUILT:
+        if built_profile is profile and built_config == config:
+            return built
+    timeline = _build(profile, config)
+    _BUILT.append((profile, config, timeline))
+    del _BUILT[:-2]  # the last two: an analysis and, at most, one beside it
+    return timeline
+
+
+def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
+    notes: list[str] = []
+    candidates = _analysed_devices(profile, config.host)
+    source, steps_of = _step_tables(profile, candidates)
+    if source == "module_period" and not any(
+        d.steps is not None and d.steps.n for d in profile.device_tables
+    ):
+        notes.append("no Steps line or step markers: steps are the periods of the dominant module")
+    selected: list[int] = []
+    excluded: list[int] = []
+    if source != SOURCE_OP_SPAN:
+        numbers = sorted(
+            {int(n) for steps in steps_of.values() for n in steps.array("step").tolist()}
+        )
+        selected, excluded = _select_steps(numbers, config, notes)
+        stepless = [d for d in candidates if d.key not in steps_of or not steps_of[d.key].n]
+        if stepless:
+            # A device with ops but no steps of its own (a GPU that only ran memcpys) has no
+            # window to measure; averaging it in as 100% idle would misstate the others.
+            notes.append(
+                "left out devices with ops but no steps: "
+                + ", ".join(f"{d.host}/device:{d.device}" for d in stepless)
+            )
+    elif any(d.tables.ops.n for d in candidates):
+        notes.append("no steps in this profile: each device's window is its first to last op")
+    wanted = set(selected)
+    micro_ps = int(config.micro_gap_us * 1e6)
+
+    def view_of(candidate: _Candidate) -> DeviceView | None:
+        steps = steps_of.get(candidate.key) if source != SOURCE_OP_SPAN else None
+        if source != SOURCE_OP_SPAN and (steps is None or not steps.n):
+            return None
+        return _view(candidate, steps, wanted, micro_ps)
+
+    # Devices are independent and numpy lets go of the GIL in its loops: a thread each.
+    workers = min(os.cpu_count() or 1, len(candidates))
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="tpuperf-timeline") as pool:
+            built = list(pool.map(view_of, candidates))
+    else:
+        built = [view_of(c) for c in candidates]
+    views = [v for v in built if v is not None]
+    return Timeline(
+        devices=tuple(views),
+        step_source=source,
+        steps_selected=tuple(selected),
+        steps_excluded=tuple(excluded),
+        notes=tuple(notes),
+        platform=profile.platform,
+        profile=profile,
+    )
+
+
+def _view(
+    candidate: _Candidate, steps: Table | None, wanted: set[int], micro_ps: int
+) -> DeviceView | None:
+    """One device's view: its sets, its windows (``steps``; the op span when None) and their
+    breakdown; None when no selected step falls on it."""
+    ops = candidate.tables.ops
+    start = ops.array("start_ps")
+    end = start + ops.array("dur_ps")
+    sets = _device_sets(ops, start, end, gpu=candidate.kind == "GPU")
+    span = Windows.of([-1], [start.min()], [end.max()])
+    if steps is None:
+        windows = all_windows = span
+    else:
+        all_windows = Windows.of(
+            steps.array("step"), steps.array("start_ps"), steps.array("end_ps")
+        )
+        keep = np.array([s in wanted for s in all_windows.step.tolist()], dtype=bool)
+        windows = Windows(
+            all_windows.step[keep], all_windows.start_ps[keep], all_windows.end_ps[keep]
+        )
+        if not len(windows):
+            return None
+    index = window_of(start, windows.start_ps, windows.end_ps)
+    inside = np.flatnonzero(index >= 0)
+    del index
+    if len(start) < 2**31:
+        inside = inside.astype(np.int32)  # 4 bytes an op
+    span_breakdown = _breakdown(sets, span, micro_ps)
+    return DeviceView(
+        host=candidate.host,
+        device=candidate.device,
+        chip=candidate.chip,
+        kind=candidate.kind,
+        peak_tflops=candidate.peak_tflops,
+        peak_hbm_gbps=candidate.peak_hbm_gbps,
+        tables=candidate.tables,
+        ops=ops,
+        # The analyzers read compute, collective and other; busy and occupied were for the
+        # breakdowns above, and are let go of (they are as large as the op list).
+        sets=DeviceSets(sets.compute, sets.collective, sets.other, EMPTY, EMPTY),
+        windows=windows,
+        all_windows=all_windows,
+        span=span,
+        selected=inside,
+        leaves=_leaves(ops, inside),
+        breakdown=_breakdown(sets, windows, micro_ps),
+        span_breakdown=span_breakdown,
+        outside=_outside(span_breakdown, _breakdown(sets, all_windows, micro_ps)),
+    )
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    host: str
+    device: int
+    chip: str
+    kind: str
+    peak_tflops: float
+    peak_hbm_gbps: float
+    tables: DeviceTables
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.host, self.device
+
+
+def _analysed_devices(profile: Profile, host: str | None) -> list[_Candidate]:
+    """The devices to analyse, by (host, device): those that ran ops, SparseCores left out
+    (they run their own programs beside the TensorCore; their idle time is not the chip's)."""
+    tables = profile.device_tables
+    if host is not None:
+        hosts = sorted({d.host for d in tables})
+        if host not in hosts:
+            raise UsageError(
+                f"--host {host!r} is not in this profile; its hosts: {', '.join(hosts)}"
+            )
+    out = []
+    for d in sorted(tables, key=lambda d: (d.host, d.device)):
+        if (
+            (host is not None and d.host != host)
+            or not d.ops.n
+            or d.row.get("core") == "SparseCore"
+        ):
+            continue
+        out.append(
+            _Candidate(
+                host=d.host,
+                device=d.device,
+                chip=str(d.row.get("chip") or ""),
+                kind=str(d.row.get("kind") or profile.platform),
+                peak_tflops=float(d.row.get("peak_tflops", float("nan"))),
+                peak_hbm_gbps=float(d.row.get("peak_hbm_gbps", float("nan"))),
+                tables=d,
+            )
+        )
+    return out
+
+
+def _step_tables(
+    profile: Profile, candidates: list[_Candidate]
+) -> tuple[str, dict[tuple[str, int], Table]]:
+    """The step source used (the best one any device has, in DESIGN.md's order) and each
+    device's steps from it."""
+    steps = {
+        d.key: d.tables.steps for d in candidates if d.tables.steps is not None and d.tables.steps.n
+    }
+    if not steps:
+        # A Profile built without steps (from_tables): the dominant module's periods.
+        steps = {
+            d.key: s
+            for d in candidates
+            if (s := dominant_module_steps(d.tables.modules)) is not None and s.n
+        }
+    if not steps:
+        return SOURCE_OP_SPAN, {}
+    present = {value for s in steps.values() for value in s.strings("source").values}
+    source = next((s for s in schema.STEP_SOURCES if s in present), sorted(present)[0])
+    chosen = {}
+    for key, table in steps.items():
+        keep = table.strings("source").eq(source)
+        if keep.any():
+            chosen[key] = table.take(keep)
+    return source, chosen
+
+
+def _select_steps(
+    numbers: list[int], config: AnalysisConfig, notes: list[str]
+) -> tuple[list[int], list[int]]:
+    if config.steps is not None:
+        lo, hi = config.steps
+        keep = [n for n in numbers if (lo is None or n >= lo) and (hi is None or n < hi)]
+        if not keep:
+            shown = f"{numbers[0]}..{numbers[-1]}" if numbers else "none"
+            raise UsageError(
+                f"--steps {'' if lo is None else lo}:{'' if hi is None else hi} selects no step; "
+                f"this profile has steps {shown}"
+            )
+        return keep, [n for n in numbers if n not in set(keep)]
+    warmup = max(int(config.warmup_steps), 0)
+    if warmup and len(numbers) > warmup:
+        return numbers[warmup:], numbers[:warmup]
+    if warmup and numbers:
+        notes.append(
+            f"only {len(numbers)} step(s): kept all, warm-up ({warmup} step(s)) not left out"
+        )
+    return numbers, []
+
+
+def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> DeviceSets:
+    """Split a device's time into compute, exposed collective, other (copies), busy and
+    occupied (see the module docstring)."""
+    kind = ops.strings("kind")
+    is_coll_all = kind.eq(schema.KIND_COLLECTIVE)
+    is_other_all = kind.isin(_OTHER_KINDS)
+    is_comp_all = kind.eq(schema.KIND_COMPUTE)
+    lines = ops.strings("line")
+    if len(lines.values) == 1 or len(np.unique(lines.codes)) == 1:
+        taken = end > start
+        s, e = start[taken], end[taken]
+        if not len(s) or (np.all(s[1:] >= e[:-1])):
+            # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets
+            # are its ops by kind, in order, with touching neighbours joined (what union gives).
+            compute = _joined(s[is_comp_all[taken]], e[is_comp_all[taken]])
+            collective = _joined(s[is_coll_all[taken]], e[is_coll_all[taken]])
+            other = _joined(s[is_other_all[taken]], e[is_other_all[taken]])
+            occupied = _joined(s, e)
+            return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
+    line = lines.codes
+    comp_parts, coll_parts, other_parts = [], [], []
+    for code in np.unique(line):
+        on = line == code
+        is_coll = on & is_coll_all
+        coll = union(start[is_coll], end[is_coll])
+        is_other = on & is_other_all
+        other = subtract(union(start[is_other], end[is_other]), coll)
+        is_comp = on & is_comp_all
+        comp = subtract(subtract(union(start[is_comp], end[is_comp]), coll), other)
+        comp_parts.append(comp)
+        coll_parts.append(coll)
+        other_parts.append(other)
+    compute = merge(*comp_parts)
+    collective = subtract(merge(*coll_parts), compute)
+    other = subtract(subtract(merge(*other_parts), compute), collective)
+    occupied = merge(compute, collective, other)
+    return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
+
+
+def _leaves(ops: Table, rows: np.ndarray) -> np.ndarray:
+    """``rows`` that are compute ops with nothing nested inside them (see DeviceView)."""
+    compute = ops.strings("kind").take(rows).eq(schema.KIND_COMPUTE)
+    rows = rows[compute]
+    self_ps, dur_ps = ops.array("self_ps"), ops.array("dur_ps")
+    if self_ps is dur_ps:  # no op of the device nests another: every op is a leaf
+        return rows
+    return rows[self_ps[rows] >= dur_ps[rows]]
+
+
+def _joined(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Sorted, disjoint, non-empty intervals as Intervals, touching neighbours joined."""
+    if not len(starts):
+        return EMPTY
+    new = np.empty(len(starts), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > ends[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(starts) - 1)
+    return Intervals(starts[first], ends[last])
+
+
+def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.ndarray]:
+    ws, we = win.start_ps, win.end_ps
+    out: dict[str, np.ndarray] = {"step_ps": we - ws}
+    out["compute_ps"] = measure_in(sets.compute, ws, we)
+    out["exposed_collective_ps"] = measure_in(sets.collective, ws, we)
+    out["other_ps"] = measure_in(sets.other, ws, we)
+    out["busy_ps"] = measure_in(sets.busy, ws, we)
+    out["idle_ps"] = out["step_ps"] - out["busy_ps"]
+    occupied_ps = measure_in(sets.occupied, ws, we)
+    out["no_op_ps"] = out["step_ps"] - occupied_ps
+    leading = first_inside(sets.occupied, ws, we) - ws
+    trailing = np.where(occupied_ps > 0, we - last_inside(sets.occupied, ws, we), 0)
+    out["leading_idle_ps"] = leading
+    out["trailing_idle_ps"] = trailing
+    out["interior_idle_ps"] = out["no_op_ps"] - leading - trailing
+    micro, micro_n, macro_n = interior_gaps(sets.occupied, ws, we, micro_ps)
+    out["micro_idle_ps"] = micro
+    out["micro_gaps"] = micro_n
+    out["macro_gaps"] = macro_n
+    return out
+
+
+_OUTSIDE_COLUMNS = (
+    "step_ps",
+    "compute_ps",
+    "exposed_collective_ps",
+    "other_ps",
+    "busy_ps",
+    "no_op_ps",
+)
+
+
+def _outside(span: dict[str, np.ndarray], steps: dict[str, np.ndarray]) -> dict[str, int]:
+    """Span totals less step totals: what happened on the device outside every step."""
+    out = {}
+    for column in _OUTSIDE_COLUMNS:
+        # Steps can reach past the first or last op; time there is not "outside".
+        value = max(int(span[column].sum()) - int(steps[column].sum()), 0)
+        out["outside_ps" if column == "step_ps" else column] = value
+    return out
