@@ -245,3 +245,33 @@ def test_generated_in_memory_filesystem(capsys) -> None:
     code, out, err = run(capsys, "info", "memory://logs", "--format", "json")
     assert code == 0, err
     assert [h["host"] for h in json.loads(out)["hosts"]] == sorted(xspaces)
+
+
+def test_gzip_bomb_is_refused_before_it_fills_memory(tmp_path) -> None:
+    # 64 MiB of zeros compress to about 64 KiB: refused once the inflated bytes pass what the
+    # available memory can analyse, long before the whole stream is inflated.
+    import resource
+
+    from tpuperf import sources
+    from tpuperf.errors import BadInput
+
+    bomb = tmp_path / "bomb.xplane.pb.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (64 << 20)))
+    assert bomb.stat().st_size < 1 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(BadInput, match="inflates to more than"):
+        sources.read_profile(str(bomb), available=16 << 20)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 32 << 10  # it stopped near the 16 MiB budget, not at 64 MiB
+
+
+def test_truncated_and_corrupt_gzip_are_bad_input(capsys, tmp_path) -> None:
+    whole = gzip.compress(CPU_FIXTURE.read_bytes())
+    truncated = tmp_path / "cut.xplane.pb.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    corrupt = tmp_path / "bad.xplane.pb.gz"
+    corrupt.write_bytes(whole[:10] + bytes(b ^ 0x5A for b in whole[10:200]) + whole[200:])
+    for path, reason in ((truncated, "ends early"), (corrupt, "does not decompress")):
+        code, _, err = run(capsys, "info", str(path))
+        assert code == 4, err
+        assert reason in err and str(path) in err

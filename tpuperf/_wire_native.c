@@ -383,100 +383,98 @@ static PyObject *events(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    /* First pass: how many events. */
-    Py_BEGIN_ALLOW_THREADS
-    {
-        Py_ssize_t pos = first;
-        while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
-            pos += 1;
-            uint64_t length;
-            error = read_varint(buf, &pos, stop, &length);
-            if (error)
-                break;
-            if (length > (uint64_t)(stop - pos)) {
-                error = "an event record runs past the end of its line (truncated file?)";
-                break;
-            }
-            pos += (Py_ssize_t)length;
-            n_events += 1;
-        }
-        run_end = pos;
-    }
-    Py_END_ALLOW_THREADS
-    if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
-        goto done;
-    }
+    /* One pass: columns sized for a typical event (16 bytes or more), grown when a line
+     * holds smaller ones, and cut to size at the end. */
+    Py_ssize_t capacity = (stop - first) / 16 + 16;
     for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
-        out[i] = new_column(n_events, 8, (void **)&columns[i]);
+        out[i] = new_column(capacity, 8, (void **)&columns[i]);
         if (!out[i])
             goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
     {
         Py_ssize_t pos = first;
         int64_t values[MAX_WANTED];
-        while (pos < run_end && !error) {
-            pos += 1;
-            uint64_t length;
-            error = read_varint(buf, &pos, run_end, &length);
-            if (error)
-                break;
-            Py_ssize_t record_end = pos + (Py_ssize_t)length;
-            int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
-            for (Py_ssize_t c = 0; c < n_columns; c++)
-                values[c] = MISSING;
-            while (pos < record_end) {
-                uint64_t number, value = 0;
-                int wire;
-                Py_ssize_t payload = 0;
-                error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
-                if (error)
-                    break;
-                if (number == 4 && wire == WIRE_LEN) {
-                    if (n_wanted == 0)
-                        continue;
-                    uint64_t id;
-                    int64_t v = 0;
-                    int is_int;
-                    error = stat_int(buf, payload, payload + (Py_ssize_t)value, &id, &v, &is_int);
-                    if (error)
-                        break;
-                    if (!is_int)
-                        continue;
-                    for (Py_ssize_t w = 0; w < n_wanted; w++) {
-                        if ((uint64_t)wanted_ids[w] == id) {
-                            values[wanted_cols[w]] = v;
-                            break;
-                        }
-                    }
-                } else if (wire == WIRE_VARINT) {
-                    if (number == 1)
-                        metadata_id = (int64_t)value;
-                    else if (number == 2)
-                        offset_ps = (int64_t)value;
-                    else if (number == 3)
-                        duration_ps = (int64_t)value;
+        while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+            if (kept == capacity) {
+                capacity *= 2;
+                for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
+                    if (PyByteArray_Resize(out[i], capacity * 8) < 0)
+                        goto done;
+                    columns[i] = (int64_t *)PyByteArray_AS_STRING(out[i]);
                 }
             }
-            if (error)
-                break;
-            if (keep >= 0 && values[keep] == MISSING)
-                continue;
-            columns[0][kept] = metadata_id;
-            columns[1][kept] = offset_ps;
-            columns[2][kept] = duration_ps;
-            for (Py_ssize_t c = 0; c < n_columns; c++)
-                columns[3 + c][kept] = values[c];
-            kept += 1;
+            Py_ssize_t batch_end = kept + (capacity - kept);
+            Py_BEGIN_ALLOW_THREADS
+            /* Decode events until the columns are full or the run ends. */
+            while (kept < batch_end && pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+                pos += 1;
+                uint64_t length;
+                error = read_varint(buf, &pos, stop, &length);
+                if (error)
+                    break;
+                if (length > (uint64_t)(stop - pos)) {
+                    error = "an event record runs past the end of its line (truncated file?)";
+                    break;
+                }
+                Py_ssize_t record_end = pos + (Py_ssize_t)length;
+                int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
+                for (Py_ssize_t c = 0; c < n_columns; c++)
+                    values[c] = MISSING;
+                while (pos < record_end) {
+                    uint64_t number, value = 0;
+                    int wire;
+                    Py_ssize_t payload = 0;
+                    error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+                    if (error)
+                        break;
+                    if (number == 4 && wire == WIRE_LEN) {
+                        if (n_wanted == 0)
+                            continue;
+                        uint64_t id;
+                        int64_t v = 0;
+                        int is_int;
+                        error =
+                            stat_int(buf, payload, payload + (Py_ssize_t)value, &id, &v, &is_int);
+                        if (error)
+                            break;
+                        if (!is_int)
+                            continue;
+                        for (Py_ssize_t w = 0; w < n_wanted; w++) {
+                            if ((uint64_t)wanted_ids[w] == id) {
+                                values[wanted_cols[w]] = v;
+                                break;
+                            }
+                        }
+                    } else if (wire == WIRE_VARINT) {
+                        if (number == 1)
+                            metadata_id = (int64_t)value;
+                        else if (number == 2)
+                            offset_ps = (int64_t)value;
+                        else if (number == 3)
+                            duration_ps = (int64_t)value;
+                    }
+                }
+                if (error)
+                    break;
+                n_events += 1;
+                if (keep >= 0 && values[keep] == MISSING)
+                    continue;
+                columns[0][kept] = metadata_id;
+                columns[1][kept] = offset_ps;
+                columns[2][kept] = duration_ps;
+                for (Py_ssize_t c = 0; c < n_columns; c++)
+                    columns[3 + c][kept] = values[c];
+                kept += 1;
+            }
+            Py_END_ALLOW_THREADS
+            if (error) {
+                PyErr_SetString(PyExc_ValueError, error);
+                goto done;
+            }
         }
+        run_end = pos;
     }
-    Py_END_ALLOW_THREADS
-    if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
-        goto done;
-    }
-    if (kept < n_events) {
+    if (kept < capacity) {
         for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
             if (PyByteArray_Resize(out[i], kept * 8) < 0)
                 goto done;

@@ -161,10 +161,12 @@ def _url(fs: Any, original: str, path: str) -> str:
     return fs.unstrip_protocol(path)
 
 
-# Memory that decoding and analysing a profile takes beyond the file itself, per byte of the
-# (decompressed) file: event columns and the analysis's working arrays. Measured on the
-# benchmark profiles (benchmarks/README.md): peak anonymous memory stays under 1.5x the file.
-MEMORY_PER_BYTE = 1.5
+# Memory that decoding and analysing a profile takes, per byte of the (decompressed) file:
+# event columns and the analysis's working arrays (a memory-mapped file's pages are let go of
+# as it is decoded). Measured on the
+# benchmark profiles (benchmarks/README.md): peak RSS is 2.4x a 5 GB file, 3.5x an 85 MB one
+# (where the interpreter and numpy weigh more).
+MEMORY_PER_BYTE = 2.5
 _CHUNK = 1 << 22
 
 

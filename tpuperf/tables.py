@@ -539,25 +539,30 @@ def _device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarra
     use = (device_offset >= 0) & (device_duration >= 0)  # MISSING is negative
     if not use.any():
         return host_start, host_dur, IDENTITY_CLOCK
-    everywhere = bool(use.all())
-    shift = int(
-        np.median(host_start - device_offset if everywhere else (host_start - device_offset)[use])
-    )
-    if everywhere:
+    if use.all():  # the usual case: no masks, no copies
+        offset = host_start - device_offset
+        shift = int(np.median(offset))
         start = device_offset + shift
         dur = device_duration
+        start_offset = offset
+        start_offset -= shift  # host start less placed start, in place
+        clock_start = host_start
+        end_offset = start_offset + (host_dur - dur)
     else:
+        shift = int(np.median((host_start - device_offset)[use]))
         start = np.where(use, device_offset + shift, host_start)
         dur = np.where(use, device_duration, host_dur)
-    on = slice(None) if everywhere else use
-    order = np.argsort(host_start[on], kind="stable")
-    clock = DeviceClock(
-        host_start[on][order],
-        (host_start - start)[on][order],
-        (host_start + host_dur - (start + dur))[on][order],
-        shift,
-    )
-    return start, dur, clock
+        clock_start = host_start[use]
+        start_offset = (host_start - start)[use]
+        end_offset = (host_start + host_dur - (start + dur))[use]
+    if not bool(np.all(clock_start[1:] >= clock_start[:-1])):  # a line is in host order, as a rule
+        order = np.argsort(clock_start, kind="stable")
+        clock_start, start_offset, end_offset = (
+            clock_start[order],
+            start_offset[order],
+            end_offset[order],
+        )
+    return start, dur, DeviceClock(clock_start, start_offset, end_offset, shift)
 
 
 def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:

@@ -559,7 +559,7 @@ def _view(
         all_windows = Windows.of(
             steps.array("step"), steps.array("start_ps"), steps.array("end_ps")
         )
-        keep = np.array([s in wanted for s in all_windows.step.tolist()], dtype=bool)
+        keep = np.isin(all_windows.step, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))
         windows = Windows(
             all_windows.step[keep], all_windows.start_ps[keep], all_windows.end_ps[keep]
         )
@@ -590,7 +590,7 @@ def _view(
         leaves=_leaves(ops, inside),
         breakdown=_breakdown(sets, windows, micro_ps),
         span_breakdown=span_breakdown,
-        outside=_outside(span_breakdown, _breakdown(sets, all_windows, micro_ps)),
+        outside=_outside(span_breakdown, _totals(sets, all_windows)),
     )
 
 
@@ -772,6 +772,24 @@ def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.nd
     out["micro_gaps"] = micro_n
     out["macro_gaps"] = macro_n
     return out
+
+
+def _totals(sets: DeviceSets, win: Windows) -> dict[str, np.ndarray]:
+    """The breakdown columns that _outside reads, summed over ``win`` (one value each)."""
+    ws, we = win.start_ps, win.end_ps
+    occupied = int(measure_in(sets.occupied, ws, we).sum())
+    step = int((we - ws).sum())
+    return {
+        name: np.array([value])
+        for name, value in (
+            ("step_ps", step),
+            ("compute_ps", int(measure_in(sets.compute, ws, we).sum())),
+            ("exposed_collective_ps", int(measure_in(sets.collective, ws, we).sum())),
+            ("other_ps", int(measure_in(sets.other, ws, we).sum())),
+            ("busy_ps", int(measure_in(sets.busy, ws, we).sum())),
+            ("no_op_ps", step - occupied),
+        )
+    }
 
 
 _OUTSIDE_COLUMNS = (
