@@ -25,15 +25,33 @@ enum { EVENT_RECORD_TAG = 0x22 };
 /* Stat kinds, as tpuperf.xspace.STAT_*. */
 enum { STAT_NONE, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF };
 
-/* Errors are reported by returning a message; NULL means success. */
+/* Errors are reported by returning a message; NULL means success. Where in the buffer the
+ * failure happened is kept per thread (loops run without the GIL, in several threads), and
+ * raise_at() puts it in the message. */
 typedef const char *failure;
+static _Thread_local Py_ssize_t failed_at = -1;
+
+static failure fail(failure message, Py_ssize_t at)
+{
+    failed_at = at;
+    return message;
+}
+
+static void raise_at(failure message)
+{
+    if (failed_at >= 0)
+        PyErr_Format(PyExc_ValueError, "%s, at byte %zd", message, failed_at);
+    else
+        PyErr_SetString(PyExc_ValueError, message);
+    failed_at = -1;
+}
 
 static failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
 {
     uint64_t result = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (*pos >= end)
-            return "a varint runs past the end of its message (truncated file?)";
+            return fail("a varint runs past the end of its message (truncated file?)", *pos);
         uint8_t byte = buf[(*pos)++];
         result |= (uint64_t)(byte & 0x7F) << shift;
         if (byte < 0x80) {
@@ -41,7 +59,7 @@ static failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, 
             return NULL;
         }
     }
-    return "a varint is longer than 10 bytes (not an XSpace protobuf)";
+    return fail("a varint is longer than 10 bytes (not an XSpace protobuf)", *pos);
 }
 
 /* Read one field: its number, wire type, and value (varint or fixed64 bits) or
@@ -56,13 +74,13 @@ static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, u
     *number = tag >> 3;
     *wire = (int)(tag & 7);
     if (*number == 0)
-        return "field number 0 (not an XSpace protobuf)";
+        return fail("field number 0 (not an XSpace protobuf)", *pos);
     switch (*wire) {
     case WIRE_VARINT:
         return read_varint(buf, pos, end, value);
     case WIRE_FIXED64:
         if (end - *pos < 8)
-            return "a fixed64 value runs past the end of its message (truncated file?)";
+            return fail("a fixed64 value runs past the end of its message (truncated file?)", *pos);
         memcpy(value, buf + *pos, 8); /* little-endian on every platform tpuperf targets */
         *pos += 8;
         return NULL;
@@ -72,7 +90,7 @@ static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, u
         if (error)
             return error;
         if (length > (uint64_t)(end - *pos))
-            return "a field runs past the end of its message (truncated file?)";
+            return fail("a field runs past the end of its message (truncated file?)", *pos);
         *payload_start = *pos;
         *value = length;
         *pos += (Py_ssize_t)length;
@@ -80,12 +98,12 @@ static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, u
     }
     case WIRE_FIXED32:
         if (end - *pos < 4)
-            return "a fixed32 value runs past the end of its message (truncated file?)";
+            return fail("a fixed32 value runs past the end of its message (truncated file?)", *pos);
         *pos += 4;
         *value = 0;
         return NULL;
     default:
-        return "invalid wire type (not an XSpace protobuf)";
+        return fail("invalid wire type (not an XSpace protobuf)", *pos);
     }
 }
 
@@ -108,7 +126,7 @@ static failure walk_events(const uint8_t *buf, Py_ssize_t first, Py_ssize_t stop
         if (error)
             return error;
         if (length > (uint64_t)(stop - pos))
-            return "an event record runs past the end of its line (truncated file?)";
+            return fail("an event record runs past the end of its line (truncated file?)", pos);
         Py_ssize_t record_end = pos + (Py_ssize_t)length;
         if (columns) {
             columns->metadata_id[events] = 0;
@@ -175,7 +193,7 @@ static PyObject *event_records(PyObject *self, PyObject *args)
     error = walk_events(buf, first, stop, NULL, &n_events, &n_stats, &run_end);
     Py_END_ALLOW_THREADS
     if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
+        raise_at(error);
         goto done;
     }
     event_columns columns;
@@ -191,7 +209,7 @@ static PyObject *event_records(PyObject *self, PyObject *args)
     error = walk_events(buf, first, stop, &columns, &n_events, &n_stats, &run_end);
     Py_END_ALLOW_THREADS
     if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
+        raise_at(error);
         goto done;
     }
     result = Py_BuildValue("nOOOOOO", run_end, out[0], out[1], out[2], out[3], out[4], out[5]);
@@ -240,7 +258,7 @@ static PyObject *stats(PyObject *self, PyObject *args)
         text_start[i] = 0;
         text_stop[i] = 0;
         if (pos < 0 || end > view.len || pos > end) {
-            error = "a stat lies outside the buffer";
+            error = fail("a stat lies outside the buffer", pos);
             break;
         }
         while (pos < end) {
@@ -267,7 +285,7 @@ static PyObject *stats(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
+        raise_at(error);
         goto done;
     }
     result = Py_BuildValue("OOOOOO", out[0], out[1], out[2], out[3], out[4], out[5]);
@@ -304,7 +322,7 @@ static PyObject *skip_records(PyObject *self, PyObject *args)
         if (error)
             break;
         if (length > (uint64_t)(stop - pos)) {
-            error = "an event record runs past the end of its line (truncated file?)";
+            error = fail("an event record runs past the end of its line (truncated file?)", pos);
             break;
         }
         pos += (Py_ssize_t)length;
@@ -312,7 +330,7 @@ static PyObject *skip_records(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
+        raise_at(error);
         goto done;
     }
     result = Py_BuildValue("nn", pos, events);
@@ -413,7 +431,7 @@ static PyObject *events(PyObject *self, PyObject *args)
                 if (error)
                     break;
                 if (length > (uint64_t)(stop - pos)) {
-                    error = "an event record runs past the end of its line (truncated file?)";
+                    error = fail("an event record runs past the end of its line (truncated file?)", pos);
                     break;
                 }
                 Py_ssize_t record_end = pos + (Py_ssize_t)length;
@@ -468,7 +486,7 @@ static PyObject *events(PyObject *self, PyObject *args)
             }
             Py_END_ALLOW_THREADS
             if (error) {
-                PyErr_SetString(PyExc_ValueError, error);
+                raise_at(error);
                 goto done;
             }
         }
@@ -523,7 +541,7 @@ static PyObject *extent(PyObject *self, PyObject *args)
         if (error)
             break;
         if (length > (uint64_t)(stop - pos)) {
-            error = "an event record runs past the end of its line (truncated file?)";
+            error = fail("an event record runs past the end of its line (truncated file?)", pos);
             break;
         }
         Py_ssize_t record_end = pos + (Py_ssize_t)length;
@@ -550,7 +568,7 @@ static PyObject *extent(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     if (error) {
-        PyErr_SetString(PyExc_ValueError, error);
+        raise_at(error);
         goto done;
     }
     result = Py_BuildValue("nnLL", pos, events, (long long)lowest, (long long)highest);
@@ -609,7 +627,7 @@ static PyObject *scan_fields(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
         if (error) {
-            PyErr_SetString(PyExc_ValueError, error);
+            raise_at(error);
             goto done;
         }
         n = k;

@@ -32,6 +32,11 @@ class BadInput(TpuperfError):
     exit_code = 4
 
 
+class BadProfile(BadInput):
+    """A file that is not a valid XSpace of the shapes tpuperf reads (truncated, corrupt, or
+    holding values it cannot interpret); the message names the file, where and why."""
+
+
 class CaptureFailed(TpuperfError):
     """A capture from a running job did not produce a profile."""
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tpuperf import schema
 from tpuperf.columns import Strings, Table, concat_strings, from_pandas, to_pandas
-from tpuperf.errors import BadInput
+from tpuperf.errors import BadInput, BadProfile
 
 if TYPE_CHECKING:
     from tpuperf.tables import DeviceTables
@@ -244,7 +244,18 @@ def read_host(url: str, host: str, data: Any) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables."""
     from tpuperf import tables, xspace
 
-    built = tables.build_host(host, xspace.decode_or_bad_input(data, url))
+    try:
+        # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
+        built = tables.build_host(host, xspace.decode(data))
+    except xspace.DecodeError as exc:
+        raise BadProfile(f"{url}: not a readable XSpace profile: {exc}") from None
+    except (ValueError, IndexError, OverflowError, TypeError, KeyError, UnicodeError) as exc:
+        # A well-formed file whose values make no sense (a stat of the wrong type, an id or a
+        # range out of bounds): bad input, named as such, not an internal error.
+        raise BadProfile(
+            f"{url}: an XSpace profile with values tpuperf cannot interpret "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     info = HostInfo(
         host=host,
         path=url,

@@ -232,7 +232,7 @@ class Line:
                 metadata_id, offset_ps, duration_ps, dict(zip(names, joined[3:], strict=True))
             )
         stats = {}
-        for name in names:
+        for name in names:  # (as the C loop: no stat is read when none is asked for)
             column = plane.stat_column(self.stats, len(self), name, MISSING)
             stats[name] = (
                 column
@@ -333,7 +333,7 @@ class Plane:
         rows = np.flatnonzero(_is_one_of(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
         buf = np.frombuffer(self._data, dtype=np.uint8)
         entries = _message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
-        owner, starts, stops = entries.get(1, (_EMPTY, _EMPTY, _EMPTY))
+        owner, starts, stops = _field(entries, 1, _WIRE_LEN)
         fields = _message_fields(buf, starts, stops)
         n = len(owner)
         return (
@@ -484,11 +484,11 @@ def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> Eve
     n = len(spans_array)
     entries = _message_fields(buf, spans_array[:, 0], spans_array[:, 1])
     keys = _scalar(entries, 1, n)
-    value_rows, value_starts, value_stops = entries.get(2, (_EMPTY, _EMPTY, _EMPTY))
+    value_rows, value_starts, value_stops = _field(entries, 2, _WIRE_LEN)
     starts, stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
     starts[value_rows], stops[value_rows] = value_starts, value_stops
     fields = _message_fields(buf, starts, stops)
-    owner, stat_starts, stat_stops = fields.get(_METADATA_STATS, (_EMPTY, _EMPTY, _EMPTY))
+    owner, stat_starts, stat_stops = _field(fields, _METADATA_STATS, _WIRE_LEN)
     order = np.argsort(keys, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
@@ -507,7 +507,7 @@ def _strings(
     data: bytes, fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
 ) -> list[str]:
     out = [""] * n
-    rows, starts, stops = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+    rows, starts, stops = _field(fields, number, _WIRE_LEN)
     for row, begin, end in zip(rows.tolist(), starts.tolist(), stops.tolist(), strict=True):
         out[row] = data[begin:end].decode("utf-8", "replace")
     return out
@@ -621,7 +621,9 @@ def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, 
     fits = ends <= stop
     candidates, ends = candidates[fits], ends[fits]
     if not len(candidates) or candidates[0] != first:
-        raise DecodeError("an event record runs past the end of its line (truncated file?)")
+        raise DecodeError(
+            f"an event record runs past the end of its line (truncated file?), at byte {first}"
+        )
     # successor[i]: index of the candidate that starts where record i ends, or -1;
     # looked up in a table over the line's bytes (linear, unlike a binary search).
     index_at = np.full(stop - first + 1, -1, dtype=np.int64)
@@ -642,7 +644,9 @@ def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, 
     # The run ends where the last kept record ends and no candidate follows.
     last = chain[successor[chain] < 0]
     if len(last) != 1:
-        raise DecodeError("event records of a line do not chain up (truncated or corrupt file)")
+        raise DecodeError(
+            f"event records of a line do not chain up (truncated or corrupt file), at byte {first}"
+        )
     return candidates[chain], int(ends[last[0]])
 
 
@@ -657,7 +661,7 @@ def _decode_events(
     metadata_id = _scalar(fields, _EVENT_METADATA_ID, n)
     offset_ps = _scalar(fields, _EVENT_OFFSET_PS, n)
     duration_ps = _scalar(fields, _EVENT_DURATION_PS, n)
-    return metadata_id, offset_ps, duration_ps, fields.get(_EVENT_STATS, (_EMPTY, _EMPTY, _EMPTY))
+    return metadata_id, offset_ps, duration_ps, _field(fields, _EVENT_STATS, _WIRE_LEN)
 
 
 def _decode_stats(data: bytes, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
@@ -686,18 +690,21 @@ def _decode_stats(data: bytes, owner: np.ndarray, starts: np.ndarray, stops: np.
     double_value = np.zeros(n, dtype=np.float64)
     text_start = np.zeros(n, dtype=np.int64)
     text_stop = np.zeros(n, dtype=np.int64)
-    for number, code in ((3, STAT_UINT64), (4, STAT_INT64), (7, STAT_REF)):
-        rows, values, _ = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
-        kind[rows] = code
-        int_value[rows] = values
-    rows, values, _ = fields.get(2, (_EMPTY, _EMPTY, _EMPTY))
-    kind[rows] = STAT_DOUBLE
-    double_value[rows] = values.view(np.float64)
-    for number, code in ((5, STAT_STR), (6, STAT_BYTES)):
-        rows, value_starts, value_stops = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
-        kind[rows] = code
-        text_start[rows] = value_starts
-        text_stop[rows] = value_stops
+    # Each value field sets the value of its kind; the stat's kind is its last value field
+    # (as protobuf's oneof, and the C loop, read them in order).
+    last_at = np.full(n, -1, dtype=np.int64)
+    for number, wire, code in _STAT_VALUE_FIELDS:
+        rows, values, after = _field(fields, number, wire)
+        if code == STAT_DOUBLE:
+            double_value[rows] = values.view(np.float64)
+        elif code in (STAT_STR, STAT_BYTES):
+            text_start[rows] = values
+            text_stop[rows] = after
+        else:
+            int_value[rows] = values
+        later = after > last_at[rows]
+        kind[rows[later]] = code
+        last_at[rows[later]] = after[later]
     return Stats(
         owner=owner,
         metadata_id=_scalar(fields, 1, n),
@@ -709,14 +716,39 @@ def _decode_stats(data: bytes, owner: np.ndarray, starts: np.ndarray, stops: np.
     )
 
 
+# XStat's value fields: (number, wire type, STAT_* kind).
+_STAT_VALUE_FIELDS = (
+    (2, _WIRE_FIXED64, STAT_DOUBLE),
+    (3, _WIRE_VARINT, STAT_UINT64),
+    (4, _WIRE_VARINT, STAT_INT64),
+    (5, _WIRE_LEN, STAT_STR),
+    (6, _WIRE_LEN, STAT_BYTES),
+    (7, _WIRE_VARINT, STAT_REF),
+)
+
+
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _key(number: int, wire: int) -> int:
+    """The key of a field of one wire type in what _message_fields returns: a field number
+    met with another wire type than its own is not that field (protobuf and the C loop skip
+    it), so fields are told apart by both."""
+    return int(number) * 8 + int(wire)
+
+
+def _field(
+    fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, wire: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return fields.get(_key(number, wire), (_EMPTY, _EMPTY, _EMPTY))
 
 
 def _scalar(
     fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
 ) -> np.ndarray:
+    """Varint field ``number`` of each of n messages (0 where absent)."""
     out = np.zeros(n, dtype=np.int64)
-    rows, values, _ = fields.get(number, (_EMPTY, _EMPTY, _EMPTY))
+    rows, values, _ = _field(fields, number, _WIRE_VARINT)
     out[rows] = values  # for a repeated scalar the last one wins, as in protobuf
     return out
 
@@ -746,6 +778,9 @@ def _message_fields(
             tags, tag_widths = _varints(buf, cursor, limit)
             numbers, wires = tags >> np.uint64(3), tags & np.uint64(7)
             value_pos = cursor + tag_widths
+        if not numbers.all():  # as protobuf (and the C loop): field number 0 is no field
+            at = int(cursor[np.flatnonzero(numbers == 0)[0]])
+            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {at}")
         next_cursor = np.empty_like(cursor)
         wire_kinds = _distinct(wires)
         for wire in wire_kinds:
@@ -761,11 +796,15 @@ def _message_fields(
             field_numbers = _distinct(selected_numbers)
             for number in field_numbers:
                 pick = None if len(field_numbers) == 1 else selected_numbers == number
-                found.setdefault(number, []).append(
+                found.setdefault(_key(number, wire), []).append(
                     (_take(selected_index, pick), _take(values, pick), _take(after, pick))
                 )
-        if np.any(next_cursor > end):
-            raise DecodeError("a field runs past the end of its message (truncated or corrupt)")
+        past = np.flatnonzero(next_cursor > end)
+        if len(past):
+            at = int(cursor[past[0]])
+            raise DecodeError(
+                f"a field runs past the end of its message (truncated file?), at byte {at}"
+            )
         active = next_cursor < end
         if active.all():
             cursor = next_cursor
@@ -805,12 +844,16 @@ def _read_values(
         return starts, starts + lengths.astype(np.int64)
     if wire == _WIRE_FIXED64:
         if len(pos) and int(pos.max()) + 8 > limit:
-            raise DecodeError("a fixed64 value runs past the end of the file")
+            at = int(pos[np.argmax(pos + 8 > limit)])
+            raise DecodeError(
+                f"a fixed64 value runs past the end of its message (truncated file?), at byte {at}"
+            )
         raw = buf[pos[:, None] + np.arange(8)]
         return raw.copy().view("<i8").reshape(-1), pos + 8
     if wire == _WIRE_FIXED32:
         return np.zeros(len(pos), dtype=np.int64), pos + 4
-    raise DecodeError(f"invalid wire type {wire} (not an XSpace protobuf)")
+    at = int(pos[0]) if len(pos) else 0
+    raise DecodeError(f"invalid wire type (not an XSpace protobuf), at byte {at}")
 
 
 def _distinct(values: np.ndarray) -> list[int]:
@@ -838,7 +881,10 @@ def _varints(
     n = len(pos)
     if n and int(pos.max()) >= limit:
         if strict:
-            raise DecodeError("a varint runs past the end of the file (truncated?)")
+            first = int(pos[np.argmax(pos >= limit)])
+            raise DecodeError(
+                f"a varint runs past the end of its message (truncated file?), at byte {first}"
+            )
         pos = np.minimum(pos, limit - 1)
     byte = buf[pos]
     values = (byte & 0x7F).astype(np.uint64)
@@ -855,7 +901,10 @@ def _varints(
         at = (pos if every else pos[todo]) + k
         if int(at.max()) >= limit:
             if strict:
-                raise DecodeError("a varint runs past the end of the file (truncated?)")
+                where = int(at[np.argmax(at >= limit)])
+                raise DecodeError(
+                    f"a varint runs past the end of its message (truncated file?), at byte {where}"
+                )
             cut = at >= limit
             widths[todo[cut]] = limit + 1  # past any end a caller checks against
             todo, at = todo[~cut], at[~cut]
@@ -873,7 +922,10 @@ def _varints(
         todo = todo[byte >= 0x80]
     if len(todo):
         if strict:
-            raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+            first = int(pos[todo[0]])
+            raise DecodeError(
+                f"a varint is longer than 10 bytes (not an XSpace protobuf), at byte {first}"
+            )
         widths[todo] = limit + 1
     return values, widths
 
@@ -911,7 +963,7 @@ def _fields(data: bytes, start: int, stop: int) -> Iterator[tuple[int, int, int,
         tag, pos = _varint(data, pos, stop)
         number, wire = tag >> 3, tag & 7
         if number == 0:
-            raise DecodeError("field number 0 (not an XSpace protobuf)")
+            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {pos}")
         value_start = pos
         value, pos = _skip(data, pos, stop, wire)
         if wire == _WIRE_LEN:
@@ -924,7 +976,9 @@ def _varint(data: bytes, pos: int, stop: int) -> tuple[int, int]:
     shift = 0
     while True:
         if pos >= stop:
-            raise DecodeError("a varint runs past the end of its message (truncated file?)")
+            raise DecodeError(
+                f"a varint runs past the end of its message (truncated file?), at byte {pos}"
+            )
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
@@ -932,7 +986,9 @@ def _varint(data: bytes, pos: int, stop: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift >= 70:
-            raise DecodeError("a varint is longer than 10 bytes (not an XSpace protobuf)")
+            raise DecodeError(
+                f"a varint is longer than 10 bytes (not an XSpace protobuf), at byte {pos}"
+            )
 
 
 def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
@@ -942,17 +998,23 @@ def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
     if wire == _WIRE_LEN:
         length, pos = _varint(data, pos, stop)
         if pos + length > stop:
-            raise DecodeError("a field runs past the end of its message (truncated file?)")
+            raise DecodeError(
+                f"a field runs past the end of its message (truncated file?), at byte {pos}"
+            )
         return length, pos + length
     if wire == _WIRE_FIXED64:
         if pos + 8 > stop:
-            raise DecodeError("a fixed64 value runs past the end (truncated file?)")
+            raise DecodeError(
+                f"a fixed64 value runs past the end of its message (truncated file?), at byte {pos}"
+            )
         return 0, pos + 8
     if wire == _WIRE_FIXED32:
         if pos + 4 > stop:
-            raise DecodeError("a fixed32 value runs past the end (truncated file?)")
+            raise DecodeError(
+                f"a fixed32 value runs past the end of its message (truncated file?), at byte {pos}"
+            )
         return 0, pos + 4
-    raise DecodeError(f"invalid wire type {wire} (not an XSpace protobuf)")
+    raise DecodeError(f"invalid wire type (not an XSpace protobuf), at byte {pos}")
 
 
 def _signed(value: int) -> int:
