@@ -493,7 +493,7 @@ def build_timeline(profile: Profile, config: AnalysisConfig) -> Timeline:
 def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     notes: list[str] = []
     candidates = _analysed_devices(profile, config.host)
-    source, steps_of = _step_tables(profile, candidates)
+    source, steps_of = _step_tables(profile, candidates, notes)
     if source == "module_period" and not any(
         d.steps is not None and d.steps.n for d in profile.device_tables
     ):
@@ -642,10 +642,11 @@ def _analysed_devices(profile: Profile, host: str | None) -> list[_Candidate]:
 
 
 def _step_tables(
-    profile: Profile, candidates: list[_Candidate]
+    profile: Profile, candidates: list[_Candidate], notes: list[str]
 ) -> tuple[str, dict[tuple[str, int], Table]]:
     """The step source used (the best one any device has, in DESIGN.md's order) and each
-    device's steps from it."""
+    device's steps from it. Steps that end where they start (or before) hold no time to
+    share out; they are left out with a note."""
     steps = {
         d.key: d.tables.steps for d in candidates if d.tables.steps is not None and d.tables.steps.n
     }
@@ -661,10 +662,17 @@ def _step_tables(
     present = {value for s in steps.values() for value in s.strings("source").values}
     source = next((s for s in schema.STEP_SOURCES if s in present), sorted(present)[0])
     chosen = {}
+    empty = 0
     for key, table in steps.items():
         keep = table.strings("source").eq(source)
-        if keep.any():
-            chosen[key] = table.take(keep)
+        timed = table.array("end_ps") > table.array("start_ps")
+        empty += int((keep & ~timed).sum())
+        if (keep & timed).any():
+            chosen[key] = table.take(keep & timed)
+    if empty:
+        notes.append(f"left out {empty} step(s) of zero or negative length")
+    if not chosen:
+        return SOURCE_OP_SPAN, {}
     return source, chosen
 
 
