@@ -20,6 +20,8 @@ _EXPORTS = {
     "load": "tpuperf.profile",
     "Profile": "tpuperf.profile",
     "analyze": "tpuperf.report",
+    "diff": "tpuperf.diffing",
+    "DiffReport": "tpuperf.diffing",
     "Report": "tpuperf.report",
     "capture": "tpuperf.capturing",
     "profile_steps": "tpuperf.capturing",

@@ -1,0 +1,330 @@
+"""Render a :class:`~tpuperf.diffing.DiffReport` for a terminal (rich, on a given console) or
+as Markdown. Nothing here computes a number the diff does not already hold."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from tpuperf.render.terminal import fmt_ms, fmt_pct
+
+if TYPE_CHECKING:
+    from tpuperf.diffing import DiffReport
+
+STATUS_STYLES = {
+    "changed": "bold",
+    "same": "dim",
+    "added": "cyan",
+    "removed": "magenta",
+    "appeared": "cyan",
+    "went_away": "magenta",
+}
+# The summary rows: (label, summary key, kind): "time" rows are ms with a change in %,
+# "split" rows ms per step and share of step, "points" rows percentages.
+_SUMMARY_ROWS = (
+    ("step time median", "median", "time"),
+    ("step time mean", "mean", "time"),
+    ("step time p90", "p90", "time"),
+    ("compute", "compute", "split"),
+    ("exposed collective", "exposed_collective", "split"),
+    ("exposed copy", "exposed_copy", "split"),
+    ("idle", "idle", "split"),
+    ("FLOP utilization", "flops_utilization_pct", "points"),
+    ("MFU", "mfu_pct", "points"),
+)
+ELLIPSIS = "…"
+_MIN_NAME = 12  # an op name is never shortened below this many characters
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def signed_ms(value: Any) -> str:
+    """A change in ms with its sign: +80.0 us, -2.50 ms."""
+    number = _finite(value)
+    if number is None:
+        return "-"
+    if number == 0:
+        return "0"
+    return ("+" if number > 0 else "-") + fmt_ms(abs(number))
+
+
+def signed_pct(value: Any, unit: str = "%") -> str:
+    number = _finite(value)
+    if number is None:
+        return "-"
+    return f"{number:+.1f}{unit}"
+
+
+def shorten(name: str, width: int) -> str:
+    """``name`` cut in the middle to ``width`` characters (both ends say most about an op)."""
+    if len(name) <= width:
+        return name
+    width = max(width, 3)
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return name[:head] + ELLIPSIS + (name[-tail:] if tail else "")
+
+
+def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, str, str]:
+    if kind == "time":
+        d = summary["step_time_ms"][key]
+        change = signed_ms(d["delta"])
+        if d["delta_pct"] is not None:
+            change += f" ({signed_pct(d['delta_pct'])})"
+        return fmt_ms(d["before"]), fmt_ms(d["after"]), change
+    if kind == "points":
+        d = summary[key]
+        return fmt_pct(d["before"]), fmt_pct(d["after"]), signed_pct(d["delta"], " pt")
+    ms, pct = summary[f"{key}_ms"], summary[f"{key}_pct"]
+
+    def cell(side: str) -> str:
+        return f"{fmt_ms(ms[side])} ({fmt_pct(pct[side])})" if ms[side] is not None else "-"
+
+    return (
+        cell("before"),
+        cell("after"),
+        f"{signed_ms(ms['delta'])} ({signed_pct(pct['delta'], ' pt')})",
+    )
+
+
+def _run_line(label: str, run: dict[str, Any]) -> Text:
+    line = Text()
+    line.append(f"{label:<5}", style="bold")
+    line.append(str(run.get("source") or "?"))
+    steps = (
+        f"{run.get('steps_analyzed')} steps from {run['step_source']}"
+        if run.get("step_source")
+        else "no steps"
+    )
+    line.append(
+        f"  {run.get('chip') or 'unknown chip'}, {run.get('devices')} device(s), {steps}",
+        style="dim",
+    )
+    return line
+
+
+def _table(title: str | None = None) -> Table:
+    return Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
+    )
+
+
+def _overhead(columns: int) -> int:
+    """Characters a _table of ``columns`` columns adds: a divider and a space either side."""
+    return 3 * (columns - 1)
+
+
+def _number_column(table: Table, header: str, cells: list[str]) -> None:
+    """A right-aligned column at least as wide as its widest cell: numbers are never cut."""
+    width = max([len(header), *(len(c) for c in cells)])
+    table.add_column(header, justify="right", no_wrap=True, min_width=width)
+
+
+def render_diff_table(diff: DiffReport, console: Console, top: int = 10) -> None:
+    """Write the diff to ``console``: runs, summary, the ``top`` ops by change, categories,
+    recommendations. Fits the console's width (80 columns and up): long op names are
+    shortened in the middle, numbers never."""
+    width = console.width
+    console.print(Text("tpuperf diff", style="bold"))
+    console.print(_run_line("BASE", diff.runs.get("base", {})), overflow="fold")
+    console.print(_run_line("NEW", diff.runs.get("new", {})), overflow="fold")
+
+    summary = _table("Summary (per step; the split per device, with its share of the step)")
+    summary.add_column("", no_wrap=True)
+    rows = [(label, *_summary_cells(diff.summary, key, kind)) for label, key, kind in _SUMMARY_ROWS]
+    for i, header in enumerate(("before", "after", "change"), 1):
+        _number_column(summary, header, [r[i] for r in rows])
+    for row in rows:
+        summary.add_row(*row)
+    for part in (summary, *_sections(diff, top, width)):
+        console.print()
+        console.print(part)
+
+
+def _sections(diff: DiffReport, top: int, width: int) -> list[Any]:
+    return [_ops(diff, top, width), _categories(diff), _recommendations(diff)]
+
+
+def _ops(diff: DiffReport, top: int, width: int) -> Group:
+    counts = diff.summary["ops"]
+    head = Text(
+        f"Ops by change (self time per step per device): {counts['changed']} changed, "
+        f"{counts['added']} added, {counts['removed']} removed, {counts['same']} same",
+        style="italic",
+    )
+    records = diff.ops.records()[:top]
+    if not records:
+        return Group(head)
+    cells = [
+        (
+            fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-",
+            fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-",
+            signed_ms(r["delta_ms"]),
+            signed_pct(r["delta_pct"]),
+        )
+        for r in records
+    ]
+    headers = ("before", "after", "change", "%")
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    status_width = max(len("status"), *(len(r["status"]) for r in records))
+    # The op name takes what the numbers leave.
+    name_width = max(_MIN_NAME, width - sum(widths) - status_width - _overhead(len(widths) + 2))
+    table = _table()
+    table.add_column("op", no_wrap=True, width=name_width)
+    table.add_column("status", no_wrap=True, min_width=status_width)
+    for header, w in zip(headers, widths, strict=True):
+        table.add_column(header, justify="right", no_wrap=True, min_width=w)
+    for r, row in zip(records, cells, strict=True):
+        name = Text(shorten(str(r["op"]), name_width))
+        if r["base_op"] and r["base_op"] != r["op"]:
+            rule = f" ({r['match']})"
+            was = shorten(str(r["base_op"]), name_width - len("was ") - len(rule))
+            name.append(f"\nwas {was}{rule}", "dim")
+        table.add_row(name, Text(r["status"], STATUS_STYLES.get(r["status"], "")), *row)
+    return Group(head, table)
+
+
+def _categories(diff: DiffReport) -> Group:
+    records = diff.categories.records()
+    if not records:
+        return Group()
+    table = _table("Categories (self time per step per device)")
+    cells = [
+        (
+            fmt_ms(r["ms_per_step_before"]),
+            fmt_ms(r["ms_per_step_after"]),
+            signed_ms(r["delta_ms"]),
+            signed_pct(r["delta_pct"]),
+        )
+        for r in records
+    ]
+    table.add_column("category", no_wrap=True, max_width=30)
+    for i, header in enumerate(("before", "after", "change", "%")):
+        _number_column(table, header, [c[i] for c in cells])
+    for r, row in zip(records, cells, strict=True):
+        table.add_row(Text(shorten(str(r["category"]), 30)), *row)
+    return Group(table)
+
+
+def _recommendations(diff: DiffReport) -> Group:
+    records = diff.recommendations.records()
+    if not records:
+        return Group(Text("Recommendations: none on either side", style="dim"))
+    table = _table("Recommendations (estimated saving per step)")
+    cells = [
+        (
+            fmt_ms(r["est_savings_ms_before"]) if r["status"] != "appeared" else "-",
+            fmt_ms(r["est_savings_ms_after"]) if r["status"] != "went_away" else "-",
+            signed_ms(r["delta_ms"]),
+        )
+        for r in records
+    ]
+    table.add_column("kind", no_wrap=True, max_width=26)
+    table.add_column("status", no_wrap=True)
+    for i, header in enumerate(("before", "after", "change")):
+        _number_column(table, header, [c[i] for c in cells])
+    for r, row in zip(records, cells, strict=True):
+        table.add_row(
+            Text(shorten(str(r["kind"]), 26)),
+            Text(r["status"].replace("_", " "), STATUS_STYLES.get(r["status"], "")),
+            *row,
+        )
+    return Group(table)
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
+    """The diff as Markdown (for a pull request or an issue)."""
+    base, new = diff.runs.get("base", {}), diff.runs.get("new", {})
+    out = ["# tpuperf diff", ""]
+    for label, run in (("BASE", base), ("NEW", new)):
+        steps = (
+            f"{run.get('steps_analyzed')} steps from {run['step_source']}"
+            if run.get("step_source")
+            else "no steps"
+        )
+        chip = _cell(run.get("chip") or "unknown chip")
+        out.append(
+            f"- **{label}**: `{_cell(run.get('source'))}`: {chip}, "
+            f"{run.get('devices')} device(s) on {run.get('hosts')} host(s), {steps}"
+        )
+    out.append("")
+    if diff.warnings:
+        out += ["## Warnings", "", *(f"- {_cell(w)}" for w in diff.warnings), ""]
+    out += ["## Summary", "", "| | before | after | change |", "|---|---:|---:|---:|"]
+    for label, key, kind in _SUMMARY_ROWS:
+        out.append(f"| {label} | " + " | ".join(_summary_cells(diff.summary, key, kind)) + " |")
+    out.append("")
+
+    counts = diff.summary["ops"]
+    out += [
+        "## Ops",
+        "",
+        f"{counts['changed']} changed, {counts['added']} added, {counts['removed']} removed, "
+        f"{counts['same']} same; self time per step per device, largest change first.",
+        "",
+    ]
+    records = diff.ops.records()[:top]
+    if records:
+        out += [
+            "| op | was | match | status | before | after | change | % |",
+            "|---|---|---|---|---:|---:|---:|---:|",
+        ]
+        for r in records:
+            was = f"`{_cell(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
+            out.append(
+                f"| `{_cell(r['op'])}` | {was} | {r['match'] or ''} | {r['status']} | "
+                f"{fmt_ms(r['ms_per_step_before'])} | {fmt_ms(r['ms_per_step_after'])} | "
+                f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} |"
+            )
+        out.append("")
+
+    categories = diff.categories.records()
+    if categories:
+        out += [
+            "## Categories",
+            "",
+            "| category | before | after | change | % |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in categories:
+            out.append(
+                f"| {_cell(r['category'])} | {fmt_ms(r['ms_per_step_before'])} | "
+                f"{fmt_ms(r['ms_per_step_after'])} | {signed_ms(r['delta_ms'])} | "
+                f"{signed_pct(r['delta_pct'])} |"
+            )
+        out.append("")
+
+    out += ["## Recommendations", ""]
+    recs = diff.recommendations.records()
+    if not recs:
+        out += ["None on either side.", ""]
+    else:
+        out += [
+            "| recommendation | kind | status | saving before | after | change |",
+            "|---|---|---|---:|---:|---:|",
+        ]
+        for r in recs:
+            out.append(
+                f"| {_cell(r['title'])} | `{r['kind']}` | {r['status'].replace('_', ' ')} | "
+                f"{fmt_ms(r['est_savings_ms_before'])} | {fmt_ms(r['est_savings_ms_after'])} | "
+                f"{signed_ms(r['delta_ms'])} |"
+            )
+        out.append("")
+    return "\n".join(out)
