@@ -113,21 +113,37 @@ def _run_line(label: str, run: dict[str, Any]) -> Text:
     return line
 
 
-def _table(title: str | None = None) -> Table:
-    return Table(
+def _table(
+    width: int,
+    title: str | None,
+    name_header: str,
+    names: list[tuple[str, str]],
+    columns: list[tuple[str, list[str], list[str]]],
+) -> Table:
+    """A table of one name column and ``columns`` (header, cells, styles) of short text and
+    numbers. The short columns are as wide as their widest cell, so numbers are never cut;
+    the name column takes what is left of ``width`` and long names (and their dim second
+    line, ``names[i][1]``) are shortened in the middle."""
+    widths = [max(len(header), *(len(c) for c in cells)) for header, cells, _ in columns]
+    # Each column but the first adds a space, a divider and a space.
+    room = width - sum(widths) - 3 * len(columns)
+    longest = max(len(header) for header in [name_header, *(n for pair in names for n in pair)])
+    name_width = max(_MIN_NAME, min(room, longest))
+    table = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
     )
-
-
-def _overhead(columns: int) -> int:
-    """Characters a _table of ``columns`` columns adds: a divider and a space either side."""
-    return 3 * (columns - 1)
-
-
-def _number_column(table: Table, header: str, cells: list[str]) -> None:
-    """A right-aligned column at least as wide as its widest cell: numbers are never cut."""
-    width = max([len(header), *(len(c) for c in cells)])
-    table.add_column(header, justify="right", no_wrap=True, min_width=width)
+    table.add_column(name_header, no_wrap=True, width=name_width)
+    for (header, _cells, _), w in zip(columns, widths, strict=True):
+        if header == "status":
+            table.add_column(header, no_wrap=True, min_width=w)
+        else:
+            table.add_column(header, justify="right", no_wrap=True, min_width=w)
+    for i, (name, second) in enumerate(names):
+        cell = Text(shorten(name, name_width))
+        if second:
+            cell.append("\n" + shorten(second, name_width), "dim")
+        table.add_row(cell, *(Text(cells[i], styles[i]) for _, cells, styles in columns))
+    return table
 
 
 def render_diff_table(diff: DiffReport, console: Console, top: int = 10) -> None:
@@ -138,21 +154,25 @@ def render_diff_table(diff: DiffReport, console: Console, top: int = 10) -> None
     console.print(Text("tpuperf diff", style="bold"))
     console.print(_run_line("BASE", diff.runs.get("base", {})), overflow="fold")
     console.print(_run_line("NEW", diff.runs.get("new", {})), overflow="fold")
-
-    summary = _table("Summary (per step; the split per device, with its share of the step)")
-    summary.add_column("", no_wrap=True)
     rows = [(label, *_summary_cells(diff.summary, key, kind)) for label, key, kind in _SUMMARY_ROWS]
-    for i, header in enumerate(("before", "after", "change"), 1):
-        _number_column(summary, header, [r[i] for r in rows])
-    for row in rows:
-        summary.add_row(*row)
-    for part in (summary, *_sections(diff, top, width)):
+    summary = _table(
+        width,
+        "Summary (per step; the split per device, with its share of the step)",
+        "",
+        [(r[0], "") for r in rows],
+        [(h, [r[i] for r in rows], [""] * len(rows)) for i, h in enumerate(_CHANGE_HEADERS, 1)],
+    )
+    for part in (
+        summary,
+        _ops(diff, top, width),
+        _categories(diff, width),
+        _recommendations(diff, width),
+    ):
         console.print()
         console.print(part)
 
 
-def _sections(diff: DiffReport, top: int, width: int) -> list[Any]:
-    return [_ops(diff, top, width), _categories(diff), _recommendations(diff)]
+_CHANGE_HEADERS = ("before", "after", "change")
 
 
 def _ops(diff: DiffReport, top: int, width: int) -> Group:
@@ -165,81 +185,73 @@ def _ops(diff: DiffReport, top: int, width: int) -> Group:
     records = diff.ops.records()[:top]
     if not records:
         return Group(head)
-    cells = [
+    names = [
         (
-            fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-",
-            fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-",
-            signed_ms(r["delta_ms"]),
-            signed_pct(r["delta_pct"]),
+            str(r["op"]),
+            f"was {r['base_op']} ({r['match']})"
+            if r["base_op"] and r["base_op"] != r["op"]
+            else "",
         )
         for r in records
     ]
-    headers = ("before", "after", "change", "%")
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    status_width = max(len("status"), *(len(r["status"]) for r in records))
-    # The op name takes what the numbers leave.
-    name_width = max(_MIN_NAME, width - sum(widths) - status_width - _overhead(len(widths) + 2))
-    table = _table()
-    table.add_column("op", no_wrap=True, width=name_width)
-    table.add_column("status", no_wrap=True, min_width=status_width)
-    for header, w in zip(headers, widths, strict=True):
-        table.add_column(header, justify="right", no_wrap=True, min_width=w)
-    for r, row in zip(records, cells, strict=True):
-        name = Text(shorten(str(r["op"]), name_width))
-        if r["base_op"] and r["base_op"] != r["op"]:
-            rule = f" ({r['match']})"
-            was = shorten(str(r["base_op"]), name_width - len("was ") - len(rule))
-            name.append(f"\nwas {was}{rule}", "dim")
-        table.add_row(name, Text(r["status"], STATUS_STYLES.get(r["status"], "")), *row)
-    return Group(head, table)
+    columns = [
+        ("status", [r["status"] for r in records], [STATUS_STYLES[r["status"]] for r in records]),
+        *_time_columns(records, "ms_per_step", "added", "removed"),
+        ("%", [signed_pct(r["delta_pct"]) for r in records], [""] * len(records)),
+    ]
+    return Group(head, _table(width, None, "op", names, columns))
 
 
-def _categories(diff: DiffReport) -> Group:
+def _time_columns(
+    records: list[dict[str, Any]], prefix: str, no_before: str, no_after: str
+) -> list[tuple[str, list[str], list[str]]]:
+    """before, after and change columns of ``<prefix>_before`` / ``_after`` and ``delta_ms``
+    ("-" for the side a row does not exist on)."""
+    plain = [""] * len(records)
+    return [
+        (
+            "before",
+            [
+                fmt_ms(r[f"{prefix}_before"]) if r.get("status") != no_before else "-"
+                for r in records
+            ],
+            plain,
+        ),
+        (
+            "after",
+            [fmt_ms(r[f"{prefix}_after"]) if r.get("status") != no_after else "-" for r in records],
+            plain,
+        ),
+        ("change", [signed_ms(r["delta_ms"]) for r in records], plain),
+    ]
+
+
+def _categories(diff: DiffReport, width: int) -> Table | Text:
     records = diff.categories.records()
     if not records:
-        return Group()
-    table = _table("Categories (self time per step per device)")
-    cells = [
-        (
-            fmt_ms(r["ms_per_step_before"]),
-            fmt_ms(r["ms_per_step_after"]),
-            signed_ms(r["delta_ms"]),
-            signed_pct(r["delta_pct"]),
-        )
-        for r in records
+        return Text("")
+    columns = [
+        *_time_columns(records, "ms_per_step", "", ""),
+        ("%", [signed_pct(r["delta_pct"]) for r in records], [""] * len(records)),
     ]
-    table.add_column("category", no_wrap=True, max_width=30)
-    for i, header in enumerate(("before", "after", "change", "%")):
-        _number_column(table, header, [c[i] for c in cells])
-    for r, row in zip(records, cells, strict=True):
-        table.add_row(Text(shorten(str(r["category"]), 30)), *row)
-    return Group(table)
+    names = [(str(r["category"]), "") for r in records]
+    return _table(width, "Categories (self time per step per device)", "category", names, columns)
 
 
-def _recommendations(diff: DiffReport) -> Group:
+def _recommendations(diff: DiffReport, width: int) -> Table | Text:
     records = diff.recommendations.records()
     if not records:
-        return Group(Text("Recommendations: none on either side", style="dim"))
-    table = _table("Recommendations (estimated saving per step)")
-    cells = [
+        return Text("Recommendations: none on either side", style="dim")
+    columns = [
         (
-            fmt_ms(r["est_savings_ms_before"]) if r["status"] != "appeared" else "-",
-            fmt_ms(r["est_savings_ms_after"]) if r["status"] != "went_away" else "-",
-            signed_ms(r["delta_ms"]),
-        )
-        for r in records
+            "status",
+            [r["status"].replace("_", " ") for r in records],
+            [STATUS_STYLES[r["status"]] for r in records],
+        ),
+        *_time_columns(records, "est_savings_ms", "appeared", "went_away"),
     ]
-    table.add_column("kind", no_wrap=True, max_width=26)
-    table.add_column("status", no_wrap=True)
-    for i, header in enumerate(("before", "after", "change")):
-        _number_column(table, header, [c[i] for c in cells])
-    for r, row in zip(records, cells, strict=True):
-        table.add_row(
-            Text(shorten(str(r["kind"]), 26)),
-            Text(r["status"].replace("_", " "), STATUS_STYLES.get(r["status"], "")),
-            *row,
-        )
-    return Group(table)
+    names = [(str(r["kind"]), "") for r in records]
+    return _table(width, "Recommendations (estimated saving per step)", "kind", names, columns)
 
 
 # --------------------------------------------------------------------------- Markdown
