@@ -300,9 +300,11 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
         ]
         for r in records:
             was = f"`{_cell(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
+            before = fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-"
+            after = fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-"
             out.append(
                 f"| `{_cell(r['op'])}` | {was} | {r['match'] or ''} | {r['status']} | "
-                f"{fmt_ms(r['ms_per_step_before'])} | {fmt_ms(r['ms_per_step_after'])} | "
+                f"{before} | {after} | "
                 f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} |"
             )
         out.append("")
@@ -333,9 +335,11 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
             "|---|---|---|---:|---:|---:|",
         ]
         for r in recs:
+            before = fmt_ms(r["est_savings_ms_before"]) if r["status"] != "appeared" else "-"
+            after = fmt_ms(r["est_savings_ms_after"]) if r["status"] != "went_away" else "-"
             out.append(
                 f"| {_cell(r['title'])} | `{r['kind']}` | {r['status'].replace('_', ' ')} | "
-                f"{fmt_ms(r['est_savings_ms_before'])} | {fmt_ms(r['est_savings_ms_after'])} | "
+                f"{before} | {after} | "
                 f"{signed_ms(r['delta_ms'])} |"
             )
         out.append("")
