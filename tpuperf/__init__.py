@@ -4,6 +4,7 @@ The public names are few::
 
     profile = tpuperf.load("gs://bucket/logdir")   # -> Profile (pandas tables)
     report = tpuperf.analyze(profile)               # -> Report (ranked recommendations)
+    change = tpuperf.diff("base/", "new/")           # -> DiffReport (what changed, and where)
 
 They are imported on first use, so ``import tpuperf`` (and ``tpuperf --help``)
 stays light.

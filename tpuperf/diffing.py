@@ -112,7 +112,7 @@ RECOMMENDATION_COLUMNS = (
     "est_savings_pct_before",
     "est_savings_pct_after",
 )
-_VERSION_KEYS = {"jax_version": "jax_version", "jaxlib_version": "jaxlib_version"}
+_VERSION_KEYS = ("jax_version", "jaxlib_version")  # as the profiles record them
 
 
 def _summary_shape() -> dict[str, Any]:
