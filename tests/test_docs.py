@@ -55,3 +55,18 @@ def test_analyze_fields_are_documented(capsys) -> None:
     fields |= _keys(report["recommendations"]) | _keys(report["top_ops"])
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
+
+
+def _nested_keys(value: object) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _nested_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _nested_keys(v)}
+    return set()
+
+
+def test_diff_fields_are_documented(capsys) -> None:
+    document = _json(capsys, "diff", str(CPU_FIXTURE), str(CPU_FIXTURE), "--format", "json")
+    fields = _nested_keys({k: v for k, v in document.items() if k != "tool"}) | set(document)
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"

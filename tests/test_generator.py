@@ -14,11 +14,17 @@ from typing import Any
 import pytest
 
 from fixtures.generate import (
+    PAIR_CHANGED_FACTOR,
+    PAIR_SLOWDOWN,
+    PAIR_WAIT_AFTER_PS,
+    PAIR_WAIT_BEFORE_PS,
+    PAIRS,
     SCENARIOS,
     DeviceTruth,
     Truth,
     generate,
     generate_large,
+    generate_pair,
     write_run,
 )
 from tpuperf._xspace_schema import XSpace
@@ -306,3 +312,72 @@ def test_generate_large_full_size(tmp_path: Path) -> None:
     info = generate_large(tmp_path / "large.xplane.pb")
     assert info["op_events"] == 2_000_000
     assert 60e6 < info["bytes"] < 120e6
+
+
+# --------------------------------------------------------------------------- diff pairs
+
+
+def _op_events(data: bytes) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """Op name -> (duration_ps, metadata stats) of each event on every `XLA Ops` line."""
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for plane in _parse(data).planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        for event in _line(plane, "XLA Ops").events:
+            md = plane.event_metadata[event.metadata_id]
+            stats = _stats(md.stats, plane) | {"hlo_text": md.name}
+            out.setdefault(md.display_name, []).append((event.duration_ps, stats))
+    return out
+
+
+@pytest.mark.parametrize("kind", PAIRS)
+def test_pair_differs_only_in_its_change(kind: str) -> None:
+    pair = generate_pair(kind, steps=4, devices=2)
+    truth = pair.truth
+    base, new = (
+        _op_events(pair.base.xspaces["tpu-host-0"]),
+        _op_events(pair.new.xspaces["tpu-host-0"]),
+    )
+    assert sorted(truth.renamed.get(name, name) for name in base) == sorted(new)
+    for name, events in base.items():
+        other = new[truth.renamed.get(name, name)]
+        durations = [d for d, _ in events], [d for d, _ in other]
+        if name.startswith("all-reduce"):
+            continue  # the synchronous all-reduce waits for the slowest chip, changed or not
+        if name != truth.changed_op_base:
+            assert durations[0] == durations[1], name  # the same jitter on both sides
+            continue
+        if kind == "allgather_wait":
+            assert set(durations[0]) == {PAIR_WAIT_BEFORE_PS}
+            assert set(durations[1]) == {PAIR_WAIT_AFTER_PS}
+        else:
+            factor = PAIR_SLOWDOWN if kind == "slower_fusion" else PAIR_CHANGED_FACTOR
+            for before, after in zip(*durations, strict=True):
+                assert after == pytest.approx(before * factor, rel=1e-3)
+        # The truth's per-step times are these events, summed over devices.
+        assert sum(truth.changed_op_ps[0]) == sum(durations[0])
+        assert sum(truth.changed_op_ps[1]) == sum(durations[1])
+    base_stats = {name: events[0][1] for name, events in base.items()}
+    new_stats = {name: events[0][1] for name, events in new.items()}
+    if kind == "recompiled":
+        ids = (
+            {s["program_id"] for s in base_stats.values()},
+            {s["program_id"] for s in new_stats.values()},
+        )
+        assert ids[0].isdisjoint(ids[1])  # a new program fingerprint
+        changed = new_stats[truth.changed_op]
+        assert (
+            changed["shape_with_layout"] != base_stats[truth.changed_op_base]["shape_with_layout"]
+        )
+        for old, renamed in truth.renamed.items():
+            assert new_stats[renamed]["hlo_text"].startswith(f"%{renamed} = ")
+            assert f"%{old} " not in new_stats[renamed]["hlo_text"]
+            assert new_stats[renamed]["source"] == base_stats[old]["source"]
+    else:
+        assert not truth.renamed
+        assert base_stats == new_stats
+
+
+def test_unknown_pair_lists_valid_ones() -> None:
+    with pytest.raises(ValueError, match="allgather_wait"):
+        generate_pair("nope")

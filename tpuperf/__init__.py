@@ -4,6 +4,7 @@ The public names are few::
 
     profile = tpuperf.load("gs://bucket/logdir")   # -> Profile (pandas tables)
     report = tpuperf.analyze(profile)               # -> Report (ranked recommendations)
+    change = tpuperf.diff("base/", "new/")           # -> DiffReport (what changed, and where)
 
 They are imported on first use, so ``import tpuperf`` (and ``tpuperf --help``)
 stays light.
@@ -20,6 +21,8 @@ _EXPORTS = {
     "load": "tpuperf.profile",
     "Profile": "tpuperf.profile",
     "analyze": "tpuperf.report",
+    "diff": "tpuperf.diffing",
+    "DiffReport": "tpuperf.diffing",
     "Report": "tpuperf.report",
     "capture": "tpuperf.capturing",
     "profile_steps": "tpuperf.capturing",

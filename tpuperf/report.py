@@ -125,6 +125,8 @@ class Report:
     results: dict[str, AnalyzerResult]
     recommendations: list[Recommendation]  # highest est_savings_pct first
     top_ops: Table  # see TOP_OP_FIELDS; .to_pandas() for a DataFrame
+    # Every op of the analysed steps (OP_COLUMNS), the table top_ops is cut from; not in JSON.
+    ops: Table = field(default_factory=lambda: Table({}), repr=False)
     notes: list[str] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
 
@@ -228,7 +230,9 @@ def analyze(
     roofline = results.get("roofline")
     summary = _summary(tl, config, recommendations)
     notes = list(profile.warnings) + list(tl.notes)
-    top = _top_ops(tl, roofline.tables.get("ops") if roofline else None, config.top_ops)
+    ops = op_table(tl)
+    busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
+    top = _top_ops(ops, roofline.tables.get("ops") if roofline else None, config.top_ops, busy_ps)
     return Report(
         source=profile.source,
         platform=profile.platform,
@@ -236,6 +240,7 @@ def analyze(
         results=results,
         recommendations=recommendations,
         top_ops=top,
+        ops=ops,
         notes=notes,
         summaries=summaries,
     )
@@ -333,38 +338,80 @@ _TOP_OP_COLUMNS = (
     "efficiency_pct",
 )
 
+# Columns of Report.ops: every op of the analysed steps, as `tpuperf diff` matches them.
+OP_COLUMNS = (
+    "op",
+    "module",
+    "kind",
+    "category",
+    "tf_op",
+    "hlo_text",
+    "source",
+    "order",
+    "self_ps",
+    "count_per_step",
+    "ms_per_step",
+    "pct_of_busy",
+)
+_OP_ATTRIBUTES = ("kind", "category", "tf_op", "hlo_text", "source")
 
-def _top_ops(tl: Timeline, roofline_ops: Table | None, n: int) -> Table:
-    """The ops with the most self time per step per device, with their roofline bound."""
-    # Per device: self time, count and kind per (module, op); then summed by name over devices.
+
+def op_table(tl: Timeline) -> Table:
+    """Every op that runs in the selected windows, one row per (module, op) summed over
+    devices, in order of first execution (``order``; devices in turn): its attributes as
+    recorded on the first device that ran it, ``self_ps`` in all windows, and self time and
+    count per step per device."""
     names: dict[tuple[str, str], int] = {}
-    kinds: list[str] = []
+    attributes: list[tuple[str, ...]] = []
     counts: list[int] = []
     self_ps: list[int] = []
     for view in tl.devices:
-        ops = view.selected_ops("module", "op", "kind", "self_ps")
+        ops = view.selected_ops("module", "op", "self_ps")
         if not ops.n:
             continue
-        module, op, kind = ops.strings("module"), ops.strings("op"), ops.strings("kind")
+        module, op = ops.strings("module"), ops.strings("op")
         group, first = group_index([module, op])
         count = np.bincount(group, minlength=len(first))
         total = sum_by(group, len(first), ops.array("self_ps"))
-        for m, o, k, c, t in zip(
+        # The attributes of each group's first row only: cheap even for millions of ops.
+        rows = view.selected[first]
+        values = [view.ops.strings(c).take(rows).tolist() for c in _OP_ATTRIBUTES]
+        for m, o, c, t, *attrs in zip(
             module.take(first).tolist(),
             op.take(first).tolist(),
-            kind.take(first).tolist(),
             count.tolist(),
             total.tolist(),
+            *values,
             strict=True,
         ):
             index = names.setdefault((m, o), len(names))
-            if index == len(kinds):
-                kinds.append(k)
+            if index == len(attributes):
+                attributes.append(tuple(attrs))
                 counts.append(0)
                 self_ps.append(0)
             counts[index] += c
             self_ps[index] += t
-    if not names:
+    windows = max(tl.n_windows, 1)
+    busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
+    keys = list(names)
+    total = np.array(self_ps, dtype=np.int64)
+    columns: dict[str, Any] = {
+        "op": Strings.from_list([o for _, o in keys]),
+        "module": Strings.from_list([m for m, _ in keys]),
+    }
+    for i, name in enumerate(_OP_ATTRIBUTES):
+        columns[name] = Strings.from_list([a[i] for a in attributes])
+    columns["order"] = np.arange(len(keys), dtype=np.int64)
+    columns["self_ps"] = total
+    columns["count_per_step"] = np.array(counts, dtype=np.int64) / windows
+    columns["ms_per_step"] = total / windows / 1e9
+    columns["pct_of_busy"] = 100.0 * total / busy_ps if busy_ps else np.full(len(keys), np.nan)
+    return Table(columns, n=len(keys))
+
+
+def _top_ops(ops: Table, roofline_ops: Table | None, n: int, busy_ps: float) -> Table:
+    """The ops with the most self time per step per device, with their roofline bound."""
+    if not ops.n:
         return Table(
             {
                 c: Strings(np.zeros(0, np.int32), ())
@@ -373,14 +420,12 @@ def _top_ops(tl: Timeline, roofline_ops: Table | None, n: int) -> Table:
                 for c in _TOP_OP_COLUMNS
             }
         )
-    windows = max(tl.n_windows, 1)
-    busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
-    keys = list(names)
-    total = np.array(self_ps, dtype=np.int64)
+    total = ops.array("self_ps")
     # Ops that take next to no time (the copy-start halves of async copies, a few ns) are not
     # top ops, even when fewer than n ops take real time.
     order = np.argsort(-total, kind="stable")
     order = order[total[order] > TOP_OP_MIN_SHARE * busy_ps][:n]
+    top = ops.take(order)
     bound: list[str | None] = [None] * len(order)
     efficiency = np.full(len(order), np.nan)
     if roofline_ops is not None and "bound" in roofline_ops:
@@ -394,21 +439,20 @@ def _top_ops(tl: Timeline, roofline_ops: Table | None, n: int) -> Table:
                 strict=True,
             )
         }
-        for i, index in enumerate(order.tolist()):
-            found = lookup.get(keys[index])
+        for i, key in enumerate(
+            zip(top.strings("module").tolist(), top.strings("op").tolist(), strict=True)
+        ):
+            found = lookup.get(key)
             if found is not None:
                 bound[i], efficiency[i] = found
-    picked = [keys[i] for i in order.tolist()]
     return Table(
         {
-            "op": Strings.from_list([o for _, o in picked]),
-            "module": Strings.from_list([m for m, _ in picked]),
-            "kind": Strings.from_list([kinds[i] for i in order.tolist()]),
-            "count_per_step": np.array([counts[i] for i in order.tolist()]) / windows,
-            "ms_per_step": total[order] / windows / 1e9,
-            "pct_of_busy": 100.0 * total[order] / busy_ps
-            if busy_ps
-            else np.full(len(order), np.nan),
+            "op": Strings.from_list(top.strings("op").tolist()),
+            "module": Strings.from_list(top.strings("module").tolist()),
+            "kind": Strings.from_list(top.strings("kind").tolist()),
+            "count_per_step": top.array("count_per_step"),
+            "ms_per_step": top.array("ms_per_step"),
+            "pct_of_busy": top.array("pct_of_busy"),
             "bound": np.array(bound, dtype=object),
             "efficiency_pct": efficiency,
         }

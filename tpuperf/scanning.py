@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from tpuperf import gates
 from tpuperf.errors import BadInput, TpuperfError, UsageError
+from tpuperf.gates import Gate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -725,35 +726,7 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- gates
 
-_GATE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|==|!=|>|<)\s*(.*?)\s*$")
 _NUMERIC = ("float64", "Int64", "int64")
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A ``--fail-on`` threshold: ``field op value``; a row trips it when the comparison holds."""
-
-    text: str
-    field: str
-    op: str
-    value: float | str
-
-    def trips(self, row: dict[str, Any]) -> bool:
-        """Whether ``row`` trips this gate; an unknown (null) value never does."""
-        import math
-
-        actual = row.get(self.field)
-        if actual is None or (isinstance(actual, float) and math.isnan(actual)):
-            return False
-        compare: dict[str, Callable[[Any, Any], bool]] = {
-            ">": lambda a, b: a > b,
-            ">=": lambda a, b: a >= b,
-            "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b,
-            "==": lambda a, b: a == b,
-            "!=": lambda a, b: a != b,
-        }
-        return bool(compare[self.op](actual, self.value))
 
 
 def gate_fields() -> dict[str, list[str]]:
@@ -763,34 +736,7 @@ def gate_fields() -> dict[str, list[str]]:
 
 
 def parse_gate(text: str) -> Gate:
-    """``idle_pct>20``, ``step_time_ms.median>=120``, ``top_recommendation.kind==host_bound``.
-
-    Numeric fields take > >= < <= == != and a number; text fields == or != and a word
-    (quotes optional: ``error!=''`` trips on every row with an error).
-    """
+    """A gate over the row fields: ``idle_pct>20``, ``step_time_ms.median>=120``,
+    ``top_recommendation.kind==host_bound``, ``error!=''`` (grammar: :mod:`tpuperf.gates`)."""
     fields = gate_fields()
-    valid = (
-        f"numeric fields: {', '.join(fields['numeric'])}; "
-        f"text fields (== and != only): {', '.join(fields['text'])}"
-    )
-    match = _GATE.match(text)
-    if not match:
-        raise UsageError(
-            f"--fail-on {text!r}: expected FIELD OP VALUE, e.g. idle_pct>20 (OP: > >= < <= == !=); "
-            + valid
-        )
-    name, op, raw = match.groups()
-    if name in fields["numeric"]:
-        try:
-            return Gate(text, name, op, float(raw))
-        except ValueError:
-            raise UsageError(
-                f"--fail-on {text!r}: {name} is numeric; {raw!r} is not a number; " + valid
-            ) from None
-    if name in fields["text"]:
-        if op not in ("==", "!="):
-            raise UsageError(f"--fail-on {text!r}: {name} is text; use == or !=; " + valid)
-        if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-            raw = raw[1:-1]
-        return Gate(text, name, op, raw)
-    raise UsageError(f"--fail-on {text!r}: no field {name!r}; {valid}")
+    return gates.parse_gate(text, fields["numeric"], fields["text"], example="idle_pct>20")

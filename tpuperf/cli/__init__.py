@@ -23,6 +23,7 @@ COMMANDS = [
     ("capture", "tpuperf.cli.capture"),
     ("demo", "tpuperf.cli.demo"),
     ("scan", "tpuperf.cli.scan"),
+    ("diff", "tpuperf.cli.diff"),
 ]
 
 app = typer.Typer(

@@ -1,0 +1,423 @@
+"""`tpuperf diff`: generated pairs with known truth, identical inputs, real profiles of two
+chips, gates, matching rules, rendering at 80 columns."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import CPU_FIXTURE, REPO, shared_profile
+from rich.cells import cell_len
+from rich.console import Console
+
+import tpuperf
+from fixtures.generate import PAIRS, PairTruth, write_pair, write_run
+from tpuperf import diffing
+from tpuperf.cli import main
+from tpuperf.render.diff import render_diff_markdown, render_diff_table, shorten, signed_ms
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, PairTruth]]:
+    root = tmp_path_factory.mktemp("pairs")
+    return {kind: write_pair(kind, root / kind) for kind in PAIRS}
+
+
+@pytest.fixture(scope="module")
+def diffs(pairs: dict[str, tuple[Path, Path, PairTruth]]) -> dict[str, diffing.DiffReport]:
+    return {kind: tpuperf.diff(base, new) for kind, (base, new, _) in pairs.items()}
+
+
+# --------------------------------------------------------------------------- known truth
+
+
+@pytest.mark.parametrize("kind", PAIRS)
+def test_step_time_delta_within_one_percent_of_the_truth(kind, pairs, diffs) -> None:
+    truth = pairs[kind][2]
+    step = diffs[kind].summary["step_time_ms"]
+    for stat in ("median", "mean"):
+        expected = truth.step_time_delta_ms(stat)  # over the steps after the 1 warm-up step
+        assert expected != 0
+        assert step[stat]["delta"] == pytest.approx(expected, rel=0.01), stat
+        assert step[stat]["after"] - step[stat]["before"] == pytest.approx(step[stat]["delta"])
+
+
+@pytest.mark.parametrize("kind", PAIRS)
+def test_the_changed_op_is_the_top_row_with_the_right_sign(kind, pairs, diffs) -> None:
+    truth = pairs[kind][2]
+    top = diffs[kind].ops.records()[0]
+    assert (top["op"], top["base_op"]) == (truth.changed_op, truth.changed_op_base)
+    assert top["status"] == "changed"
+    expected = truth.op_delta_ms()
+    assert math.copysign(1, top["delta_ms"]) == math.copysign(1, expected)
+    assert top["delta_ms"] == pytest.approx(expected, rel=0.01)
+    # Every other op is unchanged (both runs draw the same jitter) and found on both sides.
+    rest = diffs[kind].ops.records()[1:]
+    assert {r["status"] for r in rest} == {"same"}
+    assert diffs[kind].summary["ops"] == {
+        "changed": 1,
+        "same": len(rest),
+        "added": 0,
+        "removed": 0,
+    }
+    assert diffs[kind].warnings == []
+
+
+def test_allgather_wait_pair_numbers(pairs, diffs) -> None:
+    truth = pairs["allgather_wait"][2]
+    top = diffs["allgather_wait"].ops.records()[0]
+    assert truth.op_delta_ms() == pytest.approx(-2.5)
+    assert top["ms_per_step_before"] == pytest.approx(3.0, rel=1e-6)
+    assert top["ms_per_step_after"] == pytest.approx(0.5, rel=1e-6)
+    assert top["delta_pct"] == pytest.approx(-250 / 3, rel=1e-6)
+    assert top["match"] == "name"
+    # The exposed collective time per step falls by the same 2.5 ms.
+    summary = diffs["allgather_wait"].summary
+    assert summary["exposed_collective_ms"]["delta"] == pytest.approx(-2.5, rel=0.01)
+    assert summary["exposed_collective_pct"]["delta"] < 0
+
+
+def test_slower_fusion_pair_doubles_the_op(pairs, diffs) -> None:
+    top = diffs["slower_fusion"].ops.records()[0]
+    assert top["delta_pct"] == pytest.approx(100.0, abs=0.01)
+    assert top["match"] == "name"
+    category = diffs["slower_fusion"].categories.records()[0]
+    assert category["category"] == "convolution fusion"
+    assert category["delta_ms"] == pytest.approx(top["delta_ms"])
+
+
+def test_recompiled_pair_matches_every_renumbered_op(pairs, diffs) -> None:
+    truth = pairs["recompiled"][2]
+    # Renumbering gives many NEW ops the name of another BASE op: matching by name alone
+    # would pair them wrongly.
+    reused = set(truth.renamed.values()) & set(truth.renamed)
+    assert len(reused) >= 10
+    rows = {r["base_op"]: r for r in diffs["recompiled"].ops.records()}
+    for base_name, new_name in truth.renamed.items():
+        assert rows[base_name]["op"] == new_name
+        expected = "source" if base_name == truth.changed_op_base else "scope_shape"
+        assert rows[base_name]["match"] == expected, base_name
+    for base_name, row in rows.items():
+        if base_name not in truth.renamed:  # the collectives keep their names
+            assert (row["op"], row["match"]) == (base_name, "name")
+
+
+# --------------------------------------------------------------------------- identical inputs
+
+
+def _zero_everywhere(result: diffing.DiffReport) -> None:
+    for name, value in result.gate_row().items():
+        if name.endswith(".delta"):
+            assert value in (0.0, None), name
+        if name.endswith(".delta_pct"):
+            assert value in (0.0, None), name
+    assert all(r["status"] == "same" and r["match"] == "name" for r in result.ops.records())
+    assert all(r["delta_ms"] == 0.0 for r in result.ops.records())
+    assert all(r["delta_ms"] == 0.0 for r in result.categories.records())
+    assert all(r["status"] == "same" for r in result.recommendations.records())
+    assert all(r["delta_ms"] == 0.0 for r in result.recommendations.records())
+    summary = result.summary
+    assert summary["ops"]["same"] == result.ops.n > 0
+    assert summary["warnings"] == 0 and result.warnings == []
+
+
+def test_identical_inputs_diff_to_exactly_zero(pairs) -> None:
+    base = pairs["allgather_wait"][0]
+    result = tpuperf.diff(base, base)
+    _zero_everywhere(result)
+    assert result.summary["step_time_ms"]["median"]["delta"] == 0.0
+    assert result.summary["step_time_ms"]["median"]["delta_pct"] == 0.0
+
+
+def test_identical_real_capture_diffs_to_zero_and_records_versions() -> None:
+    profile = tpuperf.load(CPU_FIXTURE)
+    result = tpuperf.diff(profile, profile)  # Profile objects work as well as paths
+    _zero_everywhere(result)
+    data = result.to_dict()
+    assert data["base"]["jax_version"] == data["new"]["jax_version"] == "0.10.2"
+    assert data["base"]["jaxlib_version"] == "0.10.2"
+
+
+# --------------------------------------------------------------------------- real profiles
+
+
+def test_real_profiles_of_two_chips_warn_and_exit_0(capsys) -> None:
+    v6e = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    mi300 = shared_profile("gpu/mi300_jax_conv.xplane.pb")
+    assert main(["diff", str(v6e), str(mi300), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert (
+        "warning: chip differs: BASE ran on TPU v6 Lite (TPU), NEW AMD MI300 (gfx942) (GPU)" in err
+    )
+    assert "warning: device count differs: BASE analysed 4 device(s), NEW 8 device(s)" in err
+    assert data["warnings"] == [line.removeprefix("warning: ") for line in err.splitlines()]
+    assert data["summary"]["warnings"] == 2
+    # No op of one is an op of the other: every one of them is added or removed.
+    assert {r["status"] for r in data["ops"]} == {"added", "removed"}
+    base = tpuperf.analyze(tpuperf.load(v6e))
+    assert data["summary"]["step_time_ms"]["median"]["before"] == pytest.approx(
+        base.summary["step_time_ms"]["median"]
+    )
+    removed = sum(r["ms_per_step_before"] for r in data["ops"] if r["status"] == "removed")
+    assert removed == pytest.approx(float(base.ops.array("ms_per_step").sum()))
+
+
+def test_long_names_read_at_80_columns() -> None:
+    v100 = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    v6e = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    result = tpuperf.diff(v100, v6e)
+    names = result.ops.strings("op").tolist()
+    assert max(len(n) for n in names) > 500  # TensorFlow's Eigen kernel names
+    buffer = io.StringIO()
+    render_diff_table(result, Console(file=buffer, width=80, color_system=None), top=30)
+    text = buffer.getvalue()
+    assert max(cell_len(line) for line in text.splitlines()) <= 80
+    for row in result.ops.records()[:30]:
+        assert signed_ms(row["delta_ms"]) in text  # numbers are never cut
+        if len(row["op"]) > 40:
+            assert row["op"][:5] in text and "…" in text
+
+
+def test_command_does_not_import_pandas() -> None:
+    code = (
+        "import sys\n"
+        "from tpuperf.cli import main\n"
+        f"rc = main(['diff', {str(CPU_FIXTURE)!r}, {str(CPU_FIXTURE)!r}, '-f', 'json'])\n"
+        "print('RC', rc, [m for m in ('pandas', 'jax') if m in sys.modules])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert "RC 0 []" in result.stdout
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def test_gates_trip_and_do_not_trip(pairs, capsys) -> None:
+    base, new, truth = pairs["slower_fusion"]
+    before_ms = statistics.median(truth.base.step_time_ps[1:]) / 1e9
+    assert 1 < 100 * truth.step_time_delta_ms() / before_ms < 5  # about 3.3% slower
+    args = ["diff", str(base), str(new), "-f", "json"]
+    assert main([*args, "--fail-on", "step_time_ms.median.delta_pct>5"]) == 0
+    capsys.readouterr()
+    code = main(
+        [
+            *args,
+            "--fail-on",
+            "step_time_ms.median.delta_pct>1",
+            "--fail-on",
+            "step_time_ms.p90.delta_pct>10",
+            "--fail-on",
+            "compute_ms.delta>=0.05",
+        ]
+    )
+    assert code == 3
+    out, err = capsys.readouterr()
+    json.loads(out)  # the output is written before the gates are reported
+    lines = [line for line in err.splitlines() if line.startswith("gate ")]
+    assert len(lines) == 2
+    assert lines[0].startswith("gate step_time_ms.median.delta_pct>1: tripped (")
+    assert lines[1].startswith("gate compute_ms.delta>=0.05: tripped (")
+    assert "2 of 3 --fail-on gates tripped" in err
+
+
+def test_exposed_collective_gate(pairs, capsys) -> None:
+    base, new, _ = pairs["allgather_wait"]
+    # NEW improved: its exposed collective share fell, so a regression gate does not trip...
+    assert main(["diff", str(base), str(new), "--fail-on", "exposed_collective_pct.delta>3"]) == 0
+    # ...and swapping the runs makes the same change a regression.
+    assert main(["diff", str(new), str(base), "--fail-on", "exposed_collective_pct.delta>3"]) == 3
+    assert "gate exposed_collective_pct.delta>3: tripped" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("step_time_ms.median>5", "no field 'step_time_ms.median'"),
+        ("step_time_ms.median.delta_pct>>5", "not a number"),
+        ("exposed_collective_pct", "expected FIELD OP VALUE"),
+    ],
+)
+def test_malformed_gate_exits_2_listing_the_fields(expression, message, capsys) -> None:
+    # Refused before any profile is read: the paths do not even exist.
+    assert main(["diff", "missing-a", "missing-b", "--fail-on", expression]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    for name in ("step_time_ms.median.delta_pct", "step_time_ms.p90.delta_pct"):
+        assert name in err
+    assert "exposed_collective_pct.delta" in err and "ops.added" in err
+
+
+def test_gate_fields_are_the_summary_numbers(diffs) -> None:
+    row = diffs["allgather_wait"].gate_row()
+    assert tuple(row) == diffing.GATE_FIELDS
+    assert all(v is None or isinstance(v, (int, float)) for v in row.values())
+
+
+def test_scan_and_diff_share_one_gate_parser() -> None:
+    from tpuperf import gates, scanning
+
+    gate = scanning.parse_gate("idle_pct>20")
+    assert isinstance(gate, gates.Gate)
+    assert gates.parse_gate("ops.added>0", diffing.GATE_FIELDS).trips({"ops.added": 1})
+
+
+# --------------------------------------------------------------------------- JSON and output
+
+
+def test_json_layout(diffs) -> None:
+    data = json.loads(diffs["recompiled"].to_json())
+    assert tuple(data) == diffing.TOP_LEVEL_FIELDS
+    assert data["schema_version"] == 1
+    assert tuple(data["base"]) == tuple(data["new"]) == diffing.RUN_FIELDS
+    assert all(tuple(r) == diffing.OP_COLUMNS for r in data["ops"])
+    assert all(tuple(r) == diffing.CATEGORY_COLUMNS for r in data["categories"])
+    assert all(tuple(r) == diffing.RECOMMENDATION_COLUMNS for r in data["recommendations"])
+    assert len(data["ops"]) == diffs["recompiled"].ops.n  # JSON lists every op
+    frame = diffs["recompiled"].ops.to_pandas()
+    assert list(frame.columns) == list(diffing.OP_COLUMNS)
+
+
+def test_added_and_removed_rows_in_json(tmp_path: Path, capsys) -> None:
+    base, _ = write_run("collective_training", tmp_path / "a")
+    new, _ = write_run("memory_bound", tmp_path / "b")
+    assert main(["diff", str(base), str(new), "-f", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    added = [r for r in data["ops"] if r["status"] == "added"]
+    removed = [r for r in data["ops"] if r["status"] == "removed"]
+    assert added and removed
+    assert all(r["base_op"] is None and r["match"] is None for r in added)
+    assert all(r["ms_per_step_before"] == 0.0 and r["delta_pct"] is None for r in added)
+    assert all(r["ms_per_step_after"] == 0.0 for r in removed)
+    assert [r["delta_pct"] for r in removed] == pytest.approx([-100.0] * len(removed))
+    # Rows come largest absolute change first.
+    changes = [abs(r["delta_ms"]) for r in data["ops"]]
+    assert changes == sorted(changes, reverse=True)
+    counts = data["summary"]["ops"]
+    assert counts["added"] == len(added) and counts["removed"] == len(removed)
+    assert sum(counts.values()) == len(data["ops"])
+
+
+def test_table_and_markdown_outputs(pairs, tmp_path: Path, capsys, monkeypatch) -> None:
+    base, new, truth = pairs["recompiled"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["diff", str(base), str(new), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+    assert "1 changed, 0 added, 0 removed, 34 same" in " ".join(out.split())
+    assert truth.changed_op in out and "(source)" in out
+    target = tmp_path / "diff.md"
+    assert main(["diff", str(base), str(new), "-f", "md", "-o", str(target)]) == 0
+    assert f"wrote {target}" in capsys.readouterr().err
+    md = target.read_text()
+    assert f"| `{truth.changed_op}` | `{truth.changed_op_base}` | source | changed |" in md
+    assert "## Warnings" not in md
+
+
+def test_markdown_escapes_and_lists_warnings(pairs) -> None:
+    v6e = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    base = pairs["allgather_wait"][0]
+    result = tpuperf.diff(base, v6e)
+    md = render_diff_markdown(result)
+    assert "## Warnings" in md and "step source differs" in md
+    assert all(line.count("`") % 2 == 0 for line in md.splitlines())
+
+
+def test_usage_errors(capsys) -> None:
+    assert main(["diff", "a", "b", "--format", "csv"]) == 2
+    assert main(["diff", "a", "b", "--top", "-1"]) == 2
+    assert main(["diff", str(CPU_FIXTURE), "missing.xplane.pb"]) == 4
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def test_shape_key_drops_names_a_recompilation_changes() -> None:
+    a = (
+        "%fusion.3 = bf16[8,1024]{1,0} fusion(bf16[8,512]{1,0} %param.3, "
+        "f32[] %get-tuple-element.10), kind=kLoop, calls=%fused_computation.3"
+    )
+    b = a.replace(".3", ".17").replace(".10", ".2")
+    assert diffing.shape_key(a) == diffing.shape_key(b)
+    assert diffing.shape_key(a).startswith("bf16[8,1024]{1,0} fusion(bf16[8,512]{1,0} %")
+    assert diffing.shape_key(a) != diffing.shape_key(a.replace("bf16[8,1024]", "bf16[16,512]"))
+    ar = "%all-reduce.1 = f32[4]{0} all-reduce(f32[4]{0} %x), channel_id=7, to_apply=%add"
+    assert diffing.shape_key(ar) == diffing.shape_key(ar.replace("channel_id=7", "channel_id=9"))
+    assert diffing.shape_key("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
+
+
+def _op(index: int, name: str, **kw: str) -> diffing._Op:
+    fields = {"module": "m", "category": "loop fusion", "tf_op": "", "shape": "", "source": ""}
+    fields.update(kw)
+    return diffing._Op(
+        index,
+        fields["module"],
+        name,
+        fields["category"],
+        fields["tf_op"],
+        fields["shape"],
+        fields["source"],
+        index,
+    )
+
+
+def test_match_rules_in_order() -> None:
+    base = [
+        _op(0, "fusion.1", source="a.py:1", shape="s1"),  # renamed: same scope and shape
+        _op(1, "fusion.2", source="a.py:2", shape="s2"),  # name reused in NEW for another op
+        _op(2, "fusion.3", source="a.py:3", shape="s3"),  # reshaped: same source line
+        _op(3, "fusion.9", source="a.py:9", shape="s9"),  # gone
+        _op(4, "copy.1", category="copy"),  # unchanged, nothing recorded but the name
+    ]
+    new = [
+        _op(0, "fusion.2", source="a.py:1", shape="s1"),
+        _op(1, "fusion.5", source="a.py:2", shape="s2"),
+        _op(2, "fusion.6", source="a.py:3", shape="s3-bigger"),
+        _op(3, "fusion.7", source="a.py:7", shape="s7"),
+        _op(4, "copy.1", category="copy"),
+    ]
+    pairs = {
+        (b.name if b else None, n.name if n else None): rule
+        for b, n, rule in diffing.match_ops(base, new)
+    }
+    assert pairs == {
+        ("fusion.1", "fusion.2"): "scope_shape",
+        ("fusion.2", "fusion.5"): "scope_shape",
+        ("fusion.3", "fusion.6"): "source",
+        ("copy.1", "copy.1"): "name",
+        ("fusion.9", None): "",
+        (None, "fusion.7"): "",
+    }
+
+
+def test_ops_sharing_a_key_pair_in_order_of_execution() -> None:
+    base = [_op(i, f"fusion.{i}", source="model.py:5", shape="s") for i in range(3)]
+    new = [_op(i, f"fusion.{10 + i}", source="model.py:5", shape="s") for i in range(3)]
+    pairs = [(b.name, n.name) for b, n, _ in diffing.match_ops(base, new) if b and n]
+    assert pairs == [
+        ("fusion.0", "fusion.10"),
+        ("fusion.1", "fusion.11"),
+        ("fusion.2", "fusion.12"),
+    ]
+
+
+def test_status_threshold() -> None:
+    assert diffing.status(1.0, 1.0) == "same"
+    assert diffing.status(1.0, 1.009) == "same"  # under 1%
+    assert diffing.status(1.0, 1.02) == "changed"
+    assert diffing.status(0.0, 0.00005) == "same"  # under 0.1 us per step
+    assert diffing.status(0.0, 0.001) == "changed"
+
+
+def test_shorten_keeps_both_ends() -> None:
+    assert shorten("convolution_fusion.24", 12) == "convo…ion.24"
+    assert len(shorten("x" * 900, 30)) == 30
+    assert shorten("short", 30) == "short"
