@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.columns import Lookup, Strings, Table, factorize
+from tpuperf.columns import Lookup, Strings, Table, concat_strings, factorize
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.steps import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
@@ -905,11 +905,12 @@ def _kernel_ops(
     """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel).
 
     ``executions`` is given for GPU planes; on host threads (XLA:CPU) ops say their
-    execution themselves, with a ``run_id`` stat. Each stat is looked up once per line.
+    execution themselves, with a ``run_id`` stat. Events are grouped by what names them
+    (kernel, op, module, program, TF op), and each distinct group is named and classified
+    once, so the cost per event is a few array operations.
     """
     gpu = executions is not None
-    meta = plane.metadata
-    columns: dict[str, list[Any]] = {name: [] for name in _KERNEL_STRING_COLUMNS}
+    columns: dict[str, list[Strings]] = {name: [] for name in _KERNEL_STRING_COLUMNS}
     numbers: dict[str, list[np.ndarray]] = {
         "start_ps": [],
         "dur_ps": [],
@@ -917,20 +918,26 @@ def _kernel_ops(
         "execution": [],
     }
     for line in lines:
-        hlo_ops = line.stat("hlo_op")
-        keep = np.array([v is not None for v in hlo_ops], dtype=bool)
-        if not gpu:
-            if not keep.any():
-                continue
-        else:
-            keep[:] = True
-        idx = np.flatnonzero(keep)
-        rows = meta.rows(line.metadata_id[idx])
-        kernels = [meta.names[r] if r >= 0 else "" for r in rows.tolist()]
-        hlo = [hlo_ops[i] if isinstance(hlo_ops[i], str) else None for i in idx.tolist()]
-        hlo_modules = line.stat("hlo_module")
-        program_ids = line.stat("program_id")
-        tf_ops = line.stat("tf_op")
+        hlo_codes, hlo_values = line.stat_codes("hlo_op")
+        idx = np.arange(len(line)) if gpu else np.flatnonzero(hlo_codes >= 0)
+        if not len(idx):
+            continue
+        named = [plane.metadata.rows(line.metadata_id[idx])]
+        stats = [line.stat_codes(name) for name in ("hlo_module", "program_id", "tf_op")]
+        named += [hlo_codes[idx], *(codes[idx] for codes, _ in stats)]
+        group, groups = _distinct_rows(named)
+        labels = _kernel_labels(
+            plane,
+            line.name,
+            groups,
+            [hlo_values, *(values for _, values in stats)],
+            module_names,
+            gpu,
+        )
+        for name, per_group in labels.items():
+            columns[name].append(Strings.from_values(per_group, group))
+        columns["line"].append(Strings.constant(line.name, len(idx)))
+        columns["source"].append(Strings.constant("", len(idx)))
         if executions is not None:
             correlation = np.asarray(line.stat("correlation_id", -1))
             execution = (
@@ -945,61 +952,97 @@ def _kernel_ops(
                 if run_ids.dtype.kind in "iu"
                 else np.full(len(idx), _NO_RUN_ID, dtype=np.int64)
             )
-        module = []
-        for i in idx.tolist():
-            name = hlo_modules[i]
-            if not isinstance(name, str) or not name:
-                pid = program_ids[i]
-                name = module_names.get(str(pid), "") if pid is not None else ""
-            module.append(name)
-        classes = [
-            _gpu_classify(k, h, line.name) if gpu else classify_op(h or k)
-            for k, h in zip(kernels, hlo, strict=True)
-        ]
-        ops = [h if h else k for h, k in zip(hlo, kernels, strict=True)]
         start = line.start_ps[idx]
         dur = line.duration_ps[idx]
-        columns["line"] += [line.name] * len(idx)
-        columns["module"] += module
-        columns["program_id"] += [
-            str(program_ids[i]) if program_ids[i] is not None else "" for i in idx.tolist()
-        ]
-        columns["op"] += ops
-        columns["hlo_text"] += kernels
-        columns["category"] += [
-            _derived_category(o, c[0]) for o, c in zip(ops, classes, strict=True)
-        ]
-        columns["kind"] += [c[0] for c in classes]
-        columns["collective"] += [c[1] for c in classes]
-        columns["async_role"] += [c[2] for c in classes]
-        columns["tf_op"] += _strings([tf_ops[i] for i in idx.tolist()])
-        columns["source"] += [""] * len(idx)
         numbers["start_ps"].append(start)
         numbers["dur_ps"].append(dur)
         numbers["self_ps"].append(self_time(start, dur))
         numbers["execution"].append(execution)
         line.release()
-    n = len(columns["op"])
-    if not n:
+    if not columns["op"]:
         return _empty_ops(), _EMPTY_MODULES
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate(numbers[name]).astype(np.int64, copy=False)
 
+    strings = {name: concat_strings(parts) for name, parts in columns.items()}
+    n = len(strings["op"])
     nan = Lookup(np.zeros(n, dtype=np.int8), np.array([np.nan]))
     table = Table(
         {
-            **{name: Strings.from_list(columns[name]) for name in _KERNEL_STRING_COLUMNS[:9]},
+            **{name: strings[name] for name in _KERNEL_STRING_COLUMNS[:9]},
             "start_ps": joined("start_ps"),
             "dur_ps": joined("dur_ps"),
             "self_ps": joined("self_ps"),
             **dict.fromkeys(_OP_COST_COLUMNS, nan),
-            "tf_op": Strings.from_list(columns["tf_op"]),
-            "source": Strings.from_list(columns["source"]),
+            "tf_op": strings["tf_op"],
+            "source": strings["source"],
             "step": np.full(n, -1, dtype=np.int64),
         }
     )
     return table, _module_runs(table, joined("execution"))
+
+
+def _distinct_rows(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each row, the distinct rows) of parallel code columns (each >= -1).
+
+    The codes of a row are packed into one int64 (mixed radix) so that one sort of
+    integers finds the groups; a sort of rows is many times slower.
+    """
+    shifted = [np.asarray(c, dtype=np.int64) + 1 for c in codes]
+    radices = [int(c.max()) + 1 if len(c) else 1 for c in shifted]
+    if float(np.prod(np.array(radices, dtype=np.float64))) >= 2.0**62:
+        distinct, group = np.unique(np.stack(shifted, axis=1), axis=0, return_inverse=True)
+        return group.reshape(-1), distinct - 1
+    key = np.zeros(len(shifted[0]), dtype=np.int64)
+    for column, radix in zip(shifted, radices, strict=True):
+        key = key * radix + column
+    keys, group = np.unique(key, return_inverse=True)
+    rows = np.empty((len(keys), len(shifted)), dtype=np.int64)
+    for i in range(len(shifted) - 1, -1, -1):
+        keys, rows[:, i] = np.divmod(keys, radices[i])
+    return group.reshape(-1), rows - 1
+
+
+def _kernel_labels(
+    plane: Plane,
+    line_name: str,
+    groups: np.ndarray,
+    values: list[list[Any]],
+    module_names: dict[str, str],
+    gpu: bool,
+) -> dict[str, list[str]]:
+    """The string columns of each group of events: a group is (metadata row, and codes of
+    ``hlo_op``, ``hlo_module``, ``program_id``, ``tf_op`` into ``values``; -1 if absent)."""
+    hlo_values, module_values, program_values, tf_values = values
+    names = plane.metadata.names
+    out: dict[str, list[str]] = {
+        name: [] for name in ("module", "program_id", "op", "hlo_text", "tf_op", "category")
+    }
+    out |= {"kind": [], "collective": [], "async_role": []}
+    for row, hlo_code, module_code, program_code, tf_code in groups.tolist():
+        kernel = names[row] if row >= 0 else ""
+        hlo = hlo_values[hlo_code] if hlo_code >= 0 else None
+        hlo = hlo if isinstance(hlo, str) else None
+        program = program_values[program_code] if program_code >= 0 else None
+        module = module_values[module_code] if module_code >= 0 else None
+        if not isinstance(module, str) or not module:
+            module = module_names.get(str(program), "") if program is not None else ""
+        tf_op = tf_values[tf_code] if tf_code >= 0 else None
+        kind, collective, role = (
+            _gpu_classify(kernel, hlo, line_name) if gpu else classify_op(hlo or kernel)
+        )
+        op = hlo or kernel
+        out["module"].append(module)
+        out["program_id"].append(str(program) if program is not None else "")
+        out["op"].append(op)
+        out["hlo_text"].append(kernel)
+        out["tf_op"].append(tf_op if isinstance(tf_op, str) else "")
+        out["category"].append(_derived_category(op, kind))
+        out["kind"].append(kind)
+        out["collective"].append(collective)
+        out["async_role"].append(role)
+    return out
 
 
 # The string columns of an ops table, in schema order (tf_op and source come after the costs).

@@ -194,6 +194,11 @@ class Line:
         assert self._plane is not None
         return self._plane.stat_column(self.stats, len(self), name, default)
 
+    def stat_codes(self, name: str) -> tuple[np.ndarray, list[Any]]:
+        """The stat ``name`` of every event as codes (see :meth:`Plane.stat_codes`)."""
+        assert self._plane is not None
+        return self._plane.stat_codes(self.stats, len(self), name)
+
     def int_events(self, names: tuple[str, ...], keep: str | None = None) -> IntEvents:
         """The events with the integer stats ``names`` (int64, uint64 or ref values) as
         columns, MISSING where an event lacks one; with ``keep``, only the events that have
@@ -380,6 +385,32 @@ class Plane:
         for owner, value in zip(owners.tolist(), self._values(stats, rows, kinds), strict=True):
             out[owner] = value
         return out
+
+    def stat_codes(self, stats: Stats, count: int, name: str) -> tuple[np.ndarray, list[Any]]:
+        """The stat ``name`` per owner as (codes, distinct values): owner i has
+        ``values[codes[i]]``, or no such stat where ``codes[i]`` is -1.
+
+        Stats of many events share a few values (the op and module names a kernel was
+        launched for, as refs): each distinct value is decoded once.
+        """
+        rows = np.flatnonzero(_is_one_of(stats.metadata_id, self.stat_ids(name)))
+        codes = np.full(count, -1, dtype=np.int64)
+        if not len(rows):
+            return codes, []
+        kinds = stats.kind[rows]
+        integers = (kinds == STAT_INT64) | (kinds == STAT_UINT64)
+        if np.all(kinds == STAT_REF) or np.all(integers):
+            _, first, inverse = np.unique(
+                stats.int_value[rows], return_index=True, return_inverse=True
+            )
+            codes[stats.owner[rows]] = inverse.reshape(-1)
+            return codes, self._values(stats, rows[first], kinds[first])
+        seen: dict[Any, int] = {}
+        for owner, value in zip(
+            stats.owner[rows].tolist(), self._values(stats, rows, kinds), strict=True
+        ):
+            codes[owner] = seen.setdefault(value, len(seen))
+        return codes, list(seen)
 
     def _values(self, stats: Stats, rows: np.ndarray, kinds: np.ndarray) -> list[Any]:
         out: list[Any] = []
