@@ -29,7 +29,8 @@ forward and the backward ops of one layer fall in the same scope, told apart by 
   program that has no backward op (inference, or a jitted function without gradients);
 - ``optimizer``: scoped ops of a program with backward ops, outside the differentiated function
   (the parameter update, and any other work of the training step around ``grad``);
-- ``other``: ops without a scope (async copies, parameter layout changes, kernels no HLO op names).
+- ``other``: ops without a scope (async copies, kernels no HLO op names), or whose path is a bare
+  name and no function (``x``: XLA's layout change of the argument ``x``).
 
 Nothing here runs unless scope data is asked for: :func:`scopes` builds the table on first use
 and keeps it with the profile.
@@ -157,7 +158,16 @@ def parse_path(path: str) -> ScopePath:
         if level and level != _LOWERED_MAIN:
             levels.append(level)
     primitive = _peel(parts[-1], transforms)
+    if _is_program(primitive):  # an op of the call itself (a copy of its result): no primitive
+        if primitive != _LOWERED_MAIN:
+            levels.append(primitive)
+        primitive = ""
     return ScopePath(tuple(levels), primitive, tuple(transforms))
+
+
+def _is_program(level: str) -> bool:
+    match = _WRAPPER.fullmatch(level)
+    return match is not None and match.group(1) in _PROGRAMS and _balanced(match.group(2))
 
 
 def strip_op_type(tf_op: str) -> str:
@@ -316,12 +326,12 @@ def _build(profile: Profile) -> Scopes:
             continue
         columns = [ops.strings(c) for c in ("module", "program_id", "op")]
         group, first = group_index(columns)
-        tf_op, source = ops.strings("tf_op"), ops.strings("source")
+        tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
         # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
-        own = device.row["kind"] == "TPU" and any(tf_op.values)
+        own = device.row["kind"] == "TPU" and any(tf_ops.values)
         mapping = np.empty(len(first), dtype=np.int64)
         names = zip(*(c.take(first).tolist() for c in columns), strict=True)
-        stats = zip(tf_op.take(first).tolist(), source.take(first).tolist(), strict=True)
+        stats = zip(tf_ops.take(first).tolist(), sources.take(first).tolist(), strict=True)
         for g, (identity, stat) in enumerate(zip(names, stats, strict=True)):
             row = keys.get(identity)
             if row is None:
@@ -334,9 +344,7 @@ def _build(profile: Profile) -> Scopes:
     identities = list(keys)
     metas, notes = _hlo_metadata(profile, identities, first_seen)
     name_scopes, files, lines, origins = [], [], [], []
-    for row, ((module, program_id, op), (tf_op, source)) in enumerate(
-        zip(identities, raw, strict=True)
-    ):
+    for row, (tf_op, source) in enumerate(raw):
         _, own = first_seen[row]
         meta = metas.get(row)
         if own or meta is None:
@@ -392,7 +400,7 @@ def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> 
     }
     out = []
     for identity, p in zip(identities, parsed, strict=True):
-        if not p.primitive and not p.levels:
+        if not p.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
             out.append(PASS_OTHER)
         elif _BACKWARD_TRANSFORMS.intersection(p.transforms):
             out.append(PASS_BACKWARD)
@@ -534,11 +542,11 @@ def scope_tree(profile: Profile) -> dict[str, Any]:
             kind = "none" if levels[depth] == NO_SCOPE else "scope"
             node = node.child(levels[depth], kind, levels[: depth + 1])
             nodes.append(node)
-        parent = node
-        parent.self_ps += time_ps
-        node = parent.child(leaf, "op", (*levels, leaf))
         node.self_ps += time_ps
-        nodes.append(node)
+        if leaf:  # ops of a call itself have no primitive: their time is the scope's own
+            node = node.child(leaf, "op", (*levels, leaf))
+            node.self_ps += time_ps
+            nodes.append(node)
         for n in nodes:
             n.add(time_ps, count, pass_of[row], source_of[row])
     return root.to_dict(times.windows, max(root.time_ps, 1))

@@ -7,6 +7,7 @@ they go in as Text, never as markup.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -152,7 +153,9 @@ def fmt_step_ms(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _walk(node: dict[str, Any], prefix: str = "", last: bool = True, top: bool = True):  # type: ignore[no-untyped-def]
+def _walk(
+    node: dict[str, Any], prefix: str = "", last: bool = True, top: bool = True
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(guide prefix, node) in depth-first order; the root has no guide."""
     yield ("", node) if top else (prefix + ("└─ " if last else "├─ "), node)
     children = node["children"]
