@@ -538,3 +538,15 @@ def test_scope_time_is_per_device_and_window(scoped: tuple[Profile, dict[str, An
         sc.scope_time(profile, profile.device_tables[1]).time_ps.sum()
     ) == int(both.time_ps.sum())
     assert dataclasses.is_dataclass(one)
+
+
+def test_a_damaged_hlo_module_costs_its_scopes_and_is_noted() -> None:
+    profile = load(CPU_FIXTURE)
+    host = profile.host_names[0]
+    (key,) = [k for k in profile.hlo_protos[host] if k.startswith("jit_train_step(")]
+    profile.hlo_protos[host][key] = b"\x0a\xff\xff\xff\x0fnot an HloProto"
+    data = sc.scopes(profile)
+    assert not data.has_scopes
+    (note,) = data.notes
+    assert note.startswith(f"{host}: HLO module {key} could not be read")
+    assert sc.tree_report(profile)["notes"] == list(data.notes)

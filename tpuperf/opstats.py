@@ -239,7 +239,6 @@ class _ScopeGroup:
     occurrences: int = 0
     total_ps: int = 0
     self_ps: int = 0
-    windows: int = 0
     labels: dict[str, int] = field(default_factory=dict)  # scope -> ps (for --by source)
 
 

@@ -619,8 +619,8 @@ def prune_tree(
 def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0) -> dict[str, Any]:
     """The document ``tpuperf tree`` shows and writes as JSON: ``source``, ``platform``,
     ``scoped`` (whether any op has scope information), ``windows`` (the step windows the
-    per-step times are over), ``depth``, ``min_pct`` and ``tree`` (:func:`scope_tree`,
-    pruned by :func:`prune_tree`)."""
+    per-step times are over), ``depth``, ``min_pct``, ``notes`` (HLO modules that could not be
+    read) and ``tree`` (:func:`scope_tree`, pruned by :func:`prune_tree`)."""
     data = scopes(profile)
     return {
         "source": profile.source,
@@ -629,6 +629,7 @@ def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0
         "windows": scope_time(profile).windows,
         "depth": depth,
         "min_pct": min_pct,
+        "notes": list(data.notes),
         "tree": prune_tree(scope_tree(profile), depth, min_pct),
     }
 

@@ -122,6 +122,8 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
             pass_bar(node["passes"], node["ms_per_step"], cells),
         )
     console.print(table)
+    for note in document.get("notes", []):
+        console.print(Text(f"note: {note}", style="yellow"))
     if hidden:
         cut = []
         if document.get("depth") is not None:
