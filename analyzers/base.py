@@ -63,13 +63,21 @@ class Recommendation:
     confidence: str  # one of CONFIDENCE
     ops: list[str] = field(default_factory=list)  # the ops behind the evidence, worst first
     values: dict[str, Any] = field(default_factory=dict)  # the evidence's numbers, by name
+    # Where the model's code made the ops cited (op, scope, primitive, pass, source), added by
+    # the report from the profile's scope table (tpuperf/scopes.py).
+    scopes: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "analyzer": self.analyzer,
             "kind": self.kind,
             "title": self.title,
-            "evidence": {"text": self.evidence, "ops": list(self.ops), "values": dict(self.values)},
+            "evidence": {
+                "text": self.evidence,
+                "ops": list(self.ops),
+                "values": dict(self.values),
+                "scopes": [dict(s) for s in self.scopes],
+            },
             "fix": dict(self.fix),
             "est_savings_ms": self.est_savings_ms,
             "est_savings_pct": self.est_savings_pct,

@@ -8,6 +8,7 @@ slow one).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -167,6 +168,25 @@ class TestRunningJobs:
         start_ns, stop_ns = _window_ns(host.path)
         assert abs(start_ns - host.start_ns) < 50e6
         assert 0.9e9 < stop_ns - start_ns < 1.5e9
+
+    def test_captured_job_shows_its_layers_in_tpuperf_tree(
+        self, jobs: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        (path,) = capture(jobs[0], duration_s=1.0, logdir=tmp_path, session="tree")
+        assert main(["tree", str(path), "--format", "json", "--min-pct", "0"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert document["scoped"]
+        nodes: dict[str, Any] = {}
+        stack = [document["tree"]]
+        while stack:
+            node = stack.pop()
+            nodes[node["path"]] = node
+            stack.extend(node["children"])
+        # The example job's jax.named_scope layers, each with its forward and backward time.
+        for layer in ("Block_0/Attention", "Block_0/MLP"):
+            node = nodes[f"jit(train_step)/Transformer/{layer}"]
+            assert node["passes"]["forward"] > 0 and node["passes"]["backward"] > 0, layer
+        assert nodes["jit(train_step)/adam"]["passes"]["optimizer"] > 0
 
     def test_two_jobs_are_captured_in_one_window(self, jobs: list[str], tmp_path: Path) -> None:
         paths = capture(jobs, duration_s=1.0, logdir=tmp_path, session="both")
@@ -423,6 +443,7 @@ def test_request_asks_for_the_xspace_and_a_common_start(fake_server: Any, tmp_pa
     assert (a.duration_ms, a.opts.duration_ms) == (250, 250)
     opts = a.opts
     assert (opts.host_tracer_level, opts.python_tracer_level, opts.device_tracer_level) == (3, 1, 1)
+    assert opts.enable_hlo_proto  # the HLO modules name each op's scope (tpuperf tree)
     assert a.host_name == f"127.0.0.1_{servers[0].port}"
     assert a.repository_root == str(tmp_path.resolve() / "plugins" / "profile")
     saved = result.saved

@@ -70,3 +70,29 @@ def test_diff_fields_are_documented(capsys) -> None:
     fields = _nested_keys({k: v for k, v in document.items() if k != "tool"}) | set(document)
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
+
+
+@pytest.mark.parametrize("by", ["scope", "source", "pass"])
+def test_ops_by_scope_fields_are_documented(capsys, by: str) -> None:
+    document = _json(capsys, "ops", str(CPU_FIXTURE), "--format", "json", "--by", by)
+    assert document["rows"], "the CPU fixture has scope data"
+    missing = sorted(f for f in _keys(document["rows"]) if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_tree_fields_are_documented(capsys) -> None:
+    document = _json(capsys, "tree", str(CPU_FIXTURE), "--format", "json")
+    nodes, stack = [], [document["tree"]]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1]["children"])
+    fields = set(document) | _keys(nodes) | _keys([n["passes"] for n in nodes])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_scope_table_columns_are_documented() -> None:
+    from tpuperf.schema import PASSES, SCOPES
+
+    missing = sorted(c for c in (*SCOPES, *PASSES) if not _documented(c))
+    assert not missing, f"README does not document {missing}"

@@ -45,10 +45,18 @@ def check_schema(data: dict) -> None:
     assert data["schema_version"] == report_module.SCHEMA_VERSION
     _check(data["summary"], report_module.SUMMARY_FIELDS, "summary")
     _check(data["summary"]["step_time_ms"], report_module.STEP_TIME_FIELDS, "step_time_ms")
+    passes = data["summary"]["passes"]
+    if passes is not None:
+        assert list(passes) == ["forward", "backward", "optimizer", "other"]
+        for name, split in passes.items():
+            _check(split, report_module.PASS_FIELDS, f"summary.passes.{name}")
     for i, rec in enumerate(data["recommendations"]):
         _check(rec, report_module.RECOMMENDATION_FIELDS, f"recommendations[{i}]")
         assert rec["rank"] == i + 1
-        assert set(rec["evidence"]) == {"text", "ops", "values"}
+        assert set(rec["evidence"]) == {"text", "ops", "values", "scopes"}
+        for cited in rec["evidence"]["scopes"]:
+            assert set(cited) == {"op", "scope", "primitive", "pass", "source"}
+            assert cited["op"] in rec["evidence"]["ops"]
         assert set(rec["fix"]) == {"tpu", "gpu"}
         assert rec["confidence"] in ("high", "medium", "low")
         assert 0 <= rec["est_savings_pct"] <= 100

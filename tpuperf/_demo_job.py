@@ -2,9 +2,12 @@
 
 A small JAX model trained on synthetic data: an embedding, one attention block and an MLP
 (a few matmuls), a softmax cross-entropy loss (a reduction) and an Adam update, about
-20-100 ms a step on two CPU cores. It serves the profiler on ``--port``, marks every step
-with ``jax.profiler.StepTraceAnnotation("train", step_num=i)``, prints ``READY port=N`` once
-the server is up and the step is compiled, and stops cleanly on SIGTERM or SIGINT.
+20-100 ms a step on two CPU cores. Its layers are named with ``jax.named_scope`` as Flax names
+its modules (``Transformer/Block_0/Attention``, ...), and the update ``adam``, so ``tpuperf tree``
+and ``tpuperf ops --by scope`` show time per layer, forward and backward. It serves the
+profiler on ``--port``, marks every step with ``jax.profiler.StepTraceAnnotation("train",
+step_num=i)``, prints ``READY port=N`` once the server is up and the step is compiled, and
+stops cleanly on SIGTERM or SIGINT.
 
 Run it::
 
@@ -51,17 +54,26 @@ def _loss(params: dict[str, Any], tokens: Any, targets: Any) -> Any:
     import jax
     import jax.numpy as jnp
 
-    x = params["embed"][tokens]  # (B, S, D)
-    q, k, v = jnp.split(x @ params["qkv"], 3, axis=-1)
-    scores = jnp.einsum("bqd,bkd->bqk", q, k) / jnp.sqrt(D_MODEL)
-    mask = jnp.tril(jnp.ones((SEQ, SEQ), bool))
-    scores = jnp.where(mask, scores, -1e9)
-    x = x + jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(scores, axis=-1), v) @ params["proj"]
-    x = x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-6)
-    x = x + jax.nn.gelu(x @ params["ff_in"]) @ params["ff_out"]
-    logits = x @ params["unembed"]
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
+    with jax.named_scope("Transformer"):
+        with jax.named_scope("Embed"):
+            x = params["embed"][tokens]  # (B, S, D)
+        with jax.named_scope("Block_0"):
+            with jax.named_scope("Attention"):
+                q, k, v = jnp.split(x @ params["qkv"], 3, axis=-1)
+                scores = jnp.einsum("bqd,bkd->bqk", q, k) / jnp.sqrt(D_MODEL)
+                mask = jnp.tril(jnp.ones((SEQ, SEQ), bool))
+                scores = jnp.where(mask, scores, -1e9)
+                attended = jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(scores, axis=-1), v)
+                x = x + attended @ params["proj"]
+            with jax.named_scope("LayerNorm"):
+                x = x / (jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-6)
+            with jax.named_scope("MLP"):
+                x = x + jax.nn.gelu(x @ params["ff_in"]) @ params["ff_out"]
+        with jax.named_scope("Head"):
+            logits = x @ params["unembed"]
+    with jax.named_scope("loss"):
+        log_probs = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.mean(jnp.take_along_axis(log_probs, targets[..., None], axis=-1))
 
 
 def _make_train_step() -> Any:
@@ -73,14 +85,15 @@ def _make_train_step() -> Any:
     def train_step(state: dict[str, Any], tokens: Any, targets: Any) -> tuple[Any, Any]:
         params, m, v, t = state["params"], state["m"], state["v"], state["t"] + 1
         loss, grads = jax.value_and_grad(_loss)(params, tokens, targets)
-        m = jax.tree.map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)
-        v = jax.tree.map(lambda v_, g: b2 * v_ + (1 - b2) * g * g, v, grads)
-        params = jax.tree.map(
-            lambda p, m_, v_: p - lr * (m_ / (1 - b1**t)) / (jnp.sqrt(v_ / (1 - b2**t)) + eps),
-            params,
-            m,
-            v,
-        )
+        with jax.named_scope("adam"):
+            m = jax.tree.map(lambda m_, g: b1 * m_ + (1 - b1) * g, m, grads)
+            v = jax.tree.map(lambda v_, g: b2 * v_ + (1 - b2) * g * g, v, grads)
+            params = jax.tree.map(
+                lambda p, m_, v_: p - lr * (m_ / (1 - b1**t)) / (jnp.sqrt(v_ / (1 - b2**t)) + eps),
+                params,
+                m,
+                v,
+            )
         return {"params": params, "m": m, "v": v, "t": t}, loss
 
     return jax.jit(train_step, donate_argnums=0)

@@ -472,6 +472,9 @@ def _request(
             host_tracer_level=host_tracer_level,
             device_tracer_level=1,
             python_tracer_level=1 if python_tracer else 0,
+            # The HLO modules, whose op metadata names each op's scope and source line on
+            # GPU and CPU (tpuperf tree); in-process traces include them by default.
+            enable_hlo_proto=True,
             start_timestamp_ns=start_ns,
             duration_ms=duration_ms,
         ),

@@ -25,6 +25,9 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
     "program": ("program_id",),
 }
 DEFAULT_GROUPING = "program_op"
+# --by values that group by where ops sit in the model's code (tpuperf/scopes.py).
+SCOPE_GROUPINGS = ("scope", "source", "pass")
+SCOPE_SORT_KEYS = ("total_time", "self_time", "occurrences", "name")
 SORT_KEYS = (
     "total_time",
     "self_time",
@@ -63,6 +66,7 @@ def aggregate_table(
     per_device: bool = False,
     sort: str = "total_time",
     top: int | None = None,
+    depth: int | None = None,
 ) -> Table:
     """One row per ``by`` group (per device with ``per_device``), most total time first.
 
@@ -72,9 +76,14 @@ def aggregate_table(
     occurrences, total_time_ms, self_time_ms, avg_time_us, time_pct (of all op time
     in the table, per device with ``per_device``), flops, bytes_accessed (sums; NaN
     when the profile does not record them).
+
+    ``by`` scope, source or pass groups by where the ops sit in the model's code (see
+    :func:`scope_groups`); ``depth`` limits scope levels.
     """
+    if by in SCOPE_GROUPINGS:
+        return scope_groups(profile, by, per_device, sort, top, depth)
     if by not in GROUPINGS:
-        raise UsageError(f"--by {by}: choose one of {', '.join(GROUPINGS)}")
+        raise UsageError(f"--by {by}: choose one of {', '.join((*GROUPINGS, *SCOPE_GROUPINGS))}")
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort {sort}: choose one of {', '.join(SORT_KEYS)}")
     key = GROUPINGS[by]
@@ -216,6 +225,190 @@ def aggregate(
     per_device: bool = False,
     sort: str = "total_time",
     top: int | None = None,
+    depth: int | None = None,
 ) -> Any:
     """:func:`aggregate_table` as a pandas DataFrame (the Python API's form)."""
-    return aggregate_table(profile, by, per_device, sort, top).to_pandas()
+    return aggregate_table(profile, by, per_device, sort, top, depth).to_pandas()
+
+
+# --------------------------------------------------------------------------- by scope
+
+
+@dataclass
+class _ScopeGroup:
+    occurrences: int = 0
+    total_ps: int = 0
+    self_ps: int = 0
+    labels: dict[str, int] = field(default_factory=dict)  # scope -> ps (for --by source)
+
+
+def scope_groups(
+    profile: Profile,
+    by: str,
+    per_device: bool = False,
+    sort: str = "total_time",
+    top: int | None = None,
+    depth: int | None = None,
+) -> Table:
+    """Op time by where the model's code made the ops (see :mod:`tpuperf.scopes`).
+
+    Time is the ops' self time (nested ops are not counted twice). Per ``by``:
+
+    - ``scope``: one row per scope, every level down to ``depth`` (all levels by default):
+      ``scope``, ``depth``, ``total_time_ms`` (the scope and the scopes inside it),
+      ``self_time_ms`` (its own ops only), their ``ms_per_step`` / ``self_ms_per_step``.
+      Ops without a scope are the row ``(no scope)``, ops whose path is only their primitive
+      ``(top level)``.
+    - ``source``: one row per source line (``source``, ``(no source)`` for none), with the
+      ``scope`` that has most of its time.
+    - ``pass``: one row per pass (forward, backward, optimizer, other).
+
+    Every table has ``occurrences``, ``total_time_ms``, ``ms_per_step`` (over the step windows
+    of every device, so per step per device; a device without steps counts one window; work
+    outside the steps is amortized over them) and ``time_pct`` (of all op time, per device with
+    ``per_device``).
+    """
+    from tpuperf import scopes as sc
+
+    if by not in SCOPE_GROUPINGS:
+        raise UsageError(f"--by {by}: choose one of {', '.join(SCOPE_GROUPINGS)}")
+    if sort not in SCOPE_SORT_KEYS:
+        raise UsageError(
+            f"--sort {sort}: with --by {by}, choose one of {', '.join(SCOPE_SORT_KEYS)}"
+        )
+    if depth is not None and depth < 1:
+        raise UsageError("--depth must be at least 1")
+    data = sc.scopes(profile)
+    groups: dict[tuple[Any, ...], _ScopeGroup] = {}
+    device_total: dict[tuple[Any, ...], int] = {}
+    device_windows: dict[tuple[Any, ...], int] = {}
+    devices = [d for d in profile.device_tables if d.ops.n]
+    scope_names = data.table.strings("scope").tolist()
+    labels = data.table.strings(by).tolist() if by != "scope" else []
+    for device in devices if per_device else [None]:
+        times = sc.scope_time(profile, device)
+        prefix: tuple[Any, ...] = (device.host, device.device) if device is not None else ()
+        device_total[prefix] = int(times.time_ps.sum())
+        device_windows[prefix] = times.windows
+        for row in np.flatnonzero(times.occurrences).tolist():
+            count, time_ps = int(times.occurrences[row]), int(times.time_ps[row])
+            for name, own in _scope_keys(data, row, by, depth, labels):
+                group = groups.setdefault((*prefix, name), _ScopeGroup())
+                group.occurrences += count
+                group.total_ps += time_ps
+                if own:
+                    group.self_ps += time_ps
+                if by == "source":
+                    scope = scope_names[row] or sc.NO_SCOPE
+                    group.labels[scope] = group.labels.get(scope, 0) + time_ps
+    names = list(groups)
+    rows = list(groups.values())
+    width = 2 if per_device else 0
+    columns: dict[str, Any] = {}
+    if per_device:
+        columns["host"] = Strings.from_list([n[0] for n in names])
+        columns["device"] = np.array([n[1] for n in names], dtype=np.int64)
+    columns[by] = Strings.from_list([n[width] for n in names])
+    if by == "scope":
+        columns["depth"] = np.array([_scope_depth(n[width]) for n in names], dtype=np.int64)
+    if by == "source":
+        columns["scope"] = Strings.from_list([_dominant(r.labels) for r in rows])
+    total_ps = np.array([r.total_ps for r in rows], dtype=np.int64)
+    self_ps = np.array([r.self_ps for r in rows], dtype=np.int64)
+    windows = np.array([device_windows[n[:width]] for n in names], dtype=np.int64)
+    denominator = np.array([device_total[n[:width]] for n in names], dtype=np.float64)
+    columns["occurrences"] = np.array([r.occurrences for r in rows], dtype=np.int64)
+    columns["total_time_ms"] = total_ps / 1e9
+    if by == "scope":
+        columns["self_time_ms"] = self_ps / 1e9
+    columns["ms_per_step"] = total_ps / np.maximum(windows, 1) / 1e9
+    if by == "scope":
+        columns["self_ms_per_step"] = self_ps / np.maximum(windows, 1) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        columns["time_pct"] = 100.0 * total_ps / denominator
+    table = Table(columns, n=len(rows))
+    if sort == "name":
+        rank = sorted(range(len(rows)), key=lambda i: names[i][width])
+    else:
+        # Descending and stable: a scope comes before the scopes inside it on a tie.
+        key = {
+            "total_time": total_ps,
+            "self_time": self_ps if by == "scope" else total_ps,
+            "occurrences": table.array("occurrences"),
+        }[sort]
+        rank = sorted(range(len(rows)), key=lambda i: -int(key[i]))
+    order = _tree_order(names, width, rank) if by == "scope" else _by_device(names, width, rank)
+    table = table.take(np.array(order, dtype=np.int64))
+    return _top_rows(table, per_device, top)
+
+
+def _by_device(names: list[tuple[Any, ...]], width: int, rank: list[int]) -> list[int]:
+    """``rank`` (row indices in sort order), devices kept together in order of appearance."""
+    devices = list(dict.fromkeys(n[:width] for n in names))
+    position = {d: i for i, d in enumerate(devices)}
+    return sorted(rank, key=lambda i: position[names[i][:width]])
+
+
+def _tree_order(names: list[tuple[Any, ...]], width: int, rank: list[int]) -> list[int]:
+    """Scope rows depth-first (a scope, then the scopes inside it), siblings in ``rank``
+    order; devices kept together."""
+    from tpuperf.scopes import split_levels
+
+    children: dict[tuple[Any, ...], list[int]] = {}
+    for i in rank:
+        levels = split_levels(names[i][width])
+        parent = (*names[i][:width], "/".join(levels[:-1]))
+        children.setdefault(parent, []).append(i)
+    order: list[int] = []
+
+    def visit(key: tuple[Any, ...]) -> None:
+        for i in children.get(key, []):
+            order.append(i)
+            visit((*names[i][:width], names[i][width]))
+
+    for device in dict.fromkeys(n[:width] for n in names):
+        visit((*device, ""))
+    return order
+
+
+def _scope_keys(
+    data: Any, row: int, by: str, depth: int | None, labels: list[str]
+) -> list[tuple[str, bool]]:
+    """The groups a scope row adds its time to, each with whether the time is the group's own
+    (for --by scope: the row's own scope, not a scope around it). ``labels``: each row's pass
+    or source."""
+    from tpuperf import scopes as sc
+
+    if by == "pass":
+        return [(labels[row], True)]
+    if by == "source":
+        return [(labels[row] or "(no source)", True)]
+    levels, _ = sc.tree_path(data, row)
+    if not levels:
+        return [(sc.TOP_LEVEL, True)]
+    shown = levels if depth is None else levels[:depth]
+    return [("/".join(levels[: i + 1]), i + 1 == len(levels)) for i in range(len(shown))]
+
+
+def _scope_depth(scope: str) -> int:
+    from tpuperf import scopes as sc
+
+    if scope in (sc.TOP_LEVEL,):
+        return 0
+    return len(sc.split_levels(scope))
+
+
+def _top_rows(table: Table, per_device: bool, top: int | None) -> Table:
+    if top is None:
+        return table
+    if not per_device:
+        return table.take(np.arange(min(top, table.n)))
+    seen: dict[tuple[Any, ...], int] = {}
+    keep = []
+    for i, h in enumerate(
+        zip(table.strings("host").tolist(), table.array("device").tolist(), strict=True)
+    ):
+        seen[h] = seen.get(h, 0) + 1
+        if seen[h] <= top:
+            keep.append(i)
+    return table.take(np.array(keep, dtype=np.int64))

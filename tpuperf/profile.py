@@ -46,12 +46,15 @@ class Profile:
         hosts: list[HostInfo] | None = None,
         source: str = "",
         warnings: list[str] | None = None,
+        hlo_protos: dict[str, dict[str, bytes]] | None = None,
     ) -> None:
         self.device_tables = device_tables
         self.line_table = lines  # host, plane, line, events, first_ps, last_ps
         self.hosts = hosts or []
         self.source = source
         self.warnings = warnings or []
+        # host -> module (`name(program_id)`) -> serialized xla.HloProto, for tpuperf.scopes
+        self.hlo_protos = hlo_protos or {}
         self._frames: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ pandas views
@@ -84,6 +87,16 @@ class Profile:
     @property
     def lines(self) -> Any:
         return self._frame("lines")
+
+    @property
+    def scopes(self) -> Any:
+        """Where each op (program, op) sits in the model's code: the scope table of
+        :data:`tpuperf.schema.SCOPES` (see :mod:`tpuperf.scopes`), built on first access."""
+        if "scopes" not in self._frames:
+            from tpuperf import scopes
+
+            self._frames["scopes"] = scopes.frame(self)
+        return self._frames["scopes"]
 
     # ------------------------------------------------------------------ facts
 
@@ -238,6 +251,7 @@ class HostPart:
     lines: Table
     info: HostInfo
     warnings: list[str]
+    hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module -> xla.HloProto
 
 
 def read_host(url: str, host: str, data: Any) -> HostPart:
@@ -267,7 +281,7 @@ def read_host(url: str, host: str, data: Any) -> HostPart:
     )
     lines = built.lines.with_columns(host=Strings.constant(host, built.lines.n))
     lines = lines.select(schema.TABLES["lines"])
-    return HostPart(built.devices, lines, info, list(built.warnings))
+    return HostPart(built.devices, lines, info, list(built.warnings), built.hlo_protos)
 
 
 def assemble(parts: list[HostPart], source: str, notices: list[str] | None = None) -> Profile:
@@ -281,7 +295,12 @@ def assemble(parts: list[HostPart], source: str, notices: list[str] | None = Non
     lines = _stack_lines([part.lines for part in parts])
     warnings = [*(notices or []), *(w for part in parts for w in part.warnings)]
     return Profile(
-        devices, lines, hosts=[part.info for part in parts], source=source, warnings=warnings
+        devices,
+        lines,
+        hosts=[part.info for part in parts],
+        source=source,
+        warnings=warnings,
+        hlo_protos={part.info.host: part.hlo_protos for part in parts if part.hlo_protos},
     )
 
 

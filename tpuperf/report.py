@@ -66,7 +66,13 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "peak_tflops": ["number", None],
     "peak_hbm_gbps": ["number", None],
     "peaks_source": ["string", None],
+    # forward / backward / optimizer / other: {ms_per_step, pct}; null without scope data
+    "passes": ["object", None],
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
+}
+PASS_FIELDS: dict[str, Any] = {
+    "ms_per_step": "number",
+    "pct": ["number", None],
 }
 STEP_TIME_FIELDS: dict[str, Any] = {
     "median": ["number", None],
@@ -81,7 +87,7 @@ RECOMMENDATION_FIELDS: dict[str, Any] = {
     "analyzer": "string",
     "kind": "string",
     "title": "string",
-    "evidence": "object",  # text, ops, values
+    "evidence": "object",  # text, ops, values, scopes
     "fix": "object",  # tpu, gpu
     "est_savings_ms": "number",
     "est_savings_pct": "number",
@@ -96,6 +102,10 @@ TOP_OP_FIELDS: dict[str, Any] = {
     "pct_of_busy": ["number", None],
     "bound": ["string", None],
     "efficiency_pct": ["number", None],
+    "scope": "string",  # where the code made the op ("" when unknown): see tpuperf/scopes.py
+    "primitive": "string",
+    "pass": "string",
+    "source": "string",  # file:line
 }
 ANALYZER_FIELDS: dict[str, Any] = {
     "summary": "string",
@@ -113,6 +123,9 @@ TOP_OP_MIN_SHARE = 1e-4
 
 # Tables in JSON are cut to this many rows (total_rows says how many there were).
 JSON_TABLE_ROWS = 50
+
+# A recommendation's evidence names the code of at most this many of the ops it cites.
+EVIDENCE_SCOPES = 3
 
 
 @dataclass
@@ -190,13 +203,16 @@ def analyze(
     analyzers: list[str] | None = None,
     steps: str | tuple[int | None, int | None] | None = None,
     host: str | None = None,
+    scopes: bool = True,
 ) -> Report:
     """Run the analyzers (all by default) on ``profile`` and rank their recommendations.
 
     ``steps`` ("A:B" or (A, B)) keeps step numbers A <= n < B instead of leaving
     out warm-up steps; ``host`` analyses one host of a multi-host profile. An
     analyzer that fails is recorded in the report (``Report.errors``); the
-    others still run.
+    others still run. ``scopes`` adds where the model's code made the ops (the
+    forward / backward / optimizer split, the scope and source line of top ops and
+    of the ops recommendations cite); without it nothing of tpuperf/scopes.py runs.
     """
     config = config if config is not None else AnalysisConfig()
     if steps is not None:
@@ -228,11 +244,15 @@ def analyze(
         key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
     )
     roofline = results.get("roofline")
-    summary = _summary(tl, config, recommendations)
+    code = _Code.of(profile, tl) if scopes else None
+    if code is not None:
+        recommendations = [code.annotate(rec) for rec in recommendations]
+    summary = _summary(tl, config, recommendations, code)
     notes = list(profile.warnings) + list(tl.notes)
     ops = op_table(tl)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
-    top = _top_ops(ops, roofline.tables.get("ops") if roofline else None, config.top_ops, busy_ps)
+    roofline_ops = roofline.tables.get("ops") if roofline else None
+    top = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
     return Report(
         source=profile.source,
         platform=profile.platform,
@@ -261,7 +281,10 @@ _SUMMARY_PCTS = (
 
 
 def _summary(
-    tl: Timeline, config: AnalysisConfig, recommendations: list[Recommendation]
+    tl: Timeline,
+    config: AnalysisConfig,
+    recommendations: list[Recommendation],
+    code: _Code | None = None,
 ) -> dict[str, Any]:
     # Computed here from the shared timeline, not read from analyzers, so the summary is the
     # same whichever analyzers were selected (fleet scans flatten it).
@@ -315,6 +338,7 @@ def _summary(
         "peak_tflops": common.peak_tflops if common else None,
         "peak_hbm_gbps": common.peak_hbm_gbps if common else None,
         "peaks_source": common.source if common else None,
+        "passes": code.passes if code is not None else None,
         "top_recommendation": (
             {
                 "kind": top.kind,
@@ -327,6 +351,7 @@ def _summary(
     }
 
 
+_CODE_COLUMNS = ("scope", "primitive", "pass", "source")
 _TOP_OP_COLUMNS = (
     "op",
     "module",
@@ -336,7 +361,9 @@ _TOP_OP_COLUMNS = (
     "pct_of_busy",
     "bound",
     "efficiency_pct",
+    *_CODE_COLUMNS,
 )
+_NOWHERE = dict.fromkeys(_CODE_COLUMNS, "")
 
 # Columns of Report.ops: every op of the analysed steps, as `tpuperf diff` matches them.
 OP_COLUMNS = (
@@ -354,6 +381,84 @@ OP_COLUMNS = (
     "pct_of_busy",
 )
 _OP_ATTRIBUTES = ("kind", "category", "tf_op", "hlo_text", "source")
+
+
+@dataclass(frozen=True)
+class _Code:
+    """Where the model's code made the analysed ops: the pass split and, per op, its scope,
+    primitive, pass and source line (see tpuperf/scopes.py)."""
+
+    passes: dict[str, dict[str, float | None]] | None  # None: no scope information at all
+    by_op: dict[tuple[str, str], dict[str, str]]  # (module, op) -> where
+    by_name: dict[str, dict[str, str]]  # op -> where, of the (module, op) with most time
+
+    @classmethod
+    def of(cls, profile: Profile, tl: Timeline) -> _Code:
+        from tpuperf import scopes as sc
+        from tpuperf.schema import PASSES
+
+        data = sc.scopes(profile)
+        if not data.has_scopes:
+            return cls(None, {}, {})
+        table = data.table
+        values = {c: table.strings(c).tolist() for c in ("module", "op", *_CODE_COLUMNS)}
+        pass_codes = data.pass_codes()
+        per_pass = np.zeros(len(PASSES), dtype=np.int64)
+        row_time = np.zeros(data.n, dtype=np.int64)
+        for view in tl.devices:
+            rows = data.device_rows.get(view.key)
+            if rows is None or not len(view.selected):
+                continue
+            picked = rows[view.selected]
+            self_ps = view.ops.array("self_ps")[view.selected]
+            per_pass += sum_by(pass_codes[picked], len(PASSES), self_ps)
+            row_time += sum_by(picked, data.n, self_ps)
+        windows = max(tl.n_windows, 1)
+        total = int(per_pass.sum())
+        passes: dict[str, dict[str, float | None]] = {
+            name: {
+                "ms_per_step": float(per_pass[i]) / windows / 1e9,
+                "pct": 100.0 * float(per_pass[i]) / total if total else None,
+            }
+            for i, name in enumerate(PASSES)
+        }
+        by_op: dict[tuple[str, str], dict[str, str]] = {}
+        by_name: dict[str, dict[str, str]] = {}
+        for row in np.argsort(-row_time, kind="stable").tolist():  # most time first
+            where = {c: values[c][row] for c in _CODE_COLUMNS}
+            by_op.setdefault((values["module"][row], values["op"][row]), where)
+            by_name.setdefault(values["op"][row], where)
+        return cls(passes, by_op, by_name)
+
+    def of_op(self, op: str, module: str) -> dict[str, str]:
+        return self.by_op.get((module, op)) or _NOWHERE
+
+    def annotate(self, rec: Recommendation) -> Recommendation:
+        """``rec`` with the code of the ops it cites in its evidence (text and ``scopes``)."""
+        cited = [
+            {"op": op, **where}
+            for op in dict.fromkeys(rec.ops)
+            if (where := self.by_name.get(op))
+            and (where["scope"] or where["primitive"] or where["source"])
+        ]
+        if not cited:
+            return rec
+        # Ops made by the same code are named together: "a, b at jit(f)/add (forward, f.py:29)".
+        places: dict[tuple[str, ...], list[str]] = {}
+        for c in cited[:EVIDENCE_SCOPES]:
+            places.setdefault(tuple(c[k] for k in _CODE_COLUMNS), []).append(c["op"])
+        text = "; ".join(_where_text(ops, place) for place, ops in places.items())
+        return dataclasses.replace(
+            rec, evidence=f"{rec.evidence}; in the code: {text}", scopes=cited
+        )
+
+
+def _where_text(ops: list[str], place: tuple[str, ...]) -> str:
+    """``fusion.3, fusion.4 at MLP/Dense_0/dot_general (backward, model.py:212)``."""
+    scope, primitive, pass_, source = place
+    path = "/".join(p for p in (scope, primitive) if p) or "(no scope)"
+    details = [d for d in (pass_, source.rsplit("/", 1)[-1]) if d]
+    return f"{', '.join(ops)} at {path}" + (f" ({', '.join(details)})" if details else "")
 
 
 def op_table(tl: Timeline) -> Table:
@@ -409,13 +514,15 @@ def op_table(tl: Timeline) -> Table:
     return Table(columns, n=len(keys))
 
 
-def _top_ops(ops: Table, roofline_ops: Table | None, n: int, busy_ps: float) -> Table:
+def _top_ops(
+    ops: Table, roofline_ops: Table | None, n: int, busy_ps: float, code: _Code | None = None
+) -> Table:
     """The ops with the most self time per step per device, with their roofline bound."""
     if not ops.n:
         return Table(
             {
                 c: Strings(np.zeros(0, np.int32), ())
-                if c in ("op", "module", "kind", "bound")
+                if c in ("op", "module", "kind", "bound", *_CODE_COLUMNS)
                 else np.zeros(0)
                 for c in _TOP_OP_COLUMNS
             }
@@ -445,6 +552,8 @@ def _top_ops(ops: Table, roofline_ops: Table | None, n: int, busy_ps: float) -> 
             found = lookup.get(key)
             if found is not None:
                 bound[i], efficiency[i] = found
+    picked = zip(top.strings("module").tolist(), top.strings("op").tolist(), strict=True)
+    where = [code.of_op(o, m) if code is not None else _NOWHERE for m, o in picked]
     return Table(
         {
             "op": Strings.from_list(top.strings("op").tolist()),
@@ -455,6 +564,7 @@ def _top_ops(ops: Table, roofline_ops: Table | None, n: int, busy_ps: float) -> 
             "pct_of_busy": top.array("pct_of_busy"),
             "bound": np.array(bound, dtype=object),
             "efficiency_pct": efficiency,
+            **{c: Strings.from_list([w[c] for w in where]) for c in _CODE_COLUMNS},
         }
     )
 

@@ -377,7 +377,8 @@ def _analysis(profile: Any, options: ScanOptions) -> dict[str, Any]:
     config = dict(options.config)
     if isinstance(config.get("steps"), list):
         config["steps"] = tuple(config["steps"])
-    report = analyze(profile, config=AnalysisConfig(**config))
+    # Rows hold no scope data, so the scope table is not built (scopes=False).
+    report = analyze(profile, config=AnalysisConfig(**config), scopes=False)
     document = report.to_dict()
     row: dict[str, Any] = {name: _dig(document, path) for name, path in _REPORT_PATHS.items()}
     row["recommendations"] = len(document.get("recommendations") or [])

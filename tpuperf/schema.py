@@ -31,6 +31,13 @@ OP_KINDS = (KIND_COMPUTE, KIND_COLLECTIVE, KIND_ASYNC_COPY, KIND_MEMCPY)
 # Values of steps.source, in DESIGN.md's order of preference.
 STEP_SOURCES = ("steps_line", "step_marker", "module_period")
 
+# Values of scopes.pass (the rules are in tpuperf/scopes.py).
+PASS_FORWARD = "forward"
+PASS_BACKWARD = "backward"  # under transpose(...)
+PASS_OPTIMIZER = "optimizer"  # a training step's work outside the differentiated function
+PASS_OTHER = "other"  # ops without a scope
+PASSES = (PASS_FORWARD, PASS_BACKWARD, PASS_OPTIMIZER, PASS_OTHER)
+
 TABLES: dict[str, dict[str, str]] = {
     # One row per device plane (TPU TensorCore or SparseCore, GPU) or, for a
     # CPU-only profile, one CPU pseudo-device per host.
@@ -113,6 +120,24 @@ TABLES: dict[str, dict[str, str]] = {
         "first_ps": "int64",
         "last_ps": "int64",
     },
+}
+
+# The scope table (``Profile.scopes``, built on first use by tpuperf/scopes.py): one row per op
+# of a program, where the model's code made it. Join it to ``ops`` on (module, program_id, op).
+SCOPES: dict[str, str] = {
+    "module": CATEGORY,
+    "program_id": CATEGORY,
+    "op": CATEGORY,
+    "name_scope": CATEGORY,  # the path as recorded: tf_op (TPU) or the HLO op_name
+    "scope": CATEGORY,  # its levels, transformation wrappers and jit(main) removed, "/"-joined
+    "depth": "int64",  # the number of levels
+    "primitive": CATEGORY,  # the last element of the path (dot_general)
+    "transforms": CATEGORY,  # the wrappers seen, outermost first: "transpose,jvp"
+    "pass": CATEGORY,  # one of PASSES
+    "source_file": CATEGORY,
+    "source_line": "int64",  # 0 when unknown
+    "source": CATEGORY,  # "file:line", "" when unknown
+    "scope_origin": CATEGORY,  # op_metadata, hlo_proto, or "" (no scope information)
 }
 
 

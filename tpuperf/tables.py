@@ -151,6 +151,9 @@ class HostTables:
     capture_start_ns: int | None = None
     capture_stop_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
+    # Serialized xla.HloProto per module (`name(program_id)`), from the metadata plane: read
+    # only when scope data is asked for (tpuperf/scopes.py).
+    hlo_protos: dict[str, bytes] = field(default_factory=dict)
 
 
 def build_host(host: str, space: Space, threads: int | None = None) -> HostTables:
@@ -223,7 +226,20 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         capture_start_ns=_int_or_none(env_stats.get("profile_start_time")),
         capture_stop_ns=_int_or_none(env_stats.get("profile_stop_time")),
         warnings=warnings,
+        hlo_protos=_hlo_protos(planes_by_name.get(_METADATA_PLANE)),
     )
+
+
+def _hlo_protos(plane: Plane | None) -> dict[str, bytes]:
+    """The metadata plane's ``Hlo Proto`` stats, by the name of their event metadata."""
+    if plane is None or not plane.stat_ids("Hlo Proto"):
+        return {}
+    values = plane.metadata_stat("Hlo Proto")
+    return {
+        name: value
+        for name, value in zip(plane.metadata.names, values, strict=True)
+        if isinstance(value, bytes) and value
+    }
 
 
 def _device(

@@ -18,6 +18,7 @@ from tpuperf.errors import TpuperfError
 COMMANDS = [
     ("info", "tpuperf.cli.info"),
     ("ops", "tpuperf.cli.ops"),
+    ("tree", "tpuperf.cli.tree"),
     ("analyze", "tpuperf.cli.analyze"),
     ("analyzers", "tpuperf.cli.analyzers"),
     ("capture", "tpuperf.cli.capture"),

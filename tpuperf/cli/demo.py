@@ -12,9 +12,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # How long the example job may take to import JAX, compile its step and say READY.
 _START_TIMEOUT_S = 90.0
@@ -34,8 +37,9 @@ def command(
 
     Starts a small JAX training job (examples/train_job.py: a profiler server and a
     StepTraceAnnotation per step) as a subprocess on whatever backend JAX finds,
-    captures it over the network exactly as `tpuperf capture` does, prints the report,
-    and stops the job on every way out, Ctrl-C included. Needs jax and grpcio (the
+    captures it over the network exactly as `tpuperf capture` does, prints the report
+    and the tree of its layers (`tpuperf tree`), and stops the job on every way out,
+    Ctrl-C included. Needs jax and grpcio (the
     jax and capture extras of tpuperf).
 
     Example:
@@ -87,12 +91,23 @@ def command(
             _stop_job(job)
     print_summary(result, out)
     raise_for_failures(result)
-    analyze_session(result.session_dir, out, err)
+    if analyze_session(result.session_dir, out, err):
+        _print_tree(result.session_dir, out)
     err.print(
         f"tpuperf: the profile is in {logdir}; next: tpuperf analyze {result.session_dir}",
         markup=False,
         soft_wrap=True,
     )
+
+
+def _print_tree(session_dir: Path, out: Console) -> None:
+    """The example job's layers (its jax.named_scope names), forward and backward."""
+    from tpuperf.profile import load
+    from tpuperf.render.tree import render_tree
+    from tpuperf.scopes import tree_report
+
+    out.print()
+    render_tree(tree_report(load(session_dir), depth=4, min_pct=2.0), out)
 
 
 def _free_port() -> int:

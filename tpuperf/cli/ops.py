@@ -11,7 +11,12 @@ def command(
         "program_op",
         "--by",
         help="program_op (each program's ops apart, as XProf's hlo_stats), op (same-named ops "
-        "of all programs together), category, module or program.",
+        "of all programs together), category, module or program; or where the model's code "
+        "made them: scope (JAX name scopes, self and total), source (file:line) or pass "
+        "(forward, backward, optimizer).",
+    ),
+    depth: int = typer.Option(
+        None, "--depth", help="With --by scope: scopes down to this level (default: all)."
     ),
     per_device: bool = typer.Option(
         False, "--per-device", help="One table per device instead of all together."
@@ -38,18 +43,27 @@ def command(
         tpuperf ops profile.xplane.pb --top 20
 
         tpuperf ops run_dir/ --by category --per-device --format csv -o ops.csv
+
+        tpuperf ops run_dir/ --by scope --depth 3
     """
     from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
     from tpuperf.errors import UsageError
-    from tpuperf.opstats import aggregate_table
+    from tpuperf.opstats import SCOPE_GROUPINGS, aggregate_table
 
     check_format(format, ("table", "json", "csv", "parquet"))
+    if depth is not None and by != "scope":
+        raise UsageError("--depth goes with --by scope")
     if format == "parquet" and not output:
         raise UsageError("--format parquet writes a file: add -o FILE.parquet")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run)
-    table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top)
+    table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top, depth=depth)
+    if by in SCOPE_GROUPINGS:
+        from tpuperf.scopes import no_scopes_message, scopes
+
+        if not scopes(loaded).has_scopes:
+            typer.echo(f"tpuperf: {no_scopes_message(loaded.source)}", err=True)
     if by == "op" and (table.array("programs") > 1).any():
         merged = int((table.array("programs") > 1).sum())
         typer.echo(
@@ -77,15 +91,18 @@ def command(
         write_atomic(output, lambda handle: write_parquet(table, handle))
         typer.echo(f"wrote {output}", err=True)
     else:
-        from tpuperf.render.tables import render_ops
+        from tpuperf.render.tables import render_ops, render_scope_ops
 
+        render = render_scope_ops if by in SCOPE_GROUPINGS else render_ops
+        if by in SCOPE_GROUPINGS and not scopes(loaded).has_scopes:
+            return  # said in one line above; an empty table adds nothing
         if output:
             import io
 
             from rich.console import Console
 
             buffer = io.StringIO()
-            render_ops(table, by, Console(file=buffer, width=160))
+            render(table, by, Console(file=buffer, width=160))
             emit_text(buffer.getvalue(), output)
         else:
-            render_ops(table, by, stdout_console())
+            render(table, by, stdout_console())

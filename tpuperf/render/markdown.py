@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
@@ -12,6 +12,20 @@ if TYPE_CHECKING:
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _passes(passes: dict[str, Any] | None) -> str:
+    if passes is None:
+        return "no scope information in this profile"
+    return ", ".join(
+        f"{name} {fmt_ms(v['ms_per_step'])} ({fmt_pct(v['pct'])})" for name, v in passes.items()
+    )
+
+
+def _where(row: dict[str, Any]) -> str:
+    path = "/".join(p for p in (row.get("scope"), row.get("primitive")) if p)
+    source = str(row.get("source") or "").rsplit("/", 1)[-1]
+    return " ".join(p for p in (f"`{_cell(path)}`" if path else "", _cell(source)) if p)
 
 
 def render_markdown(report: Report) -> str:
@@ -44,22 +58,26 @@ def render_markdown(report: Report) -> str:
         ("Idle", fmt_pct(s.get("idle_pct"))),
         ("FLOP utilization", fmt_pct(s.get("flops_utilization_pct"))),
         ("MFU", fmt_pct(s.get("mfu_pct"))),
+        ("Passes", _passes(s.get("passes"))),
     ]
     out += ["| | |", "|---|---|", *(f"| {k} | {_cell(v)} |" for k, v in rows), ""]
 
     if report.top_ops.n:
+        records = report.top_ops.records()
+        code = any(_where(r) for r in records)
         out += [
             "## Top ops",
             "",
-            "| op | program | kind | time/step | % busy | count/step | bound | roofline eff. |",
-            "|---|---|---|---:|---:|---:|---|---:|",
+            "| op | program | kind | time/step | % busy | count/step | bound | roofline eff. |"
+            + (" code |" if code else ""),
+            "|---|---|---|---:|---:|---:|---|---:|" + ("---|" if code else ""),
         ]
-        for r in report.top_ops.records():
+        for r in records:
             out.append(
                 f"| `{_cell(r['op'])}` | {_cell(r['module'])} | {r['kind']} | "
                 f"{fmt_ms(r['ms_per_step'])} | "
                 f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:.3g} | {r['bound'] or ''} | "
-                f"{fmt_pct(r['efficiency_pct'])} |"
+                f"{fmt_pct(r['efficiency_pct'])} |" + (f" {_where(r)} |" if code else "")
             )
         out.append("")
 

@@ -139,3 +139,57 @@ def render_ops(table: columns.Table, by: str, console: Console, title: str | Non
         ]
         out.add_row(*cells)
     console.print(out)
+
+
+def render_scope_ops(
+    table: columns.Table, by: str, console: Console, title: str | None = None
+) -> None:
+    """`tpuperf ops --by scope|source|pass`, per step (the JSON, CSV and Parquet forms also
+    hold the totals over the capture). Scopes are indented by depth (rows come in tree order),
+    long names shortened in the middle."""
+    from rich import box
+
+    from tpuperf.render.tree import fmt_step_ms, shorten_left, shorten_middle
+    from tpuperf.scopes import split_levels
+
+    numeric = [
+        (name, header)
+        for name, header in (
+            ("ms_per_step", "ms/step"),
+            ("self_ms_per_step", "self/step"),
+            ("time_pct", "%"),
+            ("occurrences", "count"),
+        )
+        if name in table
+    ]
+    keys = [c for c in ("host", "device") if c in table]
+    names = [by] + (["scope"] if by == "source" else [])
+    out = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in keys:
+        out.add_column(column, no_wrap=True, max_width=12)
+    # The name columns share what the numbers (about 10 columns each) leave.
+    room = console.width - 10 * len(numeric) - 10 * len(keys)
+    width = max(12, room // len(names) - 2)
+    for column in names:
+        out.add_column(column, no_wrap=True, max_width=width)
+    for _, header in numeric:
+        out.add_column(header, justify="right", no_wrap=True)
+    for values in table.records():
+        cells = [shorten_middle(str(values[c]), 12) for c in keys]
+        for column in names:
+            text = str(values[column])
+            if column == "scope" and by == "scope":
+                depth = max(int(values["depth"]), 1)
+                text = "  " * (depth - 1) + split_levels(text)[-1] if depth > 1 else text
+            short = shorten_left if column == "source" else shorten_middle
+            cells.append(short(text, width))
+        for name, _ in numeric:
+            value = values[name]
+            if name == "occurrences":
+                cells.append(f"{value:,}")
+            elif name == "time_pct":
+                cells.append(_number(value, 1))
+            else:
+                cells.append(fmt_step_ms(value))
+        out.add_row(*cells)
+    console.print(out)

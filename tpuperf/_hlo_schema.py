@@ -1,0 +1,100 @@
+"""The part of XLA's HLO protobuf schema that names ops' scopes, built at import time.
+
+GPU and CPU profiles carry each XLA module as a serialized ``xla.HloProto`` (the
+``Hlo Proto`` stat of the ``/host:metadata`` plane's event metadata). Only what
+:mod:`tpuperf.scopes` reads is declared here, with the public field numbers of
+openxla/xla ``xla/service/hlo.proto`` and ``xla/xla_data.proto`` (``OpMetadata``);
+every other field is skipped by the protobuf runtime as unknown. As with
+:mod:`tpuperf._xspace_schema`, nothing is generated or checked in, and the types
+live in a pool of their own, apart from a jaxlib or XProf copy of the same schema.
+
+Only :mod:`tpuperf.scopes` imports this module, and only when scope data is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+
+# (name, number, type, label, message type or None)
+_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
+    "HloProto": [
+        ("hlo_module", 1, _F.TYPE_MESSAGE, _OPTIONAL, "HloModuleProto"),
+    ],
+    "HloModuleProto": [
+        ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("entry_computation_name", 2, _F.TYPE_STRING, _OPTIONAL, None),
+        ("computations", 3, _F.TYPE_MESSAGE, _REPEATED, "HloComputationProto"),
+        ("id", 5, _F.TYPE_INT64, _OPTIONAL, None),
+        ("stack_frame_index", 17, _F.TYPE_MESSAGE, _OPTIONAL, "StackFrameIndexProto"),
+    ],
+    "HloComputationProto": [
+        ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("instructions", 2, _F.TYPE_MESSAGE, _REPEATED, "HloInstructionProto"),
+        ("id", 5, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "HloInstructionProto": [
+        ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("opcode", 2, _F.TYPE_STRING, _OPTIONAL, None),
+        ("metadata", 7, _F.TYPE_MESSAGE, _OPTIONAL, "OpMetadata"),
+        ("id", 35, _F.TYPE_INT64, _OPTIONAL, None),
+        ("called_computation_ids", 38, _F.TYPE_INT64, _REPEATED, None),
+    ],
+    "OpMetadata": [
+        ("op_type", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("op_name", 2, _F.TYPE_STRING, _OPTIONAL, None),
+        ("source_file", 3, _F.TYPE_STRING, _OPTIONAL, None),
+        ("source_line", 4, _F.TYPE_INT32, _OPTIONAL, None),
+        ("stack_frame_id", 15, _F.TYPE_INT32, _OPTIONAL, None),
+    ],
+    # Newer XLA puts the Python stack in one table per module; an op points at its
+    # innermost frame (1-based ids, 0 for none).
+    "StackFrameIndexProto": [
+        ("file_names", 1, _F.TYPE_STRING, _REPEATED, None),
+        ("function_names", 2, _F.TYPE_STRING, _REPEATED, None),
+        ("file_locations", 3, _F.TYPE_MESSAGE, _REPEATED, "FileLocation"),
+        ("stack_frames", 4, _F.TYPE_MESSAGE, _REPEATED, "StackFrame"),
+    ],
+    "FileLocation": [
+        ("file_name_id", 1, _F.TYPE_INT32, _OPTIONAL, None),
+        ("function_name_id", 2, _F.TYPE_INT32, _OPTIONAL, None),
+        ("line", 3, _F.TYPE_INT32, _OPTIONAL, None),
+    ],
+    "StackFrame": [
+        ("file_location_id", 1, _F.TYPE_INT32, _OPTIONAL, None),
+        ("parent_frame_id", 2, _F.TYPE_INT32, _OPTIONAL, None),
+    ],
+}
+_PACKAGE = "xla"
+
+
+def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="tpuperf/hlo.proto", package=_PACKAGE, syntax="proto3"
+    )
+    for name, fields in _MESSAGES.items():
+        message = proto.message_type.add(name=name)
+        for field_name, number, ftype, label, type_name in fields:
+            field = message.field.add(name=field_name, number=number, type=ftype, label=label)
+            if type_name is not None:
+                field.type_name = f".{_PACKAGE}.{type_name}"
+    return proto
+
+
+def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
+    descriptor = pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")
+    get_class = getattr(message_factory, "GetMessageClass", None)
+    if get_class is not None:  # protobuf >= 4.22
+        return get_class(descriptor)
+    factory: Any = message_factory.MessageFactory(pool)
+    return factory.GetPrototype(descriptor)  # protobuf 4.21
+
+
+_POOL = descriptor_pool.DescriptorPool()
+_POOL.Add(_file_descriptor())
+
+HloProto = _message_class(_POOL, "HloProto")

@@ -1,0 +1,642 @@
+"""Where op time goes in the model's code: name scopes, passes and source lines.
+
+Every XLA op carries the JAX name-scope path of the code that made it (``tf_op`` on TPU,
+``op_name`` in the HLO protos of GPU and CPU profiles), for example
+``jit(train_step)/jit(main)/transpose(jvp(MLP))/Dense_0/dot_general``, and the source line.
+This module turns that into one row per op (program, op) — the scope table,
+:data:`tpuperf.schema.SCOPES` — and sums op time by scope, pass and source line.
+
+Where it comes from, per device:
+
+- TPU: the op's own ``tf_op`` and ``source`` stats (the profiler's per-op metadata; a
+  ``tf_op`` ends in ``:op_type``, dropped here).
+- GPU and CPU: the HLO module of the op's program (the ``Hlo Proto`` stats of the
+  ``/host:metadata`` plane), the instruction named as the op: its ``metadata.op_name`` and
+  ``source_file``/``source_line``, or the innermost frame of its ``stack_frame_id`` in the
+  module's stack frame index (newer XLA). A fusion without metadata of its own takes that of
+  its fused computation's root. Where no HLO module names the op, its ``tf_op`` stat is used
+  when it is a path (has a ``/``).
+
+A path is split at ``/`` (outside parentheses) into levels, the last being the primitive
+(``dot_general``). Transformation wrappers are recognised and peeled off a level:
+``transpose(jvp(MLP))`` is the level ``MLP`` under the transforms ``transpose`` and ``jvp``.
+Program wrappers (``jit(f)``, ``pjit(f)``, ``pmap(f)``) stay levels, so ``jit(relu)`` inside a
+step is a level of its own; JAX's ``jit(main)`` (the lowered top function) is dropped. So the
+forward and the backward ops of one layer fall in the same scope, told apart by their pass:
+
+- ``backward``: under ``transpose(...)`` (the transposed, gradient computation);
+- ``forward``: under ``jvp(...)``, ``vjp(...)`` or ``linearize(...)``, or any scoped op of a
+  program that has no backward op (inference, or a jitted function without gradients);
+- ``optimizer``: scoped ops of a program with backward ops, outside the differentiated function
+  (the parameter update, and any other work of the training step around ``grad``);
+- ``other``: ops without a scope (async copies, kernels no HLO op names), or whose path is a bare
+  name and no function (``x``: XLA's layout change of the argument ``x``).
+
+Nothing here runs unless scope data is asked for: :func:`scopes` builds the table on first use
+and keeps it with the profile.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpuperf import schema
+from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+    from tpuperf.tables import DeviceTables
+
+NO_SCOPE = "(no scope)"  # the tree node and scope of ops without a name-scope path
+TOP_LEVEL = "(top level)"  # the scope of ops whose path is their primitive alone
+
+ORIGIN_OP_METADATA = "op_metadata"
+ORIGIN_HLO_PROTO = "hlo_proto"
+
+# Wrappers peeled off a level (recorded in `transforms`); program wrappers stay levels.
+_TRANSFORMS = frozenset(
+    {
+        "jvp",
+        "vjp",
+        "linearize",
+        "transpose",
+        "vmap",
+        "xmap",
+        "remat",
+        "checkpoint",
+        "custom_jvp_call",
+        "custom_vjp_call",
+        "custom_vjp_call_jaxpr",
+        "shard_map",
+    }
+)
+_PROGRAMS = frozenset({"jit", "pjit", "pmap", "xla_pmap"})
+_FORWARD_TRANSFORMS = frozenset({"jvp", "vjp", "linearize"})
+_BACKWARD_TRANSFORMS = frozenset({"transpose"})
+_LOWERED_MAIN = "jit(main)"
+_WRAPPER = re.compile(r"([A-Za-z_][\w.]*)\((.*)\)", re.DOTALL)
+_OP_SUFFIX = re.compile(r"\.\d+$")
+
+
+# --------------------------------------------------------------------------- paths
+
+
+@dataclass(frozen=True)
+class ScopePath:
+    """A name-scope path, read: its levels (wrappers peeled), primitive and transforms."""
+
+    levels: tuple[str, ...]
+    primitive: str
+    transforms: tuple[str, ...]  # outermost first, each once
+
+    @property
+    def scope(self) -> str:
+        return "/".join(self.levels)
+
+
+def split_levels(path: str) -> list[str]:
+    """``a/f(b/c)/d`` -> ``["a", "f(b/c)", "d"]``: split at ``/`` outside parentheses."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, char in enumerate(path):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        elif char == "/" and depth == 0:
+            parts.append(path[start:i])
+            start = i + 1
+    parts.append(path[start:])
+    return [p for p in parts if p]
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _peel(level: str, transforms: list[str]) -> str:
+    """The level without its transformation wrappers (added to ``transforms``); a program
+    wrapper (``jit(f)``) is kept whole."""
+    while True:
+        match = _WRAPPER.fullmatch(level)
+        if match is None or not _balanced(match.group(2)):
+            return level
+        head, inner = match.groups()
+        if head in _PROGRAMS or head not in _TRANSFORMS:
+            return level
+        if head not in transforms:
+            transforms.append(head)
+        level = inner
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_path(path: str) -> ScopePath:
+    """Read a name-scope path (``op_name`` / ``tf_op`` without its ``:type``)."""
+    parts = split_levels(path.strip())
+    if not parts:
+        return ScopePath((), "", ())
+    transforms: list[str] = []
+    levels = []
+    for part in parts[:-1]:
+        level = _peel(part, transforms)
+        if level and level != _LOWERED_MAIN:
+            levels.append(level)
+    primitive = _peel(parts[-1], transforms)
+    if _is_program(primitive):  # an op of the call itself (a copy of its result): no primitive
+        if primitive != _LOWERED_MAIN:
+            levels.append(primitive)
+        primitive = ""
+    return ScopePath(tuple(levels), primitive, tuple(transforms))
+
+
+def _is_program(level: str) -> bool:
+    match = _WRAPPER.fullmatch(level)
+    return match is not None and match.group(1) in _PROGRAMS and _balanced(match.group(2))
+
+
+def strip_op_type(tf_op: str) -> str:
+    """``jit(f)/jit(main)/add:`` -> ``jit(f)/jit(main)/add``; TensorFlow's ``a/MatMul:MatMul``
+    -> ``a/MatMul``: a TPU ``tf_op`` is the op name, a colon and the op type."""
+    head, colon, tail = tf_op.rpartition(":")
+    if colon and "/" not in tail and "(" not in tail:
+        return head
+    return tf_op
+
+
+def split_source(text: str) -> tuple[str, int]:
+    """``path/file.py:29`` -> (``path/file.py``, 29); (text, 0) without a line number."""
+    head, colon, tail = text.rpartition(":")
+    if colon and tail.strip().isdigit():
+        return head, int(tail)
+    return text, 0
+
+
+def source_text(file: str, line: int) -> str:
+    if not file:
+        return ""
+    return f"{file}:{line}" if line > 0 else file
+
+
+# --------------------------------------------------------------------------- HLO protos
+
+
+@dataclass(frozen=True)
+class _OpMeta:
+    name_scope: str
+    source_file: str
+    source_line: int
+
+
+def hlo_op_metadata(data: bytes, wanted: set[str]) -> dict[str, _OpMeta]:
+    """The metadata of the instructions named in ``wanted`` of a serialized ``xla.HloProto``.
+
+    Raises the protobuf runtime's error when ``data`` is not one."""
+    from tpuperf import _hlo_schema
+
+    module = _hlo_schema.HloProto.FromString(data).hlo_module
+    computations = {c.id: c for c in module.computations}
+    frames = module.stack_frame_index
+    found: dict[str, _OpMeta] = {}
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            if instruction.name in wanted:
+                found[instruction.name] = _instruction_meta(instruction, computations, frames)
+    return found
+
+
+def _instruction_meta(instruction: Any, computations: dict[int, Any], frames: Any) -> _OpMeta:
+    metadata = instruction.metadata
+    if not metadata.op_name:
+        # A fusion (or call) without metadata of its own: its computation's root has it (the
+        # root is the last instruction; else the last one that has any).
+        for computation_id in instruction.called_computation_ids:
+            called = computations.get(computation_id)
+            if called is None:
+                continue
+            for inner in reversed(called.instructions):
+                if inner.metadata.op_name:
+                    metadata = inner.metadata
+                    break
+            if metadata.op_name:
+                break
+    file, line = metadata.source_file, metadata.source_line
+    if not file and metadata.stack_frame_id:
+        file, line = _frame_location(frames, metadata.stack_frame_id)
+    return _OpMeta(metadata.op_name, file, int(line))
+
+
+def _frame_location(index: Any, frame_id: int) -> tuple[str, int]:
+    """File and line of a stack frame (1-based ids, as the index stores them)."""
+    try:
+        frame = index.stack_frames[frame_id - 1]
+        location = index.file_locations[frame.file_location_id - 1]
+        return index.file_names[location.file_name_id - 1], int(location.line)
+    except IndexError:
+        return "", 0
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """The scope table of a profile and, per device, the scope row of each of its ops."""
+
+    table: Table  # schema.SCOPES' columns, one row per (module, program_id, op)
+    levels: tuple[tuple[str, ...], ...]  # each row's levels
+    device_rows: dict[tuple[str, int], np.ndarray]  # (host, device) -> row of each op
+    windows: dict[tuple[str, int], int]  # (host, device) -> step windows (1 without steps)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return self.table.n
+
+    @property
+    def has_scopes(self) -> bool:
+        """Whether any op has a name-scope path or a source line."""
+        return bool((~self.table.strings("scope_origin").eq("")).any() if self.table.n else False)
+
+    def rows(self, device: DeviceTables) -> np.ndarray:
+        return self.device_rows[(device.host, device.device)]
+
+    def pass_codes(self) -> np.ndarray:
+        """Each row's pass as an index into :data:`schema.PASSES`."""
+        passes = self.table.strings("pass")
+        lookup = np.array([PASSES.index(p) for p in passes.values], dtype=np.int64)
+        return lookup[passes.codes] if len(lookup) else np.zeros(0, dtype=np.int64)
+
+
+_CACHE: weakref.WeakKeyDictionary[Any, Scopes] = weakref.WeakKeyDictionary()
+
+
+def scopes(profile: Profile) -> Scopes:
+    """The profile's :class:`Scopes`, built on first use and kept with the profile."""
+    found = _CACHE.get(profile)
+    if found is None:
+        found = _build(profile)
+        _CACHE[profile] = found
+    return found
+
+
+def scope_table(profile: Profile) -> Table:
+    """The scope table (:data:`tpuperf.schema.SCOPES`), as columns."""
+    return scopes(profile).table
+
+
+def frame(profile: Profile) -> Any:
+    """The scope table as a pandas DataFrame (``Profile.scopes``)."""
+    table = scope_table(profile)
+    frame_ = table.to_pandas(schema.SCOPES)
+    return frame_.astype({c: t for c, t in schema.SCOPES.items() if str(frame_[c].dtype) != t})
+
+
+def _windows(device: DeviceTables) -> int:
+    return max(device.steps.n, 1) if device.steps is not None else 1
+
+
+def _build(profile: Profile) -> Scopes:
+    keys: dict[tuple[str, str, str], int] = {}
+    raw: list[tuple[str, str]] = []  # (name scope, source) from the op's own stats
+    first_seen: list[tuple[str, bool]] = []  # (host, from the op's stats?)
+    device_rows: dict[tuple[str, int], np.ndarray] = {}
+    windows: dict[tuple[str, int], int] = {}
+    for device in profile.device_tables:
+        ops = device.ops
+        key = (device.host, device.device)
+        windows[key] = _windows(device)
+        if not ops.n:
+            device_rows[key] = np.zeros(0, dtype=np.int64)
+            continue
+        columns = [ops.strings(c) for c in ("module", "program_id", "op")]
+        group, first = group_index(columns)
+        tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
+        # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
+        own = device.row["kind"] == "TPU" and any(tf_ops.values)
+        mapping = np.empty(len(first), dtype=np.int64)
+        names = zip(*(c.take(first).tolist() for c in columns), strict=True)
+        stats = zip(tf_ops.take(first).tolist(), sources.take(first).tolist(), strict=True)
+        for g, (identity, stat) in enumerate(zip(names, stats, strict=True)):
+            row = keys.get(identity)
+            if row is None:
+                row = keys[identity] = len(keys)
+                raw.append(stat)
+                first_seen.append((device.host, own))
+            mapping[g] = row
+        device_rows[key] = mapping[group]
+
+    identities = list(keys)
+    metas, notes = _hlo_metadata(profile, identities, first_seen)
+    name_scopes, files, lines, origins = [], [], [], []
+    for row, (tf_op, source) in enumerate(raw):
+        _, own = first_seen[row]
+        meta = metas.get(row)
+        if own or meta is None:
+            path = strip_op_type(tf_op)
+            if not own and "/" not in path:  # a GPU kernel's annotation, not a scope path
+                path = ""
+            file, line = split_source(source) if source else ("", 0)
+            origin = ORIGIN_OP_METADATA if (path or file) else ""
+        else:
+            path, file, line = meta.name_scope, meta.source_file, meta.source_line
+            origin = ORIGIN_HLO_PROTO if (path or file) else ""
+        name_scopes.append(path)
+        files.append(file)
+        lines.append(line)
+        origins.append(origin)
+    parsed = [parse_path(p) for p in name_scopes]
+    passes = _passes(identities, parsed)
+    table = Table(
+        {
+            "module": Strings.from_list([i[0] for i in identities]),
+            "program_id": Strings.from_list([i[1] for i in identities]),
+            "op": Strings.from_list([i[2] for i in identities]),
+            "name_scope": Strings.from_list(name_scopes),
+            "scope": Strings.from_list([p.scope for p in parsed]),
+            "depth": np.array([len(p.levels) for p in parsed], dtype=np.int64),
+            "primitive": Strings.from_list([p.primitive for p in parsed]),
+            "transforms": Strings.from_list([",".join(p.transforms) for p in parsed]),
+            "pass": Strings.from_list(passes),
+            "source_file": Strings.from_list(files),
+            "source_line": np.array(lines, dtype=np.int64),
+            "source": Strings.from_list(
+                [source_text(f, n) for f, n in zip(files, lines, strict=True)]
+            ),
+            "scope_origin": Strings.from_list(origins),
+        },
+        n=len(identities),
+    )
+    return Scopes(
+        table=table,
+        levels=tuple(p.levels for p in parsed),
+        device_rows=device_rows,
+        windows=windows,
+        notes=tuple(notes),
+    )
+
+
+def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> list[str]:
+    """Each op's pass (see the module docstring)."""
+    backward = {
+        identity[:2]
+        for identity, p in zip(identities, parsed, strict=True)
+        if _BACKWARD_TRANSFORMS.intersection(p.transforms)
+    }
+    out = []
+    for identity, p in zip(identities, parsed, strict=True):
+        if not p.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
+            out.append(PASS_OTHER)
+        elif _BACKWARD_TRANSFORMS.intersection(p.transforms):
+            out.append(PASS_BACKWARD)
+        elif _FORWARD_TRANSFORMS.intersection(p.transforms):
+            out.append(PASS_FORWARD)
+        elif identity[:2] in backward:
+            out.append(PASS_OPTIMIZER)
+        else:
+            out.append(PASS_FORWARD)
+    return out
+
+
+def _hlo_metadata(
+    profile: Profile,
+    identities: list[tuple[str, str, str]],
+    first_seen: list[tuple[str, bool]],
+) -> tuple[dict[int, _OpMeta], list[str]]:
+    """Metadata from the HLO protos for the rows whose device has no per-op scope stats,
+    joined by program id (else module name) and op name."""
+    protos: dict[str, dict[str, bytes]] = getattr(profile, "hlo_protos", None) or {}
+    wanted: dict[tuple[str, str], dict[str, list[int]]] = {}  # (host, proto) -> op -> rows
+    notes: list[str] = []
+    index = {host: _proto_index(by_name) for host, by_name in protos.items()}
+    for row, ((module, program_id, op), (host, own)) in enumerate(
+        zip(identities, first_seen, strict=True)
+    ):
+        if own or not op or host not in index:
+            continue
+        by_program, by_module = index[host]
+        proto = by_program.get(program_id) if program_id else None
+        if proto is None:
+            proto = by_module.get(module)
+        if proto is None:
+            continue
+        wanted.setdefault((host, proto), {}).setdefault(op, []).append(row)
+    found: dict[int, _OpMeta] = {}
+    for (host, proto), ops in wanted.items():
+        try:
+            metas = hlo_op_metadata(protos[host][proto], set(ops))
+        except Exception as exc:  # a damaged module costs its scopes, not the command
+            notes.append(f"{host}: HLO module {proto} could not be read ({type(exc).__name__})")
+            continue
+        for op, rows in ops.items():
+            meta = metas.get(op)
+            if meta is not None:
+                for row in rows:
+                    found[row] = meta
+    return found, notes
+
+
+def _proto_index(by_name: dict[str, bytes]) -> tuple[dict[str, str], dict[str, str]]:
+    """(program id -> proto key, module name -> proto key) of a host's HLO protos, whose keys
+    are ``name(program_id)``; the first of several same-named modules wins."""
+    from tpuperf.tables import split_module_name
+
+    by_program: dict[str, str] = {}
+    by_module: dict[str, str] = {}
+    for key in by_name:
+        split = split_module_name(key)
+        name, program_id = split if split else (key, "")
+        if program_id:
+            by_program.setdefault(program_id, key)
+        by_module.setdefault(name, key)
+    return by_program, by_module
+
+
+# --------------------------------------------------------------------------- time
+
+
+@dataclass(frozen=True)
+class ScopeTime:
+    """Op time per scope row: over all devices, or of one device."""
+
+    occurrences: np.ndarray  # int64, per scope row
+    time_ps: np.ndarray  # int64: the ops' self time (nested ops are not counted twice)
+    windows: int  # step windows the time is over (device-steps; 1 per device without steps)
+
+
+def scope_time(profile: Profile, device: DeviceTables | None = None) -> ScopeTime:
+    """Occurrences and op self time per scope row, of ``device`` or of every device."""
+    data = scopes(profile)
+    n = data.n
+    occurrences = np.zeros(n, dtype=np.int64)
+    time_ps = np.zeros(n, dtype=np.int64)
+    windows = 0
+    for d in [device] if device is not None else profile.device_tables:
+        if not d.ops.n:
+            continue
+        rows = data.rows(d)
+        occurrences += np.bincount(rows, minlength=n)
+        time_ps += sum_by(rows, n, d.ops.array("self_ps"))
+        windows += data.windows[(d.host, d.device)]
+    return ScopeTime(occurrences, time_ps, max(windows, 1))
+
+
+def op_base(op: str) -> str:
+    return _OP_SUFFIX.sub("", op.lstrip("%"))
+
+
+def tree_path(data: Scopes, row: int) -> tuple[tuple[str, ...], str]:
+    """Where a scope row sits in the tree: its scope levels and its leaf (the primitive; for an
+    op without a scope, the (no scope) node and the op's base name)."""
+    table = data.table
+    levels = data.levels[row]
+    primitive = _value(table, "primitive", row)
+    if not levels and not primitive:
+        return (NO_SCOPE,), op_base(_value(table, "op", row)) or "?"
+    return levels, primitive
+
+
+def _value(table: Table, column: str, row: int) -> str:
+    strings = table.strings(column)
+    return strings.values[int(strings.codes[row])] if len(strings.values) else ""
+
+
+def scope_tree(profile: Profile) -> dict[str, Any]:
+    """The scope tree of the profile's op time, as plain data (for renderers and JSON).
+
+    Each node: ``name``, ``kind`` (``root``, ``scope``, ``op`` for a primitive leaf, ``none``
+    for the node of ops without a scope), ``path`` (levels joined by ``/``), ``depth``,
+    ``time_ps`` and ``self_ps`` (op self time over the capture: all of the node, and its own
+    ops outside its sub-scopes), ``ms_per_step`` and ``self_ms_per_step`` (the same over the
+    step windows of every device: per step per device), ``pct`` (of all op time),
+    ``occurrences``, ``passes`` (ms per step by pass), ``source`` (the source line with the
+    most time in the node) and ``children``, most time first.
+    """
+    data = scopes(profile)
+    times = scope_time(profile)
+    pass_of = data.table.strings("pass").tolist()
+    source_of = data.table.strings("source").tolist()
+    root = _Node("(all)", "root", ())
+    for row in np.flatnonzero(times.occurrences).tolist():
+        time_ps = int(times.time_ps[row])
+        count = int(times.occurrences[row])
+        levels, leaf = tree_path(data, row)
+        node = root
+        nodes = [root]
+        for depth in range(len(levels)):
+            kind = "none" if levels[depth] == NO_SCOPE else "scope"
+            node = node.child(levels[depth], kind, levels[: depth + 1])
+            nodes.append(node)
+        node.self_ps += time_ps
+        if leaf:  # ops of a call itself have no primitive: their time is the scope's own
+            node = node.child(leaf, "op", (*levels, leaf))
+            node.self_ps += time_ps
+            nodes.append(node)
+        for n in nodes:
+            n.add(time_ps, count, pass_of[row], source_of[row])
+    return root.to_dict(times.windows, max(root.time_ps, 1))
+
+
+@dataclass
+class _Node:
+    name: str
+    kind: str
+    levels: tuple[str, ...]
+    time_ps: int = 0
+    self_ps: int = 0
+    occurrences: int = 0
+
+    def __post_init__(self) -> None:
+        self.children: dict[tuple[str, str], _Node] = {}
+        self.passes: dict[str, int] = dict.fromkeys(PASSES, 0)
+        self.sources: dict[str, int] = {}
+
+    def child(self, name: str, kind: str, levels: tuple[str, ...]) -> _Node:
+        key = (name, kind)
+        node = self.children.get(key)
+        if node is None:
+            node = self.children[key] = _Node(name, kind, levels)
+        return node
+
+    def add(self, time_ps: int, count: int, pass_: str, source: str) -> None:
+        self.time_ps += time_ps
+        self.occurrences += count
+        self.passes[pass_] += time_ps
+        if source:
+            self.sources[source] = self.sources.get(source, 0) + time_ps
+
+    def to_dict(self, windows: int, total_ps: int) -> dict[str, Any]:
+        children = sorted(self.children.values(), key=lambda n: (-n.time_ps, n.name))
+        source = max(self.sources.items(), key=lambda kv: (kv[1], kv[0]))[0] if self.sources else ""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "path": "/".join(self.levels),
+            "depth": len(self.levels),
+            "time_ps": self.time_ps,
+            "self_ps": self.self_ps,
+            "ms_per_step": self.time_ps / windows / 1e9,
+            "self_ms_per_step": self.self_ps / windows / 1e9,
+            "pct": 100.0 * self.time_ps / total_ps,
+            "occurrences": self.occurrences,
+            "passes": {p: t / windows / 1e9 for p, t in self.passes.items()},
+            "source": source,
+            "children": [c.to_dict(windows, total_ps) for c in children],
+        }
+
+
+def prune_tree(
+    node: dict[str, Any], depth: int | None = None, min_pct: float = 0.0
+) -> dict[str, Any]:
+    """The tree without nodes deeper than ``depth`` (scope levels; op leaves count as one
+    level below their scope) or taking less than ``min_pct`` of all op time. What is cut stays
+    in its ancestors' time; ``hidden`` counts the children a node lost."""
+    kept = []
+    hidden = 0
+    for child in node["children"]:
+        if (depth is not None and child["depth"] > depth) or child["pct"] < min_pct:
+            hidden += 1
+            continue
+        kept.append(prune_tree(child, depth, min_pct))
+    return {**node, "children": kept, "hidden": hidden}
+
+
+def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0) -> dict[str, Any]:
+    """The document ``tpuperf tree`` shows and writes as JSON: ``source``, ``platform``,
+    ``scoped`` (whether any op has scope information), ``windows`` (the step windows the
+    per-step times are over), ``depth``, ``min_pct``, ``notes`` (HLO modules that could not be
+    read) and ``tree`` (:func:`scope_tree`, pruned by :func:`prune_tree`)."""
+    data = scopes(profile)
+    return {
+        "source": profile.source,
+        "platform": profile.platform,
+        "scoped": data.has_scopes,
+        "windows": scope_time(profile).windows,
+        "depth": depth,
+        "min_pct": min_pct,
+        "notes": list(data.notes),
+        "tree": prune_tree(scope_tree(profile), depth, min_pct),
+    }
+
+
+def no_scopes_message(source: str) -> str:
+    """The one line said for a profile whose ops carry no scope information."""
+    return (
+        f"{source}: no scope information (its ops carry no tf_op/source metadata and no HLO "
+        "module of the profile names them); nothing to group by scope"
+    )
