@@ -32,7 +32,7 @@ def command(
     logdir: Path = typer.Option(
         Path("profiles"),
         "--logdir",
-        help="Where to write: LOGDIR/plugins/profile/SESSION/HOST_PORT.xplane.pb.",
+        help="Where to write: LOGDIR/plugins/profile/SESSION/, a HOST_PORT.xplane.pb per host.",
     ),
     session: str | None = typer.Option(
         None, "--session", help="Session directory name (default: the time, YYYY_MM_DD_HH_MM_SS)."
