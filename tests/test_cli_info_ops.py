@@ -151,7 +151,7 @@ def test_parquet_needs_output(capsys) -> None:
 def test_unknown_format_is_usage_error(capsys) -> None:
     code, _, err = run(capsys, "info", str(CPU_FIXTURE), "--format", "xml")
     assert code == 2
-    assert "table, json" in err
+    assert "'xml' is not one of 'table', 'json'" in err
 
 
 # --------------------------------------------------------------------------- bad input
@@ -209,11 +209,11 @@ def test_bad_input_exit_4_one_line(capsys, tmp_path, case: str, command: str) ->
     assert "Traceback" not in err
 
 
-def test_debug_shows_the_traceback(tmp_path) -> None:
-    from tpuperf.errors import BadInput
-
-    with pytest.raises(BadInput):
-        main(["--debug", "info", str(tmp_path / "missing.xplane.pb")])
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(capsys, tmp_path) -> None:
+    code, _, err = run(capsys, "--debug", "info", str(tmp_path / "missing.xplane.pb"))
+    assert code == 4
+    assert "Traceback (most recent call last)" in err and "BadInput" in err
+    assert err.rstrip().splitlines()[-1].startswith("tpuperf: error: ")
 
 
 def test_too_large_file_is_refused(tmp_path, monkeypatch) -> None:

@@ -8,7 +8,8 @@ meant to move numbers, regenerate them and review the diff:
     pytest tests/test_golden.py --update-golden
 
 Floats are compared to a relative 1e-9 (summation order may differ); everything else
-exactly. Paths are reduced to file names and the tool version is dropped.
+exactly. Paths are reduced to file names; the tool version and the decoder in use (which
+depend on the install, not on the profile) are dropped.
 """
 
 from __future__ import annotations
@@ -46,9 +47,13 @@ COMMANDS = [
 ]
 
 
+# Fields that say how tpuperf is installed rather than what the profile holds.
+_INSTALL_FIELDS = ("tool", "decoder")
+
+
 def _normalise(value: Any, root: str) -> Any:
     if isinstance(value, dict):
-        return {k: _normalise(v, root) for k, v in value.items() if k != "tool"}
+        return {k: _normalise(v, root) for k, v in value.items() if k not in _INSTALL_FIELDS}
     if isinstance(value, list):
         return [_normalise(v, root) for v in value]
     if isinstance(value, str) and root and root in value:

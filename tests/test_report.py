@@ -154,12 +154,13 @@ def test_terminal_report_at_a_pinned_width() -> None:
     assert "│ Steps    4 analysed (steps_line), 1 left out" in text
     assert "│ Step     median 1.00 ms   mean 1.00 ms   p90 1.00 ms" in text
     legend = (
-        "█ compute 50.0%   █ exposed collective 16.0%   █ exposed copy 0.0%   █ idle (no op) 34.0%"
+        "█ compute 50.0%   ▓ exposed collective 16.0%   ▒ exposed copy 0.0%   ░ idle (no op) 34.0%"
     )
     assert legend in text
-    # The bar: 94 cells split 50/16/0/34.
-    bar = next(line for line in lines if line.startswith("│ ████"))
-    assert bar.count("█") == 94
+    # The bar, without colour: 96 cells split 50/16/0/34, one character per part.
+    bar = next(line for line in lines if line.startswith("│ ████"))[2:-2]
+    assert (bar.count("█"), bar.count("▓"), bar.count("▒"), bar.count("░")) == (48, 15, 0, 33)
+    assert bar == "█" * 48 + "▓" * 15 + "░" * 33
     order = [text.index(s) for s in ("Top ops", "Recommendations", "1. Host-bound", "2. Exposed")]
     assert order == sorted(order)
     assert "saves up to 320.0 us/step (32.0%), confidence high" in text

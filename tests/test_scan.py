@@ -260,7 +260,7 @@ def test_cli_formats(
     assert "errors:" in table and "the file is empty" in table
 
     assert main(["scan", str(tree), "-f", "parquet", *cache]) == 2
-    assert "--out" in capsys.readouterr().err
+    assert "-o FILE.parquet" in capsys.readouterr().err
 
 
 def test_fail_on_gates(

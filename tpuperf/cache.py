@@ -37,6 +37,7 @@ import numpy as np
 
 from tpuperf import jsonout, schema
 from tpuperf.columns import Table, from_arrow, to_arrow
+from tpuperf.output import write_atomic
 from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
@@ -253,7 +254,7 @@ class Cache:
                 "has_steps": [d.steps is not None for d in tables.devices],
                 "tables": counts,
             }
-            jsonout.write_text_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)))
+            write_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)), fsync=False)
             os.rename(temp, entry)  # atomic: readers see the whole entry or none
         except OSError:
             pass  # another process stored the same entry first, or the disk is full
@@ -268,8 +269,11 @@ class Cache:
 
     @staticmethod
     def _write_json(path: Path, document: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):  # a cache that cannot be written is only slower
-            jsonout.write_text_atomic(path, json.dumps(jsonout.clean(document), allow_nan=False))
+        # A cache that cannot be written is only slower; one cut short by a crash is rebuilt,
+        # so its files skip the fsync.
+        with contextlib.suppress(OSError):
+            text = json.dumps(jsonout.clean(document), allow_nan=False)
+            write_atomic(path, text, fsync=False)
 
 
 def settled_state(path: str) -> list[int] | None:

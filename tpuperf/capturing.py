@@ -564,20 +564,12 @@ def _rpc_error_message(exc: Any, target: Target, timeout_s: float) -> str:
 
 
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` to ``directory/name`` under a temporary name, then rename it there."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``directory/name`` whole or not at all (through a dot-named temporary
+    file that readers globbing ``*.xplane.pb`` never pick up; see tpuperf.output)."""
+    from tpuperf.output import write_atomic
+
     final = directory / name
-    # A dot-name ending in .tmp: readers that glob *.xplane.pb never pick it up.
-    temporary = directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(temporary, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
+    write_atomic(final, data)
     return final
 
 

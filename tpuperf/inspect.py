@@ -40,11 +40,13 @@ def describe(profile: Profile) -> dict[str, Any]:
     return {
         "source": profile.source,
         "platform": profile.platform,
+        "decoder": decoder(),
         "hosts": [
             {
                 "host": h.host,
                 "path": h.path,
                 "size_bytes": h.size_bytes,
+                **_file_facts(h.path),
                 "hostnames": h.hostnames,
                 "versions": h.versions,
                 "capture_start_ns": h.capture_start_ns,
@@ -80,3 +82,23 @@ def describe(profile: Profile) -> dict[str, Any]:
         "steps": step_rows,
         "warnings": list(profile.warnings),
     }
+
+
+def decoder() -> str:
+    """Which decoder reads profiles in this install: ``native`` (the C module
+    tpuperf._wire_native) or ``numpy`` (the fallback where the C module is not built)."""
+    from tpuperf import xspace
+
+    return "numpy" if xspace._native is None else "native"
+
+
+def _file_facts(url: str) -> dict[str, Any]:
+    """``file_bytes`` (the file as stored) and ``gzip`` (whether it is compressed, when
+    ``size_bytes`` is the decompressed size); None when the file cannot be asked again."""
+    from tpuperf.sources import file_facts
+
+    try:
+        size, gzip = file_facts(url)
+    except (OSError, ValueError, ImportError):
+        return {"file_bytes": None, "gzip": None}
+    return {"file_bytes": size, "gzip": gzip}

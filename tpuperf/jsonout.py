@@ -1,17 +1,18 @@
-"""Machine-readable output: JSON without NaN or Infinity, and files written atomically."""
+"""Plain JSON values, and the one version of every JSON document and row layout.
+
+The core (reports, scan rows, the cache) uses these to build its JSON forms; the output
+layer (:mod:`tpuperf.output`) renders and writes them.
+"""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, BinaryIO
+import sys
+from typing import Any
 
-import numpy as np
-
+# Bump on any change to a JSON document or row layout that could break a reader. One number
+# for all of them: `analyze`, `info`, `ops`, `analyzers` JSON; `scan` rows (ndjson, CSV,
+# Parquet metadata).
 SCHEMA_VERSION = 1
 
 
@@ -22,10 +23,12 @@ def clean(value: Any) -> Any:
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [clean(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
+    numpy = sys.modules.get("numpy")  # numpy values exist only where numpy was imported
+    if numpy is not None:
+        if isinstance(value, numpy.ndarray):
+            return [clean(v) for v in value.tolist()]
+        if isinstance(value, numpy.generic):
+            value = value.item()
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -37,69 +40,5 @@ def clean(value: Any) -> Any:
 
 def _is_pandas_missing(value: Any) -> bool:
     """pandas' NA and NaT, without importing pandas when nothing else has."""
-    import sys
-
     pandas = sys.modules.get("pandas")
     return pandas is not None and (value is pandas.NA or value is pandas.NaT)
-
-
-def csv_text(table: Any) -> str:
-    """A Table as CSV text: a header line, then one line per row (NaN as an empty cell)."""
-    import csv
-    import io
-
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(list(table))
-    for row in table.rows():
-        writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
-    return buffer.getvalue()
-
-
-def write_parquet(table: Any, handle: BinaryIO) -> None:
-    """A Table as Parquet (strings dictionary-encoded), through pyarrow."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tpuperf.columns import Strings
-
-    arrays = []
-    for name in table:
-        column = table[name]
-        if isinstance(column, Strings):
-            arrays.append(pa.array(column.tolist(), type=pa.string()))
-        else:
-            arrays.append(pa.array(table.array(name)))
-    pq.write_table(pa.table(arrays, names=list(table)), handle)
-
-
-def dumps(document: dict[str, Any]) -> str:
-    """JSON text of ``document``; ``schema_version`` first."""
-    ordered = {"schema_version": SCHEMA_VERSION, **document}
-    return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
-
-
-def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
-    """Write a file through ``write(handle)`` under a temporary name, then rename it into place.
-
-    An interrupted or failed write leaves the old file (or none), never half a file.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    data = text.encode("utf-8")
-    write_atomic(path, lambda handle: _write_all(handle, data))
-
-
-def _write_all(handle: BinaryIO, data: bytes) -> None:
-    handle.write(data)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from tpuperf import gates
+from tpuperf import gates, jsonout
 from tpuperf.errors import BadInput, TpuperfError, UsageError
 from tpuperf.gates import Gate
 
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from tpuperf.analyzers.base import AnalysisConfig
     from tpuperf.cache import Cache
 
-# Bump on any change to the row layout that could break a reader.
-SCHEMA_VERSION = 1
+# The version of the row layout: the one of every tpuperf JSON output.
+SCHEMA_VERSION = jsonout.SCHEMA_VERSION
 
 # The row schema: name -> (pandas dtype, meaning). README documents every name here (tests hold
 # it to that); ndjson, CSV and Parquet use these names, in this order.

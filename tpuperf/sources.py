@@ -208,6 +208,14 @@ def read_profile(url: str, available: int | None = None) -> Any:
     return data
 
 
+def file_facts(url: str) -> tuple[int, bool]:
+    """The size of the file as stored (bytes) and whether it is gzip-compressed."""
+    fs, path = _filesystem(url)
+    with fs.open(path, "rb") as handle:
+        gzip = handle.read(2) == _GZIP_MAGIC
+    return int(fs.size(path)), gzip
+
+
 def read_bytes(url: str) -> bytes:
     """A profile's decompressed bytes as ``bytes`` (see :func:`read_profile`)."""
     data = read_profile(url)

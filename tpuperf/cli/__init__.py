@@ -1,18 +1,25 @@
 """The ``tpuperf`` command line: one module per command, errors turned into exit codes here.
 
-Command modules import only typer at the top; everything heavy (pandas, the
-decoder, jax) is imported inside the command, so ``tpuperf --help`` stays fast
-and imports none of jax, xprof, ray or gcsfs.
+Command modules import only typer and :mod:`tpuperf.output` at the top; everything heavy
+(pandas, the decoder, jax) is imported inside the command, so ``tpuperf --help`` stays fast
+and imports none of jax, xprof, ray or gcsfs. A command's docstring is its help: paragraphs
+are reflowed to the terminal's width, indented blocks (the Example lines) kept as written.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import sys
+import traceback
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
+from tpuperf import __version__
 from tpuperf.errors import TpuperfError
+from tpuperf.output import bind_formats
 
 # The commands, in the order `tpuperf --help` lists them: (name, module).
 COMMANDS = [
@@ -27,9 +34,52 @@ COMMANDS = [
     ("diff", "tpuperf.cli.diff"),
 ]
 
+
+def reflow(doc: str | None) -> str:
+    """A docstring as help text: each prose paragraph on one line (the help wraps it to the
+    terminal), indented blocks kept line by line, ``code`` with single backticks."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    out = []
+    for paragraph in paragraphs:
+        paragraph = re.sub(r"``([^`]+)``", r"`\1`", paragraph)
+        if paragraph.startswith(" "):  # an example: keep its lines and indentation
+            out.append(paragraph)
+        else:
+            out.append(" ".join(line.strip() for line in paragraph.splitlines()))
+    if len(out) < 2:
+        return "\n\n".join(out)
+    # Typer dedents what follows the first paragraph as one block, measuring the indentation
+    # from its second line: a leading empty line makes it measure every line, so the indented
+    # Example lines keep their indentation whichever paragraph comes first.
+    return out[0] + "\n\n\n" + "\n\n".join(out[1:])
+
+
+def _plain_flags(command: Any, ctx: Any) -> None:
+    """Flags (--wide, --help, ...) take no value: no ``<bool>`` after them in the help."""
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+
+
+class _Command(TyperCommand):
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_flags(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+class _Group(TyperGroup):
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _plain_flags(self, ctx)
+        super().format_help(ctx, formatter)
+
+
 app = typer.Typer(
     name="tpuperf",
-    help="Profile XLA workloads on TPUs and GPUs: what to fix first, and how much it buys.",
+    cls=_Group,
+    help=f"tpuperf {__version__}: profile XLA workloads on TPUs and GPUs; what to fix first, "
+    "and how much it buys.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -39,9 +89,24 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tpuperf {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the traceback of an error (the exit code stays the same)."
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the version and exit.",
+        callback=_print_version,
+        is_eager=True,
+    ),
 ) -> None:
     _state["debug"] = debug
 
@@ -54,43 +119,55 @@ def _register() -> None:
             if exc.name == module_name:  # a command not built yet
                 continue
             raise
-        app.command(name=name)(module.command)
+        app.command(name=name, cls=_Command, help=reflow(module.command.__doc__))(
+            bind_formats(module.command)
+        )
 
 
 _register()
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return (and, as a console script, exit with) the exit code."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    """Run the CLI; return (and, as a console script, exit with) the exit code.
+
+    Every error becomes its documented exit code (2 usage, 3 gate, 4 bad input, 5 capture,
+    1 internal) with one line on stderr; ``--debug`` adds the traceback, not another code.
+    """
+    args = argv if argv is not None else sys.argv[1:]
+    debug = "--debug" in args
     try:
         result = app(args=argv, standalone_mode=False)
     except TpuperfError as exc:
-        if debug:
-            raise
+        _traceback(debug)
         typer.echo(f"tpuperf: error: {exc}", err=True)
         return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
     except (typer.Abort, KeyboardInterrupt):
+        _traceback(debug)
         typer.echo("tpuperf: interrupted", err=True)
         return _exit(130, argv)
     except Exception as exc:
         # Usage errors of click (or of the copy of click that typer ships) show themselves.
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(exit_code, int):
+            _traceback(debug)
             show()
             return _exit(exit_code, argv)
-        if debug:
-            raise
+        _traceback(debug)
         typer.echo(
-            f"tpuperf: internal error: {type(exc).__name__}: {exc} (run with --debug for the "
-            "traceback, and please report it)",
+            f"tpuperf: internal error: {type(exc).__name__}: {exc}"
+            + ("" if debug else " (run with --debug for the traceback, and please report it)"),
             err=True,
         )
         return _exit(1, argv)
     # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.
     return _exit(result if isinstance(result, int) else 0, argv)
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        traceback.print_exc(file=sys.stderr)
 
 
 def _exit(code: int, argv: list[str] | None) -> int:

@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-import io
-import os
-import sys
-import tempfile
-from pathlib import Path
-
 import typer
 
-FORMATS = ("table", "json", "md")
+from tpuperf.cli._common import profile_argument
+from tpuperf.output import Format, format_option, output_option, wide_option
 
-
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so readers never see
-    half a report."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+FORMATS = (Format.table, Format.json, Format.md)
 
 
 def command(
-    profile: str = typer.Argument(..., help="A .xplane.pb file, a run directory or a logdir."),
-    format: str = typer.Option("table", "--format", "-f", help="table, json or md."),
-    output: str = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout."),
+    profile: str = profile_argument(),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
+    wide: bool = wide_option(),
     analyzer: list[str] = typer.Option(
         None,
         "--analyzer",
@@ -59,9 +42,9 @@ def command(
 ) -> None:
     """Analyze a profile: step time, idle, collectives, roofline, and ranked recommendations.
 
-    The report opens with a summary (chip, devices, steps, step time and the
-    compute / exposed collective / idle split), then the top ops, then the
-    recommendations ranked by the time they would save per step.
+    The report opens with a summary (chip, devices, steps, step time and the compute /
+    exposed collective / idle split), then the top ops, then the recommendations ranked by
+    the time they would save per step.
 
     Example:
 
@@ -69,13 +52,13 @@ def command(
 
         tpuperf analyze run.xplane.pb --analyzer collectives --steps 5:20
     """
+    from tpuperf import output as out
     from tpuperf.analyzers.base import AnalysisConfig
     from tpuperf.errors import UsageError
     from tpuperf.profile import load
     from tpuperf.report import analyze
 
-    if format not in FORMATS:
-        raise UsageError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
+    fmt = out.choose_format(format, output, FORMATS)
     if warmup < 0:
         raise UsageError("--warmup must be 0 or more")
     if top < 0:
@@ -89,28 +72,13 @@ def command(
     loaded = load(profile)
     report = analyze(loaded, config=config, analyzers=analyzer or None, steps=steps, host=host)
     for name, error in report.errors.items():
-        typer.echo(f"tpuperf: analyzer {name} failed: {error}", err=True)
+        out.say(f"analyzer {name} failed: {error}")
+    from tpuperf.render.markdown import render_markdown
+    from tpuperf.render.terminal import render_report
 
-    if format == "json":
-        text = report.to_json() + "\n"
-    elif format == "md":
-        from tpuperf.render.markdown import render_markdown
-
-        text = render_markdown(report) + "\n"
-    else:
-        from rich.console import Console
-
-        from tpuperf.render.terminal import render_report
-
-        if output is None:
-            render_report(report, Console(file=sys.stdout))
-            return
-        # A file gets plain text at a fixed width: no colour codes, no terminal to size from.
-        buffer = io.StringIO()
-        render_report(report, Console(file=buffer, width=100, color_system=None))
-        text = buffer.getvalue()
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        write_atomically(output, text)
-        typer.echo(f"tpuperf: wrote {output}", err=True)
+    view = out.View(
+        document=report.to_dict,
+        markdown=lambda: render_markdown(report),
+        table=lambda console, wide: render_report(report, console, wide=wide),
+    )
+    out.emit(view, fmt, output, wide=wide)

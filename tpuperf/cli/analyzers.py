@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import sys
+from tpuperf.output import Format, format_option, output_option
 
-import typer
+FORMATS = (Format.table, Format.json)
 
 
 def command(
-    format: str = typer.Option("table", "--format", "-f", help="table or json."),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
 ) -> None:
-    """List the analyzers: built-in ones and those plug-ins add (entry point group
+    """List the analyzers: the built-in ones and those plug-ins add (entry point group
     ``tpuperf.analyzers``), with what each reads.
 
     Example:
@@ -20,11 +20,10 @@ def command(
 
         tpuperf analyze run.xplane.pb --analyzer idle --analyzer steps
     """
+    from tpuperf import output as out
     from tpuperf.analyzers import base
-    from tpuperf.errors import UsageError
 
-    if format not in ("table", "json"):
-        raise UsageError(f"--format {format!r}: expected table or json")
+    fmt = out.choose_format(format, output, FORMATS)
     registry = base.available()
     builtin = {name for name, _ in base.BUILTIN}
     rows = [
@@ -36,19 +35,12 @@ def command(
         }
         for name, a in registry.items()
     ]
-    broken = base.plugin_errors()
-    for name, error in broken.items():
-        typer.echo(f"tpuperf: plug-in analyzer {name} failed to load: {error}", err=True)
-    if format == "json":
-        sys.stdout.write(json.dumps({"schema_version": 1, "analyzers": rows}, indent=2) + "\n")
-        return
-    from rich.console import Console
-    from rich.table import Table
+    for name, error in base.plugin_errors().items():
+        out.say(f"plug-in analyzer {name} failed to load: {error}")
+    from tpuperf.render.tables import render_analyzers
 
-    table = Table()
-    table.add_column("analyzer")
-    table.add_column("origin")
-    table.add_column("summary")
-    for row in rows:
-        table.add_row(row["name"], row["origin"], row["summary"])
-    Console(file=sys.stdout).print(table)
+    view = out.View(
+        document=lambda: {"analyzers": rows},
+        table=lambda console, wide: render_analyzers(rows, console, wide=wide),
+    )
+    out.emit(view, fmt, output)

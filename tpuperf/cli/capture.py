@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ def command(
     logdir: Path = typer.Option(
         Path("profiles"),
         "--logdir",
-        help="Where to write: LOGDIR/plugins/profile/SESSION/HOST_PORT.xplane.pb.",
+        help="Where to write: LOGDIR/plugins/profile/SESSION/, a HOST_PORT.xplane.pb per host.",
     ),
     session: str | None = typer.Option(
         None, "--session", help="Session directory name (default: the time, YYYY_MM_DD_HH_MM_SS)."
@@ -108,15 +107,15 @@ def parse_seconds(text: str, option: str, allow_zero: bool = False) -> float:
 
 
 def stdout_console() -> Console:
-    from rich.console import Console
+    from tpuperf.output import console
 
-    return Console(file=sys.stdout, highlight=False)
+    return console()
 
 
 def stderr_console() -> Console:
-    from rich.console import Console
+    from tpuperf.output import console
 
-    return Console(file=sys.stderr, highlight=False)
+    return console(stderr=True)
 
 
 def capture_with_display(targets: list[Target], **options: Any) -> CaptureResult:
@@ -238,29 +237,25 @@ def count_events(path: Path) -> int:
 
 def print_summary(result: CaptureResult, console: Console) -> None:
     """The table of what was saved, on ``console`` (stdout)."""
-    from rich.table import Table
+    from rich.text import Text
+
+    from tpuperf.render.fit import Column, fit
 
     saved = [h for h in result.hosts if h.path is not None]
     if not saved:
         return
-    table = Table(title=f"session {result.session}", title_justify="left")
-    table.add_column("host")
-    table.add_column("size", justify="right")
-    table.add_column("events", justify="right")
-    table.add_column("file")
+    spec = [Column("host", "key"), Column("size"), Column("events"), Column("file", "text")]
+    rows = []
     for host in saved:
         assert host.path is not None
-        table.add_row(
-            host.address,
-            _size(host.size_bytes),
-            f"{count_events(host.path):,}",
-            host.path.name,
+        rows.append(
+            [host.address, _size(host.size_bytes), f"{count_events(host.path):,}", host.path.name]
         )
-    console.print(table)
-    console.print(f"saved to {result.session_dir}", markup=False, soft_wrap=True)
+    fit(spec, rows, console.width).print(console, rows, title=f"session {result.session}")
+    console.print(Text(f"saved to {result.session_dir}"), soft_wrap=True)
     for host in result.hosts:
         for note in host.notes:
-            console.print(note, markup=False, soft_wrap=True)
+            console.print(Text(note), soft_wrap=True)
 
 
 def analyze_session(session_dir: Path, out: Console, err: Console) -> bool:

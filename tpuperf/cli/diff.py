@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import io
-import sys
-from typing import TYPE_CHECKING
-
 import typer
 
-if TYPE_CHECKING:
-    from tpuperf.diffing import DiffReport
+from tpuperf.output import Format, format_option, output_option
 
-FORMATS = ("table", "json", "md")
+FORMATS = (Format.table, Format.json, Format.md)
 
 
 def command(
     base: str = typer.Argument(..., help="The run to compare against: a file, run dir or logdir."),
     new: str = typer.Argument(..., help="The run to compare: a file, run directory or logdir."),
-    format: str = typer.Option("table", "--format", "-f", help="table, json or md."),
-    output: str = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout."),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
     top: int = typer.Option(10, "--top", help="Op rows in table and md (JSON has every op)."),
     fail_on: list[str] = typer.Option(
         None,
@@ -50,13 +45,14 @@ def command(
     from rich.text import Text
 
     from tpuperf import gates
-    from tpuperf.cli._common import check_format, load_profile, stderr_console
+    from tpuperf import output as out
+    from tpuperf.cli._common import load_profile
     from tpuperf.config import AnalysisConfig
     from tpuperf.diffing import GATE_FIELDS, compare, versions
     from tpuperf.errors import GateFailed, UsageError
     from tpuperf.report import analyze
 
-    check_format(format, FORMATS)
+    fmt = out.choose_format(format, output, FORMATS)
     if warmup < 0:
         raise UsageError("--warmup must be 0 or more")
     if top < 0:
@@ -70,13 +66,20 @@ def command(
     reports = [analyze(p, config=config, steps=steps, host=host) for p in profiles]
     result = compare(reports[0], reports[1], *(versions(p) for p in profiles))
 
-    console = stderr_console()
+    console = out.console(stderr=True)
     for side, report in (("BASE", reports[0]), ("NEW", reports[1])):
         for name, error in report.errors.items():
             console.print(f"{side}: analyzer {name} failed: {error}", markup=False)
     for warning in result.warnings:  # as Text: chip names come from the profiles
         console.print(Text.assemble(("warning: ", "yellow"), warning), soft_wrap=True)
-    _emit(result, format, output, top)
+    from tpuperf.render.diff import render_diff_markdown, render_diff_table
+
+    view = out.View(
+        document=result.to_dict,
+        table=lambda console, wide: render_diff_table(result, console, top=top),
+        markdown=lambda: render_diff_markdown(result, top=top),
+    )
+    out.emit(view, fmt, output)
 
     row = result.gate_row()
     tripped = [gate for gate in parsed if gate.trips(row)]
@@ -89,29 +92,3 @@ def command(
         )
     if tripped:
         raise GateFailed(f"{len(tripped)} of {len(parsed)} --fail-on gates tripped")
-
-
-def _emit(result: DiffReport, format: str, output: str | None, top: int) -> None:
-    from tpuperf.cli._common import emit_text, stdout_console
-
-    if format == "json":
-        text = result.to_json() + "\n"
-    elif format == "md":
-        from tpuperf.render.diff import render_diff_markdown
-
-        text = render_diff_markdown(result, top=top)
-    else:
-        from rich.console import Console
-
-        from tpuperf.render.diff import render_diff_table
-
-        if output is None:
-            render_diff_table(result, stdout_console(), top=top)
-            return
-        # A file gets plain text at a fixed width: no colour codes, no terminal to size from.
-        buffer = io.StringIO()
-        render_diff_table(result, Console(file=buffer, width=100, color_system=None), top=top)
-        text = buffer.getvalue()
-    emit_text(text, output)
-    if output is None:
-        sys.stdout.flush()

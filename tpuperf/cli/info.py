@@ -1,20 +1,25 @@
+"""``tpuperf info``: what a profile holds."""
+
 from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
+from tpuperf.cli._common import profile_argument
+from tpuperf.output import Format, format_option, output_option, wide_option
+
+FORMATS = (Format.table, Format.json)
 
 
 def command(
-    profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
-    format: str = typer.Option("table", "--format", "-f", help="table or json."),
+    profile: str = profile_argument(),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
+    wide: bool = wide_option(),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
-    output: str = typer.Option(
-        None, "--output", "-o", help="Write to this file instead of stdout."
-    ),
 ) -> None:
-    """What a profile holds: hosts, devices (kind, chip, peaks), lines, time span, steps.
+    """What a profile holds: hosts, devices (kind, chip, peaks), lines, time span, steps, and
+    which decoder read it.
 
     Example:
 
@@ -22,25 +27,16 @@ def command(
 
         tpuperf info host0.xplane.pb --format json | jq '.devices[].chip'
     """
-    from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
+    from tpuperf import output as out
+    from tpuperf.cli._common import load_profile
     from tpuperf.inspect import describe
 
-    check_format(format, ("table", "json"))
+    fmt = out.choose_format(format, output, FORMATS)
     info = describe(load_profile(profile, host, run))
-    if format == "json":
-        from tpuperf.jsonout import dumps
-
-        emit_text(dumps(info), output)
-        return
     from tpuperf.render.tables import render_info
 
-    if output:
-        import io
-
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        render_info(info, Console(file=buffer, width=120))
-        emit_text(buffer.getvalue(), output)
-    else:
-        render_info(info, stdout_console())
+    view = out.View(
+        document=lambda: info,
+        table=lambda console, wide: render_info(info, console, wide=wide),
+    )
+    out.emit(view, fmt, output, wide=wide)

@@ -1,12 +1,17 @@
+"""``tpuperf ops``: the op table."""
+
 from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
+from tpuperf.cli._common import profile_argument
+from tpuperf.output import Format, format_option, output_option, wide_option
+
+FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
 
 
 def command(
-    profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
+    profile: str = profile_argument(),
     by: str = typer.Option(
         "program_op",
         "--by",
@@ -29,10 +34,9 @@ def command(
         "--sort",
         help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name.",
     ),
-    format: str = typer.Option("table", "--format", "-f", help="table, json, csv or parquet."),
-    output: str = typer.Option(
-        None, "--output", "-o", help="Write to this file (needed for parquet)."
-    ),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
+    wide: bool = wide_option(),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
 ) -> None:
@@ -42,67 +46,48 @@ def command(
 
         tpuperf ops profile.xplane.pb --top 20
 
-        tpuperf ops run_dir/ --by category --per-device --format csv -o ops.csv
+        tpuperf ops run_dir/ --by category --per-device -o ops.csv
 
         tpuperf ops run_dir/ --by scope --depth 3
     """
-    from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
+    from tpuperf import output as out
+    from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.opstats import SCOPE_GROUPINGS, aggregate_table
 
-    check_format(format, ("table", "json", "csv", "parquet"))
+    fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and by != "scope":
         raise UsageError("--depth goes with --by scope")
-    if format == "parquet" and not output:
-        raise UsageError("--format parquet writes a file: add -o FILE.parquet")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run)
     table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top, depth=depth)
+    has_scopes = True
     if by in SCOPE_GROUPINGS:
         from tpuperf.scopes import no_scopes_message, scopes
 
-        if not scopes(loaded).has_scopes:
-            typer.echo(f"tpuperf: {no_scopes_message(loaded.source)}", err=True)
+        has_scopes = scopes(loaded).has_scopes
+        if not has_scopes:
+            out.note(no_scopes_message(loaded.source))
     if by == "op" and (table.array("programs") > 1).any():
         merged = int((table.array("programs") > 1).sum())
-        typer.echo(
-            f"tpuperf: --by op merges same-named ops of different programs ({merged} row(s) "
-            "merge several); --by program_op keeps them apart",
-            err=True,
+        out.note(
+            f"--by op merges same-named ops of different programs ({merged} row(s) merge "
+            "several); --by program_op keeps them apart"
         )
-    if format == "json":
-        from tpuperf.jsonout import dumps
+    from tpuperf.render.tables import render_ops, render_scope_ops
 
-        document = {
+    if by in SCOPE_GROUPINGS and fmt is out.Format.table and not has_scopes:
+        return  # said in one line above; an empty table adds nothing
+    render = render_scope_ops if by in SCOPE_GROUPINGS else render_ops
+    view = out.View(
+        document=lambda: {
             "source": loaded.source,
             "by": by,
             "per_device": per_device,
             "rows": table.records(),
-        }
-        emit_text(dumps(document), output)
-    elif format == "csv":
-        from tpuperf.jsonout import csv_text
-
-        emit_text(csv_text(table), output)
-    elif format == "parquet":
-        from tpuperf.jsonout import write_atomic, write_parquet
-
-        write_atomic(output, lambda handle: write_parquet(table, handle))
-        typer.echo(f"wrote {output}", err=True)
-    else:
-        from tpuperf.render.tables import render_ops, render_scope_ops
-
-        render = render_scope_ops if by in SCOPE_GROUPINGS else render_ops
-        if by in SCOPE_GROUPINGS and not scopes(loaded).has_scopes:
-            return  # said in one line above; an empty table adds nothing
-        if output:
-            import io
-
-            from rich.console import Console
-
-            buffer = io.StringIO()
-            render(table, by, Console(file=buffer, width=160))
-            emit_text(buffer.getvalue(), output)
-        else:
-            render(table, by, stdout_console())
+        },
+        rows=lambda: out.Rows.from_table(table),
+        table=lambda console, wide: render(table, by, console, wide=wide, per_device=per_device),
+    )
+    out.emit(view, fmt, output, wide=wide)

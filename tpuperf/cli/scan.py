@@ -6,16 +6,13 @@ import contextlib
 import sys
 import time
 from enum import Enum
-from typing import Any, BinaryIO
+from typing import Any
 
 import typer
 
+from tpuperf.output import Format, format_option, wide_option
 
-class Format(str, Enum):
-    ndjson = "ndjson"
-    csv = "csv"
-    parquet = "parquet"
-    table = "table"
+FORMATS = (Format.table, Format.ndjson, Format.csv, Format.parquet)
 
 
 class Engine(str, Enum):
@@ -23,20 +20,10 @@ class Engine(str, Enum):
     ray = "ray"
 
 
-_SUFFIX_FORMATS = {
-    ".ndjson": Format.ndjson,
-    ".jsonl": Format.ndjson,
-    ".csv": Format.csv,
-    ".parquet": Format.parquet,
-}
-
-# Rows per Parquet row group when streaming rows to a file.
-_PARQUET_BATCH = 512
-
-
 def command(
     paths: list[str] = typer.Argument(
         ...,
+        metavar="PATH",
         help="Profile files, run directories, logdirs or globs ('logs/**/*.xplane.pb'); "
         "local or gs://.",
         show_default=False,
@@ -46,16 +33,16 @@ def command(
         "--out",
         "--output",
         "-o",
+        metavar="FILE",
         help="Write the rows to FILE (whole or not at all); a path or a URL such as gs://.",
-    ),
-    format: Format = typer.Option(
-        None,
-        "--format",
-        "-f",
-        help="Output format (default: from the --out suffix: .ndjson/.jsonl, .csv, .parquet; "
-        "else table).",
         show_default=False,
     ),
+    format: Format | None = format_option(
+        *FORMATS,
+        help="table, ndjson, csv or parquet (default: from the --out suffix: .ndjson/.jsonl, "
+        ".csv, .parquet; else table).",
+    ),
+    wide: bool = wide_option(),
     workers: int = typer.Option(
         None,
         "--workers",
@@ -103,12 +90,12 @@ def command(
 
         tpuperf scan 'gs://my-bucket/jobs/**/*.xplane.pb' --out fleet.parquet
 
-        tpuperf scan logs/ -f ndjson --fail-on 'idle_pct>20' --fail-on 'step_time_ms.median>120'
+        tpuperf scan logs/ -f ndjson --fail-on 'step_time_ms.median>120'
 
         tpuperf scan logs/ --per-run --engine ray --ray-address auto -o runs.csv
     """
+    from tpuperf import output
     from tpuperf import scanning as scan_mod
-    from tpuperf.cli._common import stderr_console
     from tpuperf.errors import BadInput, GateFailed, UsageError
 
     if cache_dir is not None and no_cache:
@@ -116,19 +103,14 @@ def command(
     if workers is not None and workers < 1:
         raise UsageError("--workers must be 1 or more")
     gates = [scan_mod.parse_gate(text) for text in fail_on or []]
-    chosen = format or _format_from_suffix(out)
-    if chosen is Format.parquet and out is None:
-        raise UsageError("--format parquet writes a file: add --out FILE.parquet")
-    if out is not None and "://" in out:
-        _check_url(out)
+    chosen = output.choose_format(format, out, FORMATS)
     chosen_engine = engine or (Engine.ray if ray_address else Engine.local)
     if ray_address and chosen_engine is not Engine.ray:
         raise UsageError("--ray-address needs --engine ray")
 
-    console = stderr_console()
     targets, notices = scan_mod.discover(paths, per_run=per_run)
     for notice in notices:
-        console.print(f"[yellow]note:[/] {notice}", highlight=False, soft_wrap=True)
+        output.note(notice)
     if not targets:
         raise BadInput(scan_mod.no_profiles_message(list(paths), notices))
     options = scan_mod.make_options(cache_dir=cache_dir, cache=not no_cache)
@@ -136,7 +118,12 @@ def command(
     stats = scan_mod.ScanStats()
     tripped: list[tuple[Any, dict[str, Any]]] = []
     started = time.perf_counter()
-    with _progress(console, len(targets)) as advance:
+    # The progress bar shares the terminal with the rows only when they go to a file; a table
+    # is drawn once the bar is gone.
+    streams_to_terminal = out is None and chosen is not Format.table and sys.stdout.isatty()
+    err = output.console(stderr=True)
+    collected: list[dict[str, Any]] = []
+    with _progress(err, len(targets), show=not streams_to_terminal) as advance:
         rows = scan_mod.iter_rows(
             targets,
             options,
@@ -149,76 +136,50 @@ def command(
         with contextlib.closing(rows):
             gated = _gate(rows, gates, tripped)
             if chosen is Format.table:
-                _write_table(list(gated), out)
-            elif out is None:
-                sys.stdout.flush()
-                _write_stream(gated, chosen, sys.stdout.buffer)
+                collected = list(gated)
             else:
-                _write_file(out, lambda handle: _write_stream(gated, chosen, handle))
+                output.emit(_view(gated), chosen, out, wide=wide)
+    if chosen is Format.table:
+        output.emit(_view(collected), chosen, out, wide=wide)
     seconds = time.perf_counter() - started
-    console.print(
+    output.say(
         f"scanned {stats.total} profile{'s' if stats.total != 1 else ''} in {seconds:.1f} s: "
         f"{stats.from_cache} from the cache, {stats.errors} with errors"
-        + (f"; wrote {out}" if out else ""),
-        highlight=False,
-        soft_wrap=True,
     )
     if tripped:
-        _report_trips(console, gates, tripped)
+        _report_trips(gates, tripped)
         raise GateFailed(
             f"{len({id(row) for _, row in tripped})} of {stats.total} profiles tripped "
             "--fail-on (listed above)"
         )
 
 
-def _write_file(out: str, write: Any) -> None:
-    """Write ``out`` (a path, or an fsspec URL such as gs://) through ``write(handle)`` so that
-    it appears whole or not at all."""
-    from tpuperf.jsonout import write_atomic
+def _view(rows: Any) -> Any:
+    """The rows (an iterator: they stream to ndjson, CSV and Parquet as they come)."""
+    from tpuperf import output
+    from tpuperf.render.tables import render_scan
+    from tpuperf.scanning import ROW_FIELDS
 
-    if "://" not in out:
-        write_atomic(out, write)
-        return
-    import os
-    import tempfile
-
-    import fsspec
-
-    # An object store has no rename, but an object appears only once its upload completes:
-    # the rows go to a local temporary file, uploaded at the end.
-    with tempfile.TemporaryDirectory(prefix="tpuperf-scan-") as temp:
-        local = os.path.join(temp, "rows")
-        write_atomic(local, write)
-        fs, path = fsspec.core.url_to_fs(out)
-        fs.put_file(local, path)
+    return output.View(
+        rows=lambda: output.Rows(list(ROW_FIELDS), rows, _arrow_schema()),
+        table=lambda console, wide: render_scan(list(rows), console, wide=wide),
+    )
 
 
-def _check_url(out: str) -> None:
-    import fsspec
+def _arrow_schema() -> Any:
+    """The Parquet columns: ROW_FIELDS' names and (pandas) dtypes, so `pd.read_parquet` gives
+    back what `tpuperf.scan()` returns."""
+    import pyarrow as pa
 
-    from tpuperf.errors import UsageError
+    from tpuperf.scanning import to_frame
 
-    try:
-        fsspec.core.url_to_fs(out)
-    except (ImportError, ValueError) as exc:
-        hint = " (install tpuperf[gcs] for gs:// paths)" if out.startswith("gs://") else ""
-        raise UsageError(f"--out {out}: cannot write there: {exc}{hint}") from None
-
-
-def _format_from_suffix(out: str | None) -> Format:
-    if out is None:
-        return Format.table
-    lowered = out.lower()
-    for suffix, fmt in _SUFFIX_FORMATS.items():
-        if lowered.endswith(suffix):
-            return fmt
-    return Format.table
+    return pa.Schema.from_pandas(to_frame([]), preserve_index=False)
 
 
 @contextlib.contextmanager
-def _progress(console: Any, total: int) -> Any:
+def _progress(console: Any, total: int, show: bool = True) -> Any:
     """A progress bar on stderr when it is a terminal; a callback ``advance(done, total)``."""
-    if not console.is_terminal:
+    if not show or not console.is_terminal:
         yield lambda done, total: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -244,162 +205,20 @@ def _gate(rows: Any, gates: list[Any], tripped: list[tuple[Any, dict[str, Any]]]
         yield row
 
 
-def _report_trips(
-    console: Any, gates: list[Any], tripped: list[tuple[Any, dict[str, Any]]]
-) -> None:
+def _report_trips(gates: list[Any], tripped: list[tuple[Any, dict[str, Any]]]) -> None:
+    from tpuperf.output import say
+
     for gate in gates:
         rows = [row for g, row in tripped if g is gate]
         if not rows:
             continue
-        console.print(
-            f"[red]gate {gate.text}[/]: tripped by {len(rows)} profile"
-            f"{'s' if len(rows) != 1 else ''}",
-            highlight=False,
-            soft_wrap=True,
+        say(
+            f"gate {gate.text}: tripped by {len(rows)} profile{'s' if len(rows) != 1 else ''}",
+            [f"{row['path']}: {gate.field}={_plain(row[gate.field])}" for row in rows],
         )
-        for row in rows:
-            console.print(
-                f"  {row['path']}: {gate.field}={_plain(row[gate.field])}",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
 
 
 def _plain(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return "" if value is None else str(value)
-
-
-def _write_stream(rows: Any, fmt: Format, handle: BinaryIO) -> None:
-    if fmt is Format.parquet:
-        _write_parquet(rows, handle)
-        return
-    if fmt is Format.csv:
-        from tpuperf.scanning import ROW_FIELDS
-
-        handle.write(_csv_line(list(ROW_FIELDS)))
-    for row in rows:
-        handle.write(_ndjson_line(row) if fmt is Format.ndjson else _csv_line(list(row.values())))
-        handle.flush()
-
-
-def _ndjson_line(row: dict[str, Any]) -> bytes:
-    import json
-
-    from tpuperf.jsonout import clean
-
-    return (json.dumps(clean(row), allow_nan=False, separators=(",", ":")) + "\n").encode()
-
-
-def _csv_line(values: list[Any]) -> bytes:
-    import csv
-    import io
-    import math
-
-    buffer = io.StringIO()
-    cells = [
-        ""
-        if v is None or (isinstance(v, float) and not math.isfinite(v))
-        else repr(v)
-        if isinstance(v, float)
-        else v
-        for v in values
-    ]
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
-    return buffer.getvalue().encode()
-
-
-def _write_parquet(rows: Any, handle: BinaryIO) -> None:
-    import json
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from tpuperf.scanning import SCHEMA_VERSION, to_frame
-
-    schema = pa.Schema.from_pandas(to_frame([]), preserve_index=False)
-    schema = schema.with_metadata(
-        {**(schema.metadata or {}), b"tpuperf": json.dumps({"schema_version": SCHEMA_VERSION})}
-    )
-    with pq.ParquetWriter(handle, schema) as writer:
-        batch: list[dict[str, Any]] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= _PARQUET_BATCH:
-                writer.write_table(_arrow(batch, schema, to_frame))
-                batch = []
-        if batch:
-            writer.write_table(_arrow(batch, schema, to_frame))
-
-
-def _arrow(batch: list[dict[str, Any]], schema: Any, to_frame: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.Table.from_pandas(to_frame(batch), schema=schema, preserve_index=False)
-
-
-# Columns of the terminal table: (row field, header); "profile" is run/host. Errors are listed
-# under the table, where they have room.
-_TABLE_COLUMNS = (
-    ("profile", "profile"),
-    ("chip", "chip"),
-    ("step_time_ms.median", "step ms"),
-    ("idle_pct", "idle %"),
-    ("exposed_collective_pct", "coll %"),
-    ("flops_utilization_pct", "flops %"),
-    ("top_recommendation.kind", "top recommendation"),
-    ("top_recommendation.est_savings_pct", "saves %"),
-)  # devices, steps, p90 and the rest are in the ndjson, CSV and Parquet rows
-_TEXT_COLUMNS = ("profile", "chip", "top_recommendation.kind")
-
-
-def _write_table(rows: list[dict[str, Any]], out: str | None) -> None:
-    import io
-
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    from tpuperf.cli._common import stdout_console
-
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for field, header in _TABLE_COLUMNS:
-        if field == "profile":  # the one column that wraps, so a narrow terminal loses nothing
-            table.add_column(header, overflow="fold")
-        elif field in _TEXT_COLUMNS:
-            table.add_column(header, overflow="ellipsis", no_wrap=True)
-        else:
-            table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
-    errors = []
-    for row in rows:
-        cells = {**row, "profile": "/".join(p for p in (row["run"], row["host"]) if p)}
-        if row["error"]:
-            errors.append(f"{cells['profile']}: {row['error']}")
-            cells["top_recommendation.kind"] = "error (below)"
-        table.add_row(*(_cell(cells[field]) for field, _ in _TABLE_COLUMNS))
-    console = stdout_console() if out is None else None
-    buffer = io.StringIO()
-    if console is None:
-        console = Console(file=buffer, width=160, color_system=None)
-    console.print(table)
-    if errors:
-        console.print("\nerrors:", highlight=False)
-        for line in errors:
-            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
-    if out is not None:
-        data = buffer.getvalue().encode()
-
-        def write(handle: BinaryIO) -> None:
-            handle.write(data)
-
-        _write_file(out, write)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-    return str(value)

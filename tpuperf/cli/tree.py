@@ -2,21 +2,22 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import PROFILE_ARGUMENT_HELP
+from tpuperf.cli._common import profile_argument
+from tpuperf.output import Format, format_option, output_option
+
+FORMATS = (Format.table, Format.json)
 
 
 def command(
-    profile: str = typer.Argument(..., help=PROFILE_ARGUMENT_HELP),
+    profile: str = profile_argument(),
     depth: int = typer.Option(
         None, "--depth", help="Show scopes down to this level (op leaves count one more)."
     ),
     min_pct: float = typer.Option(
         1.0, "--min-pct", help="Hide nodes under this share of all op time, in percent."
     ),
-    format: str = typer.Option("table", "--format", "-f", help="table or json."),
-    output: str = typer.Option(
-        None, "--output", "-o", help="Write to this file instead of stdout."
-    ),
+    format: Format | None = format_option(*FORMATS),
+    output: str | None = output_option(),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
 ) -> None:
@@ -32,34 +33,25 @@ def command(
 
         tpuperf tree profile.xplane.pb --min-pct 0 --format json -o tree.json
     """
-    from tpuperf.cli._common import check_format, emit_text, load_profile, stdout_console
+    from tpuperf import output as out
+    from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.scopes import no_scopes_message, tree_report
 
-    check_format(format, ("table", "json"))
+    fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and depth < 1:
         raise UsageError("--depth must be at least 1")
     if not min_pct >= 0:
         raise UsageError("--min-pct must be 0 or more")
     loaded = load_profile(profile, host, run)
     document = tree_report(loaded, depth, min_pct)
-    if format == "json":
-        from tpuperf.jsonout import dumps
-
-        emit_text(dumps(document), output)
-        return
-    if not document["scoped"]:
-        typer.echo(f"tpuperf: {no_scopes_message(loaded.source)}", err=True)
+    if fmt is Format.table and not document["scoped"]:
+        out.note(no_scopes_message(loaded.source))
         return
     from tpuperf.render.tree import render_tree
 
-    if output:
-        import io
-
-        from rich.console import Console
-
-        buffer = io.StringIO()
-        render_tree(document, Console(file=buffer, width=100, color_system=None))
-        emit_text(buffer.getvalue(), output)
-    else:
-        render_tree(document, stdout_console())
+    view = out.View(
+        document=lambda: document,
+        table=lambda console, wide: render_tree(document, console),
+    )
+    out.emit(view, fmt, output)

@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from tpuperf.render.fit import display_name, shorten, shorten_apart
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ _SUMMARY_ROWS = (
     ("FLOP utilization", "flops_utilization_pct", "points"),
     ("MFU", "mfu_pct", "points"),
 )
-ELLIPSIS = "…"
 _MIN_NAME = 12  # an op name is never shortened below this many characters
 
 
@@ -63,16 +63,6 @@ def signed_pct(value: Any, unit: str = "%") -> str:
     if number is None:
         return "-"
     return f"{number:+.1f}{unit}"
-
-
-def shorten(name: str, width: int) -> str:
-    """``name`` cut in the middle to ``width`` characters (both ends say most about an op)."""
-    if len(name) <= width:
-        return name
-    width = max(width, 3)
-    head = (width - 1) // 2
-    tail = width - 1 - head
-    return name[:head] + ELLIPSIS + (name[-tail:] if tail else "")
 
 
 def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, str, str]:
@@ -138,10 +128,11 @@ def _table(
             table.add_column(header, no_wrap=True, min_width=w)
         else:
             table.add_column(header, justify="right", no_wrap=True, min_width=w)
-    for i, (name, second) in enumerate(names):
-        cell = Text(shorten(name, name_width))
+    firsts = shorten_apart([display_name(name) for name, _ in names], name_width)
+    for i, (_, second) in enumerate(names):
+        cell = Text(firsts[i])
         if second:
-            cell.append("\n" + shorten(second, name_width), "dim")
+            cell.append("\n" + shorten(display_name(second), name_width), "dim")
         table.add_row(cell, *(Text(cells[i], styles[i]) for _, cells, styles in columns))
     return table
 

@@ -1,25 +1,35 @@
-"""Terminal renderings of `tpuperf info` and `tpuperf ops` (rich tables on a given console)."""
+"""Terminal renderings of ``info``, ``ops``, ``scan`` and ``analyzers`` on a given console.
+
+Each takes the command's data and a rich console (the width comes from the console;
+``wide`` shows full names and every column) and draws tables with :mod:`tpuperf.render.fit`.
+Profile strings reach the console only as :class:`rich.text.Text`, never as markup.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from tpuperf import columns
+from tpuperf.render.fit import Column, fit
+from tpuperf.render.tree import fmt_step_ms
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _number(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:,.{digits}f}"
+    return "-" if _missing(value) else f"{value:,.{digits}f}"
 
 
 def _si(value: Any) -> str:
     """1.23e12 -> '1.23 T' (FLOPs, bytes)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return "-"
     for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
@@ -27,169 +37,301 @@ def _si(value: Any) -> str:
     return f"{value:.0f}"
 
 
-def render_info(info: dict[str, Any], console: Console) -> None:
-    hosts = info["hosts"]
-    console.print(f"[bold]{info['source']}[/]  platform: {info['platform']}", highlight=False)
-    for host in hosts:
+def _name(value: Any) -> str:
+    """A name cell: ``-`` when empty, so the row's name is never blank."""
+    text = "" if value is None else str(value)
+    return text if text.strip() else "-"
+
+
+def _width(console: Console, wide: bool) -> int | None:
+    return None if wide else console.width
+
+
+def _line(console: Console, text: Text | str) -> None:
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
+
+
+def _packed(head: Text, items: list[str], width: int) -> Text:
+    """``head`` then ``items`` separated by ``; ``, lines broken between items (never inside
+    one), continuation lines indented."""
+    text = head.copy()
+    line = text.cell_len
+    for item in items:
+        if line + 2 + len(item) > width and line > 2:
+            text.append(";\n  " + item)
+            line = 2 + len(item)
+        else:
+            text.append("; " + item)
+            line += 2 + len(item)
+    return text
+
+
+def _size(size_bytes: float) -> str:
+    return f"{size_bytes / 1e6:.1f} MB"
+
+
+# --------------------------------------------------------------------------- info
+
+
+def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> None:
+    """``tpuperf info``: the source, hosts, devices, steps, time span and lines."""
+    width = _width(console, wide)
+    _line(console, Text(info["source"], style="bold"))
+    decoder = (
+        "C module (tpuperf._wire_native)"
+        if info["decoder"] == "native"
+        else "numpy (the C module is not built: slower, same results)"
+    )
+    _line(console, f"platform {info['platform']}; decoder {decoder}")
+    for host in info["hosts"]:
+        text = Text("host ")
+        text.append(host["host"], style="cyan")
+        size = f"  {_size(host['size_bytes'])}"
+        if host.get("gzip"):
+            size += f" decompressed (gzip file {_size(host['file_bytes'])})"
+        text.append(size)
         extra = []
         if host["hostnames"]:
             extra.append("hostname " + ", ".join(host["hostnames"]))
         if host["capture_start_ns"] and host["capture_stop_ns"]:
-            extra.append(
-                f"capture window {(host['capture_stop_ns'] - host['capture_start_ns']) / 1e9:.2f} s"
-            )
-        for name, version in host["versions"].items():
-            extra.append(f"{name} {version}")
-        console.print(
-            f"host [cyan]{host['host']}[/]  {host['size_bytes'] / 1e6:.1f} MB"
-            + ("  " + "; ".join(extra) if extra else ""),
-            highlight=False,
-        )
+            seconds = (host["capture_stop_ns"] - host["capture_start_ns"]) / 1e9
+            extra.append(f"capture window {seconds:.2f} s")
+        extra += [f"{name} {version}" for name, version in host["versions"].items()]
+        _line(console, _packed(text, extra, console.width))
 
-    devices = Table(title="Devices", title_justify="left")
-    for column, justify in (
-        ("host", "left"),
-        ("device", "right"),
-        ("kind", "left"),
-        ("core", "left"),
-        ("chip", "left"),
-        ("peak TFLOP/s", "right"),
-        ("peak HBM GB/s", "right"),
-        ("ops", "right"),
-    ):
-        devices.add_column(column, justify=justify, no_wrap=column != "chip")  # type: ignore[arg-type]
-    for d in info["devices"]:
-        devices.add_row(
-            d["host"],
+    several_hosts = len(info["hosts"]) > 1
+    device_columns = [
+        Column("device"),
+        Column("chip", "key"),
+        Column("core", "text", drop=4),
+        Column("kind", "text", drop=5),
+        Column("peak TFLOP/s", drop=2),
+        Column("peak HBM GB/s", drop=1),
+        Column("ops"),
+    ]
+    rows = [
+        [
             str(d["device"]),
-            d["kind"],
-            d["core"],
-            d["chip"],
+            _name(d["chip"]),
+            _name(d["core"]),
+            _name(d["kind"]),
             _number(d["peak_tflops"]),
             _number(d["peak_hbm_gbps"], 2),
             f"{d['ops']:,}",
-        )
-    console.print(devices)
+        ]
+        for d in info["devices"]
+    ]
+    if several_hosts:
+        device_columns.insert(0, Column("host", "text", drop=3))
+        for row, d in zip(rows, info["devices"], strict=True):
+            row.insert(0, _name(d["host"]))
+    console.print()
+    fit(device_columns, rows, width).print(console, rows, title="Devices")
 
     steps = info["steps"]
     if steps:
         sources = sorted({s["source"] for s in steps})
         counts = sorted({s["count"] for s in steps})
-        console.print(
+        _line(
+            console,
             f"steps: {'/'.join(map(str, counts))} per device on {len(steps)} device(s), "
             f"from {', '.join(sources)}",
-            highlight=False,
         )
     else:
-        console.print("steps: none found (no Steps line, step markers or repeated module)")
+        _line(console, "steps: none found (no Steps line, step markers or repeated module)")
     span = info["time_span"]
     if span["duration_ms"] is not None:
-        console.print(f"op time span: {span['duration_ms']:,.3f} ms", highlight=False)
+        _line(console, f"op time span: {span['duration_ms']:,.3f} ms")
 
-    lines = Table(title="Lines", title_justify="left")
-    for column, justify in (
-        ("host", "left"),
-        ("plane", "left"),
-        ("line", "left"),
-        ("events", "right"),
-    ):
-        lines.add_column(column, justify=justify)  # type: ignore[arg-type]
     shown = [row for row in info["lines"] if row["events"]]
-    for row in shown[:40]:
-        lines.add_row(row["host"], row["plane"], row["line"], f"{row['events']:,}")
-    console.print(lines)
+    line_columns = [Column("plane", "text", drop=1), Column("line", "key"), Column("events")]
+    rows = [[_name(r["plane"]), _name(r["line"]), f"{r['events']:,}"] for r in shown[:40]]
+    if several_hosts:
+        line_columns.insert(0, Column("host", "text", drop=2))
+        for row, r in zip(rows, shown, strict=False):
+            row.insert(0, _name(r["host"]))
+    console.print()
+    fit(line_columns, rows, width).print(console, rows, title="Lines with events")
     if len(shown) > 40:
-        console.print(f"... and {len(shown) - 40} more lines with events (--format json lists all)")
+        _line(
+            console, f"... and {len(shown) - 40} more lines with events (--format json lists all)"
+        )
     for warning in info["warnings"]:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        text = Text("warning: ", style="yellow")
+        text.append(warning)
+        console.print(text)
 
 
-def render_ops(table: columns.Table, by: str, console: Console, title: str | None = None) -> None:
-    out = Table(title=title, title_justify="left")
-    from tpuperf.opstats import GROUPINGS
+# --------------------------------------------------------------------------- ops
 
-    key_columns = [c for c in ("host", "device") if c in table]
-    key_columns += [c for c in GROUPINGS[by] if c not in key_columns]
-    key_columns += [
-        c for c in ("module", "category", "programs") if c in table and c not in key_columns
+# Numeric columns of the op table: (field, header, format, drop order).
+_OPS_NUMBERS = (
+    ("occurrences", "count", lambda v: f"{v:,}", 2),
+    ("total_time_ms", "total ms", lambda v: _number(v, 3), 0),
+    ("time_pct", "time %", lambda v: _number(v, 1), 1),
+    ("avg_time_us", "avg us", lambda v: _number(v, 2), 5),
+    ("self_time_ms", "self ms", lambda v: _number(v, 3), 6),
+    ("flops", "FLOPs", _si, 7),
+    ("bytes_accessed", "bytes", _si, 8),
+)
+
+# The name columns of each --by grouping: (field, header, kind, drop order). The key first.
+_OPS_NAMES: dict[str, tuple[tuple[str, str, Any, int], ...]] = {
+    "program_op": (
+        ("op", "op", "key", 0),
+        ("module", "program", "text", 4),
+        ("category", "category", "text", 3),
+        ("program_id", "program id", "number", 9),
+    ),
+    "op": (
+        ("op", "op", "key", 0),
+        ("category", "category", "text", 4),
+        ("programs", "programs", "number", 3),
+    ),
+    "category": (("category", "category", "key", 0),),
+    "module": (("module", "module", "key", 0), ("category", "category", "text", 4)),
+    "program": (
+        ("module", "program", "key", 0),
+        ("program_id", "program id", "number", 3),
+        ("category", "category", "text", 4),
+    ),
+}
+
+
+def render_ops(
+    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+) -> None:
+    """``tpuperf ops``: one table, or with ``per_device`` one per device, in one layout."""
+    names = [n for n in _OPS_NAMES[by] if n[0] in table]
+    spec = [Column(header, kind, drop=drop) for _, header, kind, drop in names]
+    spec += [Column(header, drop=drop) for _, header, _, drop in _OPS_NUMBERS]
+    records = table.records()
+    if "module" in table and "program_id" in table:
+        records = _programs_apart(records)
+    rows = [
+        [_name(r[field]) for field, *_ in names]
+        + [_number_cell(fmt, r[field]) for field, _, fmt, _ in _OPS_NUMBERS]
+        for r in records
     ]
-    for column in key_columns:
-        out.add_column(column, overflow="fold", max_width=48)
-    numeric = (
-        ("occurrences", "count"),
-        ("total_time_ms", "total ms"),
-        ("self_time_ms", "self ms"),
-        ("avg_time_us", "avg us"),
-        ("time_pct", "time %"),
-        ("flops", "FLOPs"),
-        ("bytes_accessed", "bytes"),
-    )
-    for _, header in numeric:
-        out.add_column(header, justify="right", no_wrap=True)
-    for values in table.records():
-        cells = [str(values[c]) for c in key_columns]
-        cells += [
-            f"{values['occurrences']:,}",
-            _number(values["total_time_ms"], 3),
-            _number(values["self_time_ms"], 3),
-            _number(values["avg_time_us"], 2),
-            _number(values["time_pct"], 1),
-            _si(values["flops"]),
-            _si(values["bytes_accessed"]),
-        ]
-        out.add_row(*cells)
-    console.print(out)
+    layout = fit(spec, rows, _width(console, wide))
+    if not per_device:
+        layout.print(console, rows)
+        return
+    groups: dict[tuple[str, int], list[list[str]]] = {}
+    for record, row in zip(records, rows, strict=True):
+        groups.setdefault((record["host"], record["device"]), []).append(row)
+    for i, ((host, device), group) in enumerate(sorted(groups.items())):
+        if i:
+            console.print()
+        layout.print(console, group, title=f"{host} device {device}", note_hidden=False)
+    layout.print_hidden(console)
+
+
+# Numeric columns of ``ops --by scope|source|pass``: (field, header, format, drop order).
+_SCOPE_NUMBERS = (
+    ("ms_per_step", "ms/step", fmt_step_ms, 0),
+    ("self_ms_per_step", "self/step", fmt_step_ms, 1),
+    ("time_pct", "%", lambda v: _number(v, 1), 2),
+    ("occurrences", "count", lambda v: f"{v:,}", 3),
+)
 
 
 def render_scope_ops(
-    table: columns.Table, by: str, console: Console, title: str | None = None
+    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
-    """`tpuperf ops --by scope|source|pass`, per step (the JSON, CSV and Parquet forms also
-    hold the totals over the capture). Scopes are indented by depth (rows come in tree order),
-    long names shortened in the middle."""
-    from rich import box
-
-    from tpuperf.render.tree import fmt_step_ms, shorten_left, shorten_middle
+    """``tpuperf ops --by scope|source|pass``, per step (the JSON, CSV and Parquet forms also
+    hold the totals over the capture). Scopes are indented by depth (rows come in tree order)."""
     from tpuperf.scopes import split_levels
 
-    numeric = [
-        (name, header)
-        for name, header in (
-            ("ms_per_step", "ms/step"),
-            ("self_ms_per_step", "self/step"),
-            ("time_pct", "%"),
-            ("occurrences", "count"),
-        )
-        if name in table
+    spec = [Column(by, "key")] + ([Column("scope", "text", drop=4)] if by == "source" else [])
+    numbers = [n for n in _SCOPE_NUMBERS if n[0] in table]
+    spec += [Column(header, drop=drop) for _, header, _, drop in numbers]
+    if per_device:
+        spec = [Column("host", "text", drop=5), Column("device", drop=6), *spec]
+    records = table.records()
+    rows = []
+    for r in records:
+        name = str(r[by])
+        if by == "scope" and int(r["depth"]) > 1:
+            name = "  " * (int(r["depth"]) - 1) + split_levels(name)[-1]
+        row = [_name(name)] + ([_name(r["scope"])] if by == "source" else [])
+        row += [_number_cell(fmt, r[field]) for field, _, fmt, _ in numbers]
+        if per_device:
+            row = [_name(r["host"]), str(r["device"]), *row]
+        rows.append(row)
+    fit(spec, rows, _width(console, wide)).print(console, rows)
+
+
+def _programs_apart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records whose program name is shared by several programs (two jits of ``jit_dot``)
+    get the program id after the name, so that rows of different programs never look alike."""
+    ids: dict[str, set[str]] = {}
+    for r in records:
+        ids.setdefault(r["module"], set()).add(r["program_id"])
+    return [
+        {**r, "module": f"{r['module']} #{r['program_id']}"}
+        if len(ids[r["module"]]) > 1 and r["program_id"]
+        else r
+        for r in records
     ]
-    keys = [c for c in ("host", "device") if c in table]
-    names = [by] + (["scope"] if by == "source" else [])
-    out = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in keys:
-        out.add_column(column, no_wrap=True, max_width=12)
-    # The name columns share what the numbers (about 10 columns each) leave.
-    room = console.width - 10 * len(numeric) - 10 * len(keys)
-    width = max(12, room // len(names) - 2)
-    for column in names:
-        out.add_column(column, no_wrap=True, max_width=width)
-    for _, header in numeric:
-        out.add_column(header, justify="right", no_wrap=True)
-    for values in table.records():
-        cells = [shorten_middle(str(values[c]), 12) for c in keys]
-        for column in names:
-            text = str(values[column])
-            if column == "scope" and by == "scope":
-                depth = max(int(values["depth"]), 1)
-                text = "  " * (depth - 1) + split_levels(text)[-1] if depth > 1 else text
-            short = shorten_left if column == "source" else shorten_middle
-            cells.append(short(text, width))
-        for name, _ in numeric:
-            value = values[name]
-            if name == "occurrences":
-                cells.append(f"{value:,}")
-            elif name == "time_pct":
-                cells.append(_number(value, 1))
-            else:
-                cells.append(fmt_step_ms(value))
-        out.add_row(*cells)
-    console.print(out)
+
+
+def _number_cell(format_value: Any, value: Any) -> str:
+    return "-" if _missing(value) else format_value(value)
+
+
+# --------------------------------------------------------------------------- scan
+
+# Columns of the scan table: (row field, column). "profile" is run/host.
+_SCAN_COLUMNS = (
+    ("profile", Column("profile", "key")),
+    ("chip", Column("chip", "text", drop=5)),
+    ("step_time_ms.median", Column("step ms")),
+    ("idle_pct", Column("idle %", drop=1)),
+    ("exposed_collective_pct", Column("coll %", drop=3)),
+    ("flops_utilization_pct", Column("flops %", drop=4)),
+    ("top_recommendation.kind", Column("top recommendation", "text", drop=2, min_width=18)),
+    ("top_recommendation.est_savings_pct", Column("saves %", drop=2)),
+)  # devices, steps, p90 and the rest are in the ndjson, CSV and Parquet rows
+
+
+def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = False) -> None:
+    """``tpuperf scan --format table``: one line per profile, errors listed below."""
+    errors = []
+    cells = []
+    for row in rows:
+        values = {**row, "profile": "/".join(p for p in (row["run"], row["host"]) if p)}
+        if row["error"]:
+            errors.append(f"{values['profile']}: {row['error']}")
+            values["top_recommendation.kind"] = "error (below)"
+        cells.append(
+            [
+                _name(values[field]) if column.kind != "number" else _scan_number(values[field])
+                for field, column in _SCAN_COLUMNS
+            ]
+        )
+    spec = [column for _, column in _SCAN_COLUMNS]
+    fit(spec, cells, _width(console, wide)).print(console, cells)
+    if errors:
+        console.print()
+        _line(console, "errors:")
+        for line in errors:
+            console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def _scan_number(value: Any) -> str:
+    if _missing(value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+    return str(value)
+
+
+# --------------------------------------------------------------------------- analyzers
+
+
+def render_analyzers(rows: Sequence[dict[str, Any]], console: Console, wide: bool = False) -> None:
+    """``tpuperf analyzers``: name, origin and what each finds."""
+    spec = [Column("analyzer", "key"), Column("origin", "text", drop=1), Column("summary", "prose")]
+    cells = [[_name(r["name"]), r["origin"], r["summary"]] for r in rows]
+    fit(spec, cells, _width(console, wide)).print(console, cells)

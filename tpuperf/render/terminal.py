@@ -13,15 +13,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tpuperf.render.fit import Column, Fit, fit, shorten
+
 if TYPE_CHECKING:
     from tpuperf.report import Report
 
-# The split of step time, in bar order: (summary key, label, style).
+# The split of step time, in bar order: (summary key, label, style, character). Each part has
+# its own character, so the bar reads without colour too (a pipe, a CI log, a file).
 SEGMENTS = [
-    ("compute_pct", "compute", "green"),
-    ("exposed_collective_pct", "exposed collective", "red"),
-    ("exposed_copy_pct", "exposed copy", "yellow"),
-    ("no_op_pct", "idle (no op)", "grey50"),
+    ("compute_pct", "compute", "green", "█"),
+    ("exposed_collective_pct", "exposed collective", "red", "▓"),
+    ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
+    ("no_op_pct", "idle (no op)", "grey50", "░"),
 ]
 
 
@@ -51,24 +54,36 @@ def fmt_pct(value: Any) -> str:
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
-    """A bar of ``width`` cells split by compute / exposed collective / copy / idle."""
+    """A bar of ``width`` cells split by compute / exposed collective / copy / idle, each
+    part drawn with its own character (and colour, where the console has colour)."""
     bar = Text()
-    values = [(summary.get(key) or 0.0, style) for key, _, style in SEGMENTS]
-    total = sum(v for v, _ in values) or 1.0
+    values = [(summary.get(key) or 0.0, style, char) for key, _, style, char in SEGMENTS]
+    total = sum(v for v, _, _ in values) or 1.0
     used = 0
-    for i, (value, style) in enumerate(values):
+    for i, (value, style, char) in enumerate(values):
         cells = round(width * value / total) if i < len(values) - 1 else width - used
         cells = max(0, min(cells, width - used))
-        bar.append("█" * cells, style=style)
+        bar.append(char * cells, style=style)
         used += cells
     return bar
 
 
-def _legend(summary: dict[str, Any]) -> Text:
+def _legend(summary: dict[str, Any], width: int) -> Text:
+    """The bar's key, one part per item; lines break between items, never inside one."""
     legend = Text()
-    for key, label, style in SEGMENTS:
-        legend.append("█ ", style=style)
-        legend.append(f"{label} {fmt_pct(summary.get(key))}   ")
+    line = 0
+    for key, label, style, char in SEGMENTS:
+        item = f"{label} {fmt_pct(summary.get(key))}"
+        size = len(item) + 2
+        if line and line + 3 + size > width:
+            legend.append("\n")
+            line = 0
+        elif line:
+            legend.append("   ")
+            line += 3
+        legend.append(f"{char} ", style=style)
+        legend.append(item)
+        line += size
     return legend
 
 
@@ -109,12 +124,15 @@ def _header(report: Report, width: int) -> Panel:
         lines.append(f"utilization {fmt_pct(util)}")
         if s.get("mfu_pct") is not None:
             lines.append(f"   MFU {fmt_pct(s['mfu_pct'])}")
+    inner = max(10, width - 4)  # the panel's border and padding
     lines.append("\n\n")
-    lines.append(split_bar(s, max(10, width - 6)))
+    lines.append(split_bar(s, inner))
     lines.append("\n")
-    lines.append(_legend(s))
-    title = f"tpuperf analyze: {report.source}" if report.source else "tpuperf analyze"
-    return Panel(lines, title=title, title_align="left")
+    lines.append(_legend(s, inner))
+    title = "tpuperf analyze"
+    if report.source:
+        title += ": " + shorten(report.source, max(10, width - len(title) - 8))
+    return Panel(lines, title=Text(title), title_align="left")
 
 
 def _passes(passes: dict[str, Any] | None, width: int) -> Text:
@@ -139,8 +157,6 @@ def _passes(passes: dict[str, Any] | None, width: int) -> Text:
 def _top_ops_code(report: Report, width: int) -> Group | None:
     """One line per top op: where the model's code made it (pass, scope/primitive, file:line);
     None when no top op has scope information."""
-    from tpuperf.render.tree import shorten_middle
-
     rows = [
         r
         for r in report.top_ops.records()
@@ -154,40 +170,43 @@ def _top_ops_code(report: Report, width: int) -> Group | None:
         path = "/".join(p for p in (r["scope"], r["primitive"]) if p)
         source = str(r["source"]).rsplit("/", 1)[-1]
         line = Text("  ")
-        line.append(shorten_middle(str(r["op"]), op_width).ljust(op_width), style="cyan")
+        line.append(shorten(str(r["op"]), op_width).ljust(op_width), style="cyan")
         line.append(f"  {r['pass']:<9} ")
         room = max(8, width - (op_width + 14) - (2 + len(source)) - 1)
-        line.append(shorten_middle(path, room))
+        line.append(shorten(path, room))
         line.append(f"  {source}", style="dim")
         lines.append(line)
     return Group(*lines)
 
 
-def _top_ops_table(report: Report) -> Table:
-    table = Table(title="Top ops (self time per step per device)", title_justify="left")
+def _top_ops(report: Report, width: int | None) -> tuple[Fit, list[list[str]]]:
     # Same-named ops of different programs are different ops: say which program when it varies.
     programs = len(set(report.top_ops.strings("module").tolist())) > 1
-    table.add_column("op", overflow="fold")
+    spec = [Column("op", "key")]
     if programs:
-        table.add_column("program", overflow="fold")
-    table.add_column("kind")
-    table.add_column("time/step", justify="right")
-    table.add_column("% busy", justify="right")
-    table.add_column("count/step", justify="right")
-    table.add_column("bound")
-    table.add_column("roofline eff.", justify="right")
-    for row in report.top_ops.records():
-        table.add_row(
+        spec.append(Column("program", "text", drop=3))
+    spec += [
+        Column("kind", "text", drop=2, min_width=10),
+        Column("time/step"),
+        Column("% busy", drop=1),
+        Column("count/step", drop=5),
+        Column("bound", "text", drop=6, min_width=7),
+        Column("roofline eff.", drop=4),
+    ]
+    rows = [
+        [
             str(row["op"]),
-            *([str(row["module"])] if programs else []),
+            *([str(row["module"] or "-")] if programs else []),
             str(row["kind"]),
             fmt_ms(row["ms_per_step"]),
             fmt_pct(row["pct_of_busy"]),
             f"{row['count_per_step']:.3g}",
             str(row["bound"] or ""),
             fmt_pct(row["efficiency_pct"]),
-        )
-    return table
+        ]
+        for row in report.top_ops.records()
+    ]
+    return fit(spec, rows, width), rows
 
 
 def _fix_for(fix: dict[str, str], platform: str) -> list[tuple[str, str]]:
@@ -198,33 +217,59 @@ def _fix_for(fix: dict[str, str], platform: str) -> list[tuple[str, str]]:
 
 
 def _recommendations(report: Report) -> Group:
+    """Each recommendation under its number, its lines indented under its title."""
     parts: list[Any] = [Text("Recommendations (ranked by estimated savings)", style="bold")]
     if not report.recommendations:
         parts.append(Text("  none: nothing in this profile stands out", style="dim"))
     for i, rec in enumerate(report.recommendations, 1):
-        head = Text()
-        head.append(f"{i}. ", style="bold")
-        head.append(rec.title, style="bold")
+        head = Text(rec.title, style="bold")
         head.append(f"  [{rec.kind}]", style="cyan")
-        parts.append(head)
-        savings = Text("   saves up to ")
+        savings = Text("saves up to ")
         savings.append(
             f"{fmt_ms(rec.est_savings_ms)}/step ({rec.est_savings_pct:.1f}%)", style="bold green"
         )
         savings.append(f", confidence {rec.confidence}")
-        parts.append(savings)
-        parts.append(Text(f"   Evidence: {rec.evidence}"))
-        for label, text in _fix_for(rec.fix, report.platform):
-            parts.append(Text(f"   Fix ({label}): {text}"))
+        lines = [head, savings, Text(f"Evidence: {rec.evidence}")]
+        lines += [
+            Text(f"Fix ({label}): {text}") for label, text in _fix_for(rec.fix, report.platform)
+        ]
+        number = f"{i}."
+        grid = Table.grid()
+        grid.add_column(width=max(3, len(number) + 1), no_wrap=True, style="bold")
+        grid.add_column(overflow="fold")
+        grid.add_row(number, Group(*lines))
+        parts.append(grid)
     return Group(*parts)
 
 
-def _details(report: Report) -> Group:
-    parts: list[Any] = []
+def _collectives(metrics: dict[str, Any], width: int | None) -> tuple[Fit, list[list[str]]]:
+    spec = [
+        Column("kind", "key"),
+        Column("exposed/step"),
+        Column("total/step", drop=1),
+        Column("ops/step", drop=2),
+        Column("sync", "text", drop=3, min_width=4),
+        Column("group size", "text", drop=4),
+    ]
+    rows = [
+        [
+            kind,
+            fmt_ms(m["exposed_ms_per_step"]),
+            fmt_ms(m["ms_per_step"]),
+            f"{m['ops_per_step']:g}",
+            "yes" if m["async_ops_per_step"] == 0 else "no",
+            ",".join(str(x) for x in m["replica_group_sizes"]) or "-",
+        ]
+        for kind, m in metrics["by_kind"].items()
+    ]
+    return fit(spec, rows, width), rows
+
+
+def _details(report: Report, console: Console, width: int | None) -> None:
     idle = report.results.get("idle")
     if idle and idle.metrics.get("idle_pct") is not None:
         m = idle.metrics
-        parts.append(
+        console.print(
             Text(
                 f"Idle: {fmt_pct(m['idle_pct'])} — between steps "
                 f"{fmt_pct(m['between_steps_idle_pct'])}, "
@@ -235,22 +280,11 @@ def _details(report: Report) -> Group:
         )
     coll = report.results.get("collectives")
     if coll and coll.metrics.get("by_kind"):
-        table = Table(title="Exposed collectives by kind", title_justify="left")
-        for col in ("kind", "exposed/step", "total/step", "ops/step", "sync", "group size"):
-            table.add_column(col, justify="left" if col == "kind" else "right")
-        for kind, m in coll.metrics["by_kind"].items():
-            table.add_row(
-                kind,
-                fmt_ms(m["exposed_ms_per_step"]),
-                fmt_ms(m["ms_per_step"]),
-                f"{m['ops_per_step']:g}",
-                "yes" if m["async_ops_per_step"] == 0 else "no",
-                ",".join(str(x) for x in m["replica_group_sizes"]) or "-",
-            )
-        parts.append(table)
+        layout, rows = _collectives(coll.metrics, width)
+        layout.print(console, rows, title="Exposed collectives by kind")
         a = coll.metrics.get("async") or {}
         if a.get("windows"):
-            parts.append(
+            console.print(
                 Text(
                     f"Async windows: {a['windows']} — {a['hidden']} hidden, {a['partial']} "
                     f"partial, {a['exposed']} exposed; compute covers "
@@ -260,7 +294,7 @@ def _details(report: Report) -> Group:
     steps = report.results.get("steps")
     if steps:
         for s in steps.metrics.get("stragglers") or []:
-            parts.append(
+            console.print(
                 Text(
                     f"Straggler: {s['host']} device {s['device']} (modified z {s['z']:.1f}): "
                     f"compute {fmt_ms(s['compute_ms_per_step'])}/step vs median "
@@ -271,25 +305,39 @@ def _details(report: Report) -> Group:
     for name, result in report.results.items():
         for note in result.notes:
             if note not in report.notes:
-                parts.append(Text(f"{name}: {note}", style="yellow"))
+                console.print(Text(f"{name}: {note}", style="yellow"))
     for name, error in report.errors.items():
-        parts.append(Text(f"analyzer {name} failed: {error}", style="bold red"))
+        console.print(Text(f"analyzer {name} failed: {error}", style="bold red"))
     for note in report.notes:
-        parts.append(Text(f"note: {note}", style="dim"))
-    return Group(*parts)
+        console.print(Text(f"note: {note}", style="dim"))
 
 
-def render_report(report: Report, console: Console) -> None:
-    """Write the report to ``console``: summary, top ops, recommendations, details."""
-    width = console.width
-    console.print(_header(report, width))
+def _has_details(report: Report) -> bool:
+    idle = report.results.get("idle")
+    coll = report.results.get("collectives")
+    steps = report.results.get("steps")
+    return bool(
+        (idle and idle.metrics.get("idle_pct") is not None)
+        or (coll and coll.metrics.get("by_kind"))
+        or (steps and steps.metrics.get("stragglers"))
+        or any(r.notes for r in report.results.values())
+        or report.errors
+        or report.notes
+    )
+
+
+def render_report(report: Report, console: Console, wide: bool = False) -> None:
+    """Write the report to ``console``: summary, top ops, recommendations, details. Tables
+    fit the console's width (``wide``: full names and every column)."""
+    width = None if wide else console.width
+    console.print(_header(report, console.width))
     if report.top_ops.n:
-        console.print(_top_ops_table(report))
-        code = _top_ops_code(report, width)
+        layout, rows = _top_ops(report, width)
+        layout.print(console, rows, title="Top ops (self time per step per device)")
+        code = _top_ops_code(report, console.width if width is not None else 10_000)
         if code is not None:
             console.print(code)
     console.print(_recommendations(report))
-    details = _details(report)
-    if details.renderables:
+    if _has_details(report):
         console.print()
-        console.print(details)
+        _details(report, console, width)

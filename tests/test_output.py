@@ -1,0 +1,366 @@
+"""The output layer and the CLI around it: files (atomic, parents made, the umask's mode),
+formats, messages, --debug and its exit codes, --version, help at 80 columns, the decoder
+and file size in `info`, and the install's C-module check."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import importlib.util
+import io
+import itertools
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.conftest import CPU_FIXTURE, REPO
+from tpuperf import __version__, output
+from tpuperf.cli import COMMANDS, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def umask_022() -> Any:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_write_atomic_makes_parents_and_follows_the_umask(
+    tmp_path: Path, umask: int, mode: int
+) -> None:
+    target = tmp_path / "a" / "b" / "out.json"
+    old = os.umask(umask)
+    try:
+        output.write_atomic(target, "text")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "text"
+    assert _mode(target) == mode
+    assert [p.name for p in target.parent.iterdir()] == ["out.json"]
+
+
+def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    target = tmp_path / "out.csv"
+    target.write_text("old")
+
+    def fail(handle: Any) -> None:
+        handle.write(b"half of a new fi")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        output.write_atomic(target, fail)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]  # no temporary file left
+
+
+def test_write_atomic_to_an_fsspec_url() -> None:
+    import fsspec
+
+    output.write_atomic("memory://results/rows.csv", b"a,b\n1,2\n")
+    assert fsspec.filesystem("memory").cat("/results/rows.csv") == b"a,b\n1,2\n"
+
+
+# --------------------------------------------------------------------------- -o everywhere
+
+# (command line, file name, how to read the file back): each writes into a directory that
+# does not exist yet.
+_OUTPUTS = [
+    (["info", str(CPU_FIXTURE)], "info.txt", lambda p: "Devices" in p.read_text()),
+    (["info", str(CPU_FIXTURE)], "info.json", lambda p: json.loads(p.read_text())["devices"]),
+    (["ops", str(CPU_FIXTURE)], "ops.txt", lambda p: "ynn_fusion.3" in p.read_text()),
+    (["ops", str(CPU_FIXTURE)], "ops.csv", lambda p: pd.read_csv(p)["occurrences"].sum() == 272),
+    (
+        ["ops", str(CPU_FIXTURE)],
+        "ops.parquet",
+        lambda p: pd.read_parquet(p)["occurrences"].sum() == 272,
+    ),
+    (["analyze", str(CPU_FIXTURE)], "report.txt", lambda p: "Recommendations" in p.read_text()),
+    (["analyze", str(CPU_FIXTURE)], "report.md", lambda p: p.read_text().startswith("# ")),
+    (["analyze", str(CPU_FIXTURE)], "report.json", lambda p: json.loads(p.read_text())["summary"]),
+    (["analyzers"], "analyzers.json", lambda p: json.loads(p.read_text())["analyzers"]),
+    (["analyzers"], "analyzers.txt", lambda p: "roofline" in p.read_text()),
+    (
+        ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
+        "rows.txt",
+        lambda p: "cpu" in p.read_text(),
+    ),
+    (
+        ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
+        "rows.ndjson",
+        lambda p: json.loads(p.read_text())["steps"] == 7,
+    ),
+    (
+        ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
+        "rows.parquet",
+        lambda p: pd.read_parquet(p)["steps"].tolist() == [7],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "name", "check"), _OUTPUTS, ids=[f"{a[0]}-{n}" for a, n, _ in _OUTPUTS]
+)
+def test_output_into_a_missing_directory(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    umask_022: None,
+    args: list[str],
+    name: str,
+    check: Any,
+) -> None:
+    target = tmp_path / "new" / "dir" / name
+    code, out, err = run(capsys, *args, "-o", str(target))
+    assert code == 0, err
+    assert out == ""
+    assert f"tpuperf: wrote {target}" in err.splitlines()
+    assert check(target)
+    assert _mode(target) == 0o644
+    assert [p.name for p in target.parent.iterdir()] == [name]
+
+
+def test_the_suffix_chooses_the_format_and_an_explicit_format_wins(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert run(capsys, "ops", str(CPU_FIXTURE), "-o", str(tmp_path / "a.json"))[0] == 0
+    assert json.loads((tmp_path / "a.json").read_text())["by"] == "program_op"
+    assert run(capsys, "ops", str(CPU_FIXTURE), "-f", "csv", "-o", str(tmp_path / "b.json"))[0] == 0
+    assert (tmp_path / "b.json").read_text().startswith("program_id,op,")
+
+
+def test_text_files_are_plain_at_the_file_width(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # forces colour on pipes, never on files
+    target = tmp_path / "report.txt"
+    assert run(capsys, "analyze", str(CPU_FIXTURE), "-o", str(target))[0] == 0
+    lines = target.read_text().splitlines()
+    assert "\x1b[" not in target.read_text()
+    assert max(len(line) for line in lines) == output.FILE_WIDTH  # the panel's width
+
+
+def test_a_binary_format_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "ops", str(CPU_FIXTURE), "-f", "parquet")
+    assert code == 2 and out == ""
+    assert "-o FILE.parquet" in err
+
+
+def test_a_format_a_command_does_not_offer_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(capsys, "info", str(CPU_FIXTURE), "-f", "csv")
+    assert code == 2
+    assert "'csv' is not one of 'table', 'json'" in err
+
+
+def test_every_format_has_a_renderer() -> None:
+    assert set(output.RENDERERS) == set(output.Format)
+
+
+def test_csv_and_ndjson_render_from_rows() -> None:
+    rows = output.Rows(["a", "b"], [{"a": 1, "b": float("nan")}, {"a": 2, "b": 0.1}])
+    csv_view = output.View(rows=lambda: rows)
+    buffer = io.BytesIO()
+    output.RENDERERS[output.Format.csv](csv_view, output.Destination(buffer))
+    assert buffer.getvalue() == b"a,b\n1,\n2,0.1\n"
+    rows = output.Rows(["a", "b"], [{"a": 1, "b": float("nan")}])
+    buffer = io.BytesIO()
+    output.RENDERERS[output.Format.ndjson](
+        output.View(rows=lambda: rows), output.Destination(buffer)
+    )
+    assert buffer.getvalue() == b'{"a":1,"b":null}\n'
+
+
+def test_json_documents_share_one_schema_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from tpuperf import report, scanning
+
+    versions = {
+        json.loads(run(capsys, *args, "-f", "json")[1])["schema_version"]
+        for args in (["info", str(CPU_FIXTURE)], ["ops", str(CPU_FIXTURE)], ["analyzers"])
+    }
+    assert versions == {output.SCHEMA_VERSION} == {report.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
+
+
+# --------------------------------------------------------------------------- messages, exit codes
+
+
+def test_messages_are_one_style(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(
+        capsys, "ops", str(CPU_FIXTURE), "--by", "op", "-f", "csv", "-o", str(tmp_path / "x.csv")
+    )
+    assert code == 0
+    assert err.splitlines() == [f"tpuperf: wrote {tmp_path / 'x.csv'}"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["info", "/nonexistent/profile.xplane.pb"], 4),
+        (["scan", str(CPU_FIXTURE), "--fail-on", "idle_pct>>1"], 2),
+        (["ops", str(CPU_FIXTURE), "--top", "0"], 2),
+    ],
+)
+def test_debug_keeps_the_exit_code_and_shows_the_traceback(
+    capsys: pytest.CaptureFixture[str], args: list[str], code: int
+) -> None:
+    plain_code, _, plain_err = run(capsys, *args)
+    debug_code, _, debug_err = run(capsys, "--debug", *args)
+    assert plain_code == debug_code == code
+    assert "Traceback" not in plain_err
+    assert "Traceback (most recent call last)" in debug_err
+    assert plain_err.splitlines()[-1] == debug_err.splitlines()[-1]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "--version") == (0, f"tpuperf {__version__}\n", "")
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and f"tpuperf {__version__}" in out
+
+
+@pytest.mark.parametrize("command", ["", *(name for name, _ in COMMANDS)])
+def test_help_reads_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, *([command] if command else []), "--help")
+    assert code == 0
+    lines = out.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "<bool>" not in out and "``" not in out
+    if not command:
+        return
+    doc = importlib.import_module(dict(COMMANDS)[command]).command.__doc__
+    # Prose reflows: within a paragraph of the description, a line ends only where the next
+    # word would not fit (the docstring's hard line breaks are gone).
+    start = next(i for i, line in enumerate(lines) if line.startswith(" Usage:")) + 2
+    end = next(i for i, line in enumerate(lines) if line.strip() == "Example:")
+    paragraph: list[str] = []
+    for line in [*lines[start:end], ""]:
+        if line.strip():
+            paragraph.append(line.rstrip())
+            continue
+        for this, following in itertools.pairwise(paragraph):
+            assert len(this) + 1 + len(following.split()[0]) > 78, (this, following)
+        paragraph = []
+    # Example lines are kept whole and indented.
+    examples = [line.strip() for line in doc.splitlines() if line.strip().startswith("tpuperf ")]
+    assert examples
+    for example in examples:
+        assert f"     {example}" in out, example
+    # Choices never break inside a word: formats are listed in the help text.
+    if "--format" in out:
+        assert "FORMAT" in out and not re.search(r"<[a-z|]*\n", out)
+
+
+# --------------------------------------------------------------------------- info
+
+
+def test_info_says_which_decoder(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf import xspace
+
+    info = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])
+    assert info["decoder"] == ("native" if xspace._native is not None else "numpy")
+    monkeypatch.setattr(xspace, "_native", None)
+    info = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])
+    assert info["decoder"] == "numpy"
+    assert "decoder numpy" in run(capsys, "info", str(CPU_FIXTURE))[1]
+
+
+def test_info_of_a_gzip_file_says_the_size_is_decompressed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw = CPU_FIXTURE.read_bytes()
+    path = tmp_path / "host.xplane.pb.gz"
+    path.write_bytes(gzip.compress(raw))
+    host = json.loads(run(capsys, "info", str(path), "-f", "json")[1])["hosts"][0]
+    assert host["size_bytes"] == len(raw)
+    assert host["file_bytes"] == path.stat().st_size < len(raw)
+    assert host["gzip"] is True
+    plain = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])["hosts"][0]
+    assert plain["size_bytes"] == plain["file_bytes"] == len(raw) and plain["gzip"] is False
+    monkeypatch.setenv("COLUMNS", "120")
+    text = run(capsys, "info", str(path))[1]
+    assert (
+        f"{len(raw) / 1e6:.1f} MB decompressed (gzip file {path.stat().st_size / 1e6:.1f} MB)"
+        in text
+    )
+
+
+# --------------------------------------------------------------------------- install
+
+
+def _setup_module(monkeypatch: pytest.MonkeyPatch) -> Any:
+    pytest.importorskip("setuptools")
+    import setuptools
+
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    spec = importlib.util.spec_from_file_location("tpuperf_setup", REPO / "setup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(module: Any, tmp_path: Path) -> Any:
+    from setuptools import Distribution
+
+    dist = Distribution({"name": "tpuperf", "ext_modules": [module.NATIVE]})
+    command = module.BuildNative(dist)
+    command.build_lib = str(tmp_path / "lib")
+    command.build_temp = str(tmp_path / "temp")
+    command.ensure_finalized()
+    return command
+
+
+def test_a_c_module_that_does_not_build_stops_the_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = _setup_module(monkeypatch)
+    monkeypatch.delenv("TPUPERF_NO_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "false")  # a compiler that always fails
+    monkeypatch.chdir(REPO)
+    with pytest.raises(RuntimeError, match="TPUPERF_NO_NATIVE=1"):
+        _build(module, tmp_path).run()
+
+
+def test_tpuperf_no_native_installs_without_the_c_module(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = _setup_module(monkeypatch)
+    monkeypatch.setenv("TPUPERF_NO_NATIVE", "1")
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.chdir(REPO)
+    _build(module, tmp_path).run()
+    assert not list(tmp_path.rglob("*.so"))
+
+
+def test_cli_module_runs_as_a_script() -> None:
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "tpuperf", "--version"], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0 and result.stdout == f"tpuperf {__version__}\n"

@@ -1,0 +1,343 @@
+"""Every command's terminal output, on every profile, at widths 80, 100, 120 and 200 (and
+``--wide``): no line wider than the width, the identifying column present and non-empty in
+every row (whole, or shortened to pieces of the name in order), rows on one line, and the
+numbers whole and equal to the JSON's.
+
+The 80-column outputs are also compared with reviewed files in tests/golden_text/, taken
+through the CLI as a user sees them on a pipe at COLUMNS=80; regenerate them with
+
+    pytest tests/test_render_widths.py --update-golden
+
+and read the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from tests._tables import check_table, tables
+from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES
+from tpuperf.cli import main
+
+GOLDEN_TEXT = Path(__file__).resolve().parent / "golden_text"
+WIDTHS = [80, 100, 120, 200, None]  # None: --wide
+
+# Every profile: the CPU fixture, and every real one in ../shared/profiles (when present).
+PROFILES = [CPU_FIXTURE] + (
+    sorted(SHARED_PROFILES.rglob("*.xplane.pb")) if SHARED_PROFILES.exists() else []
+)
+IDS = [p.name.split(".")[0] for p in PROFILES]
+
+
+class Data:
+    """What the commands show for one profile, computed once."""
+
+    def __init__(self, path: Path) -> None:  # a file or a run directory
+        from tpuperf.inspect import describe
+        from tpuperf.opstats import aggregate_table
+        from tpuperf.profile import load
+        from tpuperf.report import analyze
+
+        profile = load(str(path))
+        self.info = json.loads(json.dumps(describe(profile)))
+        self.ops = aggregate_table(profile)
+        self.ops_by_op = aggregate_table(profile, by="op")
+        self.ops_per_device = aggregate_table(profile, by="category", per_device=True, top=3)
+        self.report = analyze(profile)
+
+
+_DATA: dict[Any, Data] = {}
+# A generated training run too: several hosts, collectives (the report's collectives table).
+SCENARIO = "collective_training"
+
+
+@pytest.fixture(params=[*PROFILES, SCENARIO], ids=[*IDS, SCENARIO])
+def data(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Data:
+    key = request.param
+    if key not in _DATA:
+        path = key
+        if key == SCENARIO:
+            from fixtures.generate import write_run
+
+            path = write_run(SCENARIO, tmp_path_factory.mktemp(SCENARIO), seed=0, steps=6)[0]
+        _DATA[key] = Data(path)
+    return _DATA[key]
+
+
+def _render(draw: Callable[[Console, bool], None], width: int | None) -> list[str]:
+    buffer = io.StringIO()
+    draw(Console(file=buffer, width=width or 80, color_system=None), width is None)
+    lines = buffer.getvalue().splitlines()
+    if width is not None:
+        wide = [line for line in lines if cell_len(line) > width]
+        assert not wide, f"{len(wide)} line(s) wider than {width}: {wide[:3]}"
+    return lines
+
+
+def _one(lines: list[str], header: str, first_column: bool = False) -> Any:
+    found = [t for t in tables(lines, header) if not first_column or t.key_at == 0]
+    assert len(found) == 1, f"{len(found)} tables with a {header!r} column"
+    return found[0]
+
+
+def _ms(value: float) -> str:
+    """Milliseconds as the report prints them (the rule in README: 3 significant places)."""
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 1:
+        return f"{value:.2f} ms"
+    return f"{value * 1000:.1f} us"
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_info(data: Data, width: int | None) -> None:
+    from tpuperf.render.tables import render_info
+
+    lines = _render(lambda c, wide: render_info(data.info, c, wide=wide), width)
+    devices = data.info["devices"]
+    check_table(
+        lines,
+        _one(lines, "chip"),
+        [d["chip"] for d in devices],
+        [[f"{d['ops']:,}"] for d in devices],
+        width,
+    )
+    shown = [r for r in data.info["lines"] if r["events"]][:40]
+    check_table(
+        lines,
+        _one(lines, "line"),
+        [r["line"] for r in shown],
+        [[f"{r['events']:,}"] for r in shown],
+        width,
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+@pytest.mark.parametrize("by", ["program_op", "op"])
+def test_ops(data: Data, width: int | None, by: str) -> None:
+    from tpuperf.render.tables import render_ops
+
+    table = data.ops if by == "program_op" else data.ops_by_op
+    lines = _render(lambda c, wide: render_ops(table, by, c, wide=wide), width)
+    records = table.records()
+    check_table(
+        lines,
+        _one(lines, "op"),
+        [r["op"] for r in records],
+        [[f"{r['total_time_ms']:,.3f}", f"{r['occurrences']:,}"] for r in records],
+        width,
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | None) -> None:
+    from tpuperf.render.tables import render_ops
+
+    table = data.ops_per_device
+    lines = _render(
+        lambda c, wide: render_ops(table, "category", c, wide=wide, per_device=True), width
+    )
+    devices: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for record in table.records():
+        devices.setdefault((record["host"], record["device"]), []).append(record)
+    found = tables(lines, "category")
+    assert len(found) == len(devices)
+    for (host, device), one, rows in zip(
+        sorted(devices), found, [devices[k] for k in sorted(devices)], strict=True
+    ):
+        title = next(
+            line for line in lines[max(0, one.rule - 3) : one.rule][::-1] if "device" in line
+        )
+        assert title == f"{host} device {device}"
+        check_table(
+            lines,
+            one,
+            [r["category"] for r in rows],
+            [[f"{r['total_time_ms']:,.3f}", f"{r['time_pct']:,.1f}"] for r in rows],
+            width,
+        )
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_analyze(data: Data, width: int | None) -> None:
+    from tpuperf.render.terminal import render_report
+
+    report = data.report
+    lines = _render(lambda c, wide: render_report(report, c, wide=wide), width)
+    top = report.top_ops.records()
+    if top:
+        check_table(
+            lines,
+            _one(lines, "op", first_column=True),
+            [r["op"] for r in top],
+            [[_ms(r["ms_per_step"])] for r in top],
+            width,
+        )
+    collectives = report.results.get("collectives")
+    by_kind = collectives.metrics.get("by_kind") if collectives else None
+    if by_kind:
+        check_table(
+            lines,
+            _one(lines, "kind", first_column=True),
+            list(by_kind),
+            [[_ms(m["exposed_ms_per_step"])] for m in by_kind.values()],
+            width,
+        )
+    for i, rec in enumerate(report.recommendations, 1):
+        assert any(line.startswith(f"{i}. ") for line in lines)
+        assert any(f"({rec.est_savings_pct:.1f}%)" in line for line in lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_analyzers(width: int | None) -> None:
+    from tpuperf.analyzers import base
+
+    from tpuperf.render.tables import render_analyzers
+
+    rows = [
+        {"name": name, "summary": a.summary, "origin": "built-in"}
+        for name, a in base.available().items()
+    ]
+    lines = _render(lambda c, wide: render_analyzers(rows, c, wide=wide), width)
+    check_table(
+        lines,
+        _one(lines, "analyzer"),
+        [r["name"] for r in rows],
+        [[] for _ in rows],
+        width,
+        multiline=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def scan_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    out = tmp_path_factory.mktemp("scan") / "rows.ndjson"
+    assert main(["scan", *map(str, PROFILES), "--no-cache", "--workers", "1", "-o", str(out)]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _scan_number(value: float) -> str:
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
+    from tpuperf.render.tables import render_scan
+
+    lines = _render(lambda c, wide: render_scan(scan_rows, c, wide=wide), width)
+    check_table(
+        lines,
+        _one(lines, "profile"),
+        [f"{r['run']}/{r['host']}" for r in scan_rows],
+        [
+            [_scan_number(r["step_time_ms.median"])]
+            if r["step_time_ms.median"] is not None and math.isfinite(r["step_time_ms.median"])
+            else []
+            for r in scan_rows
+        ],
+        width,
+    )
+
+
+# --------------------------------------------------------------------------- golden text
+
+
+def _golden_commands(path: Path) -> list[tuple[str, list[str]]]:
+    return [
+        ("info", ["info", str(path)]),
+        ("ops", ["ops", str(path), "--top", "15"]),
+        ("ops_per_device", ["ops", str(path), "--by", "category", "--per-device", "--top", "3"]),
+        ("analyze", ["analyze", str(path)]),
+        ("ops_scope", ["ops", str(path), "--by", "scope", "--top", "15"]),
+        ("tree", ["tree", str(path)]),
+        ("diff", ["diff", str(path), str(path)]),
+    ]
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+@pytest.mark.parametrize("path", PROFILES, ids=IDS)
+def test_scope_tree_and_diff_fit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, path: Path, width: int
+) -> None:
+    """ops --by scope|source, tree and diff: no line wider than the terminal."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    for args in (
+        ["ops", str(path), "--by", "scope"],
+        ["ops", str(path), "--by", "source"],
+        ["tree", str(path), "--min-pct", "0"],
+        ["diff", str(path), str(path), "--top", "30"],
+    ):
+        lines = _cli_text(capsys, args).splitlines()
+        wide = [line for line in lines if cell_len(line) > width]
+        assert not wide, f"{args[0]} {args[-1]}: {len(wide)} line(s) wider than {width}: {wide[:2]}"
+
+
+def _relative(path: Path) -> tuple[Path, Path]:
+    """The directory to run in, and the profile's path from there (outputs name it)."""
+    if path == CPU_FIXTURE:
+        return REPO, path.relative_to(REPO)
+    return SHARED_PROFILES.parent, path.relative_to(SHARED_PROFILES.parent)
+
+
+def _cli_text(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    assert main(args) == 0, args
+    text = capsys.readouterr().out
+    # The decoder depends on the install, not on the profile.
+    text = text.replace(
+        "decoder numpy (the C module is not built: slower, same results)",
+        "decoder C module (tpuperf._wire_native)",
+    )
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def _check_golden(request: pytest.FixtureRequest, name: str, text: str) -> None:
+    path = GOLDEN_TEXT / f"{name}.txt"
+    lines = text.splitlines()
+    assert all(cell_len(line) <= 80 for line in lines), name
+    if request.config.getoption("--update-golden"):
+        GOLDEN_TEXT.mkdir(exist_ok=True)
+        path.write_text(text)
+        return
+    if not path.exists():
+        pytest.fail(f"no golden text {path.name}: run pytest {__file__} --update-golden")
+    assert text == path.read_text(), f"{name}: the output changed; see --update-golden"
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=IDS)
+def test_golden_text_at_80_columns(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    path: Path,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    root, relative = _relative(path)
+    monkeypatch.chdir(root)
+    for command, args in _golden_commands(relative):
+        text = _cli_text(capsys, args)
+        _check_golden(request, f"{path.name.split('.')[0]}.{command}", text)
+
+
+def test_golden_text_scan_and_analyzers(
+    request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    _check_golden(request, "analyzers", _cli_text(capsys, ["analyzers"]))
+    if not SHARED_PROFILES.exists():
+        pytest.skip(f"real profiles not available ({SHARED_PROFILES} is absent)")
+    monkeypatch.chdir(SHARED_PROFILES.parent)
+    text = _cli_text(capsys, ["scan", "profiles", "--no-cache", "--workers", "1"])
+    _check_golden(request, "scan", text)
+    assert re.search(r"tpu/v6e_4chip_inference\s+784\.3", text)

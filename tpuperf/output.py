@@ -1,0 +1,546 @@
+"""The output layer: the one place where the CLI chooses a format, renders, and writes.
+
+A command describes what it produced as a :class:`View` and hands it to :func:`emit` with the
+:class:`Format` the user chose; this module picks the renderer, writes stdout or a file
+(atomically), and says so on stderr. What a command needs, and all it should use:
+
+``Format``, ``format_option(*formats)``, ``choose_format(value, output, formats)``
+    Every output format is declared once, in ``Format``. A command offers its subset as its
+    ``--format/-f`` option (``format: Format | None = format_option(Format.table,
+    Format.json)``; help and shell completion list the subset) and resolves the user's choice
+    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...),
+    else the first offered. A format that needs a file (parquet) without ``-o`` is a usage
+    error, raised before any work is done.
+``View``
+    What a command produced, as callables run only for the format asked for: ``document``
+    (json), ``rows`` (csv, parquet, ndjson: a :class:`Rows`, which may stream), ``table``
+    (``table(console, wide)`` draws on a rich console), ``markdown`` (md).
+``emit(view, fmt, output, wide=False)``
+    Renders ``view`` as ``fmt`` on stdout, or into ``output`` (a path or an fsspec URL such
+    as ``gs://``) written whole or not at all, then ``tpuperf: wrote OUTPUT`` on stderr.
+``RENDERERS``
+    ``Format -> renderer(view, destination)``, one per format. Adding a format is adding a
+    member to ``Format``, a renderer here, and the ``View`` field it reads.
+``write_atomic(path, data)``
+    The one atomic writer: a temporary file in the target directory, fsync, rename; parent
+    directories created; the file mode follows the umask, as a shell redirect does.
+``console(file=None, stderr=False)``, ``text_width()``
+    The one console factory and the one width rule: a terminal is drawn at its own width and
+    colours; a pipe or a file at ``$COLUMNS`` columns, else ``FILE_WIDTH`` (100), in plain
+    text (``--wide`` lifts the width: full names, no column left out).
+``SCHEMA_VERSION``, ``json_text(document)``
+    The one version of every JSON document and row layout, and the JSON text of a document.
+``say(message)``, ``note(message)``, ``wrote(path)``
+    Messages on stderr, each ``tpuperf: ...``.
+``output_option()``, ``wide_option()``
+    The ``-o/--output`` and ``--wide`` options, worded the same in every command.
+
+Tables that fit a width (identifying column kept, long names shortened in the middle,
+numbers never cut) are drawn with :mod:`tpuperf.render.fit`. Only stdlib modules are imported
+at the top: rich, typer, pyarrow and fsspec are imported where they are used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import secrets
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from tpuperf.errors import UsageError
+from tpuperf.jsonout import SCHEMA_VERSION, clean
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "FILE_WIDTH",
+    "RENDERERS",
+    "SCHEMA_VERSION",
+    "Format",
+    "Rows",
+    "View",
+    "choose_format",
+    "console",
+    "emit",
+    "format_option",
+    "json_text",
+    "note",
+    "output_option",
+    "say",
+    "text_width",
+    "wide_option",
+    "write_atomic",
+    "wrote",
+]
+
+# Width of a table or report written to a file or a pipe, unless $COLUMNS says otherwise.
+FILE_WIDTH = 100
+
+# Rows per Parquet row group when rows stream into a file.
+_PARQUET_BATCH = 512
+
+
+class Format(str, Enum):
+    """Every output format of every command (each command offers a subset)."""
+
+    table = "table"  # a rich table or report: the terminal's width, plain text in files
+    json = "json"  # one JSON document with schema_version
+    md = "md"  # Markdown
+    csv = "csv"  # a header line, then one line per row
+    parquet = "parquet"  # columns in a Parquet file (needs -o)
+    ndjson = "ndjson"  # one JSON object per row and line
+
+    @property
+    def needs_file(self) -> bool:
+        return self is Format.parquet
+
+
+# File suffixes that choose a format when --format is not given.
+SUFFIXES = {
+    ".json": Format.json,
+    ".md": Format.md,
+    ".csv": Format.csv,
+    ".parquet": Format.parquet,
+    ".ndjson": Format.ndjson,
+    ".jsonl": Format.ndjson,
+    ".txt": Format.table,
+}
+
+
+def format_option(*formats: Format, help: str | None = None) -> Any:
+    """The ``--format/-f`` option of a command offering ``formats`` (the first is the
+    default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
+    into an enum of just these formats (:func:`bind_formats`), so help and completion list
+    them."""
+    import typer
+
+    names = [f.value for f in formats]
+    listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    text = help or f"{listed} (default: from the -o suffix, else {names[0]})."
+    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
+    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
+    return option
+
+
+def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
+    so that Typer checks, lists and completes only those. Returns ``function``."""
+    import inspect
+
+    for name, parameter in inspect.signature(function).parameters.items():
+        offered = getattr(parameter.default, "tpuperf_formats", None)
+        if offered:
+            subset = Enum(  # type: ignore[misc]
+                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
+                {f.name: f.value for f in offered},
+                type=str,
+            )
+            function.__annotations__[name] = subset | None
+    return function
+
+
+def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> Format:
+    """The format to write: ``value`` (one of ``formats``) when given, else the one the suffix
+    of ``output`` names (when offered), else ``formats[0]``. Checks that it can be written
+    there: a binary format needs ``output``; a URL needs a filesystem fsspec knows."""
+    if value is not None:
+        chosen = Format(getattr(value, "value", value))
+        if chosen not in formats:
+            offered = ", ".join(f.value for f in formats)
+            raise UsageError(f"--format {chosen.value}: choose one of {offered}")
+    else:
+        suffix = Path(output or "").suffix.lower()
+        chosen = SUFFIXES.get(suffix, formats[0]) if output else formats[0]
+        if chosen not in formats:
+            chosen = formats[0]
+    if chosen.needs_file and output is None:
+        raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
+    if output is not None and "://" in output:
+        _check_url(output)
+    return chosen
+
+
+def output_option(
+    help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
+) -> Any:
+    import typer
+
+    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
+
+
+def wide_option() -> Any:
+    import typer
+
+    return typer.Option(
+        False,
+        "--wide",
+        help="Full names and every column, however wide (lines may wrap in the terminal).",
+    )
+
+
+# --------------------------------------------------------------------------- what to render
+
+
+@dataclass
+class Rows:
+    """Rows for csv, parquet and ndjson: field names and records (a list, or an iterator
+    that streams). ``arrow_schema`` fixes the Parquet column types (else the first batch's)."""
+
+    fields: Sequence[str]
+    records: Iterable[Mapping[str, Any]]
+    arrow_schema: Any = None
+
+    @classmethod
+    def from_table(cls, table: Any) -> Rows:
+        """The rows of a :class:`tpuperf.columns.Table`, with its column types."""
+        return cls(list(table), table.records(), _arrow_schema(table))
+
+
+@dataclass
+class View:
+    """What a command produced, for each format it offers (see the module docstring)."""
+
+    document: Callable[[], Mapping[str, Any]] | None = None
+    rows: Callable[[], Rows] | None = None
+    table: Callable[[Console, bool], None] | None = None
+    markdown: Callable[[], str] | None = None
+
+
+class Destination:
+    """Where a renderer writes: stdout, or an open file (binary)."""
+
+    def __init__(self, handle: BinaryIO | None, wide: bool = False) -> None:
+        self._handle = handle
+        self.wide = wide
+
+    @property
+    def is_file(self) -> bool:
+        return self._handle is not None
+
+    @property
+    def binary(self) -> BinaryIO:
+        if self._handle is not None:
+            return self._handle
+        sys.stdout.flush()
+        return sys.stdout.buffer
+
+    def write_text(self, text: str) -> None:
+        if self._handle is None:
+            sys.stdout.write(text)
+        else:
+            self._handle.write(text.encode("utf-8"))
+
+    @contextlib.contextmanager
+    def console(self) -> Iterator[Console]:
+        """A console on stdout (the terminal's width and colours), or plain text at the file
+        width on the file."""
+        if self._handle is None:
+            yield console()
+            return
+        text = io.TextIOWrapper(self._handle, encoding="utf-8", newline="")  # type: ignore[arg-type]
+        try:
+            yield console(text, color=False)
+        finally:
+            text.flush()
+            text.detach()
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def _render_table(view: View, destination: Destination) -> None:
+    assert view.table is not None
+    with destination.console() as out:
+        view.table(out, destination.wide)
+
+
+def _render_json(view: View, destination: Destination) -> None:
+    assert view.document is not None
+    destination.write_text(json_text(view.document()))
+
+
+def _render_markdown(view: View, destination: Destination) -> None:
+    assert view.markdown is not None
+    text = view.markdown()
+    destination.write_text(text if text.endswith("\n") else text + "\n")
+
+
+def _render_csv(view: View, destination: Destination) -> None:
+    import csv
+
+    assert view.rows is not None
+    rows = view.rows()
+    handle = destination.binary
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+
+    def line(values: Iterable[Any]) -> None:
+        writer.writerow(values)
+        handle.write(buffer.getvalue().encode("utf-8"))
+        buffer.seek(0)
+        buffer.truncate()
+        handle.flush()
+
+    line(rows.fields)
+    for record in rows.records:
+        line(_csv_cell(record.get(name)) for name in rows.fields)
+
+
+def _csv_cell(value: Any) -> Any:
+    """One CSV cell: empty for null, NaN and infinities; floats in full (repr)."""
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return repr(value) if isinstance(value, float) else value
+
+
+def _render_ndjson(view: View, destination: Destination) -> None:
+    assert view.rows is not None
+    handle = destination.binary
+    for record in view.rows().records:
+        line = json.dumps(clean(dict(record)), allow_nan=False, separators=(",", ":"))
+        handle.write((line + "\n").encode("utf-8"))
+        handle.flush()
+
+
+def _render_parquet(view: View, destination: Destination) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    assert view.rows is not None
+    rows = view.rows()
+    schema = rows.arrow_schema
+    writer = None
+    batch: list[Mapping[str, Any]] = []
+
+    def flush() -> None:
+        nonlocal schema, writer
+        table = pa.Table.from_pylist([dict(r) for r in batch], schema=schema)
+        if writer is None:
+            schema = _with_version(table.schema)
+            writer = pq.ParquetWriter(destination.binary, schema)
+        writer.write_table(table.cast(schema) if table.schema != schema else table)
+        batch.clear()
+
+    try:
+        for record in rows.records:
+            batch.append(record)
+            if len(batch) >= _PARQUET_BATCH:
+                flush()
+        if batch or writer is None:
+            if schema is None and not batch:
+                schema = pa.schema([(name, pa.null()) for name in rows.fields])
+            flush()
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _with_version(schema: Any) -> Any:
+    """``schema`` with the file metadata ``tpuperf`` = ``{"schema_version": N}``."""
+    metadata = dict(schema.metadata or {})
+    metadata[b"tpuperf"] = json.dumps({"schema_version": SCHEMA_VERSION}).encode()
+    return schema.with_metadata(metadata)
+
+
+def _arrow_schema(table: Any) -> Any:
+    import pyarrow as pa
+
+    from tpuperf.columns import Strings
+
+    fields = []
+    for name in table:
+        column = table[name]
+        if isinstance(column, Strings):
+            fields.append((name, pa.string()))
+        else:
+            fields.append((name, pa.from_numpy_dtype(table.array(name).dtype)))
+    return pa.schema(fields)
+
+
+RENDERERS: dict[Format, Callable[[View, Destination], None]] = {
+    Format.table: _render_table,
+    Format.json: _render_json,
+    Format.md: _render_markdown,
+    Format.csv: _render_csv,
+    Format.parquet: _render_parquet,
+    Format.ndjson: _render_ndjson,
+}
+
+
+def emit(view: View, fmt: Format, output: str | None = None, wide: bool = False) -> None:
+    """Render ``view`` as ``fmt`` on stdout, or into ``output`` (whole or not at all)."""
+    render = RENDERERS[fmt]
+    if output is None:
+        render(view, Destination(None, wide))
+        sys.stdout.flush()
+        return
+    write_atomic(output, lambda handle: render(view, Destination(handle, wide)))
+    wrote(output)
+
+
+def json_text(document: Mapping[str, Any]) -> str:
+    """The JSON text of ``document``: ``schema_version`` first, plain types, no NaN."""
+    ordered = {"schema_version": SCHEMA_VERSION, **document}
+    return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_atomic(
+    path: str | os.PathLike[str],
+    data: bytes | str | Callable[[BinaryIO], None],
+    fsync: bool = True,
+) -> None:
+    """Write ``data`` (bytes, text, or ``write(handle)``) to ``path`` so that readers see the
+    old file or the new one, never half of one.
+
+    A local path: a temporary file beside it (``.NAME.*.tmp``, which globs for ``*.json``
+    or ``*.xplane.pb`` do not match), flushed to disk (``fsync``; a cache passes False),
+    then renamed over ``path``; missing parent directories are made. The file is created
+    with mode 0666 less the umask, as ``>`` in a shell makes it (``tempfile.mkstemp`` would
+    make it 0600). An fsspec URL (``gs://...``): written locally the same way, then
+    uploaded; an object appears only once its upload completes.
+    """
+    target = os.fspath(path)
+    if "://" in target:
+        local = _local_path(target)
+        if local is None:
+            _upload(target, data)
+            return
+        target = local
+    final = Path(target)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if callable(data):
+                data(handle)
+            else:
+                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    if fsync:
+        _fsync_directory(final.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable (where the platform lets a directory be opened)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _local_path(url: str) -> str | None:
+    """The local path of a ``file://`` URL (written atomically like any path), else None."""
+    if url.startswith("file://"):
+        return url[len("file://") :]
+    return None
+
+
+def _upload(url: str, data: bytes | str | Callable[[BinaryIO], None]) -> None:
+    import tempfile
+
+    import fsspec
+
+    with tempfile.TemporaryDirectory(prefix="tpuperf-out-") as temp:
+        local = os.path.join(temp, "data")
+        write_atomic(local, data, fsync=False)
+        fs, path = fsspec.core.url_to_fs(url)
+        fs.put_file(local, path)
+
+
+def _check_url(url: str) -> None:
+    if _local_path(url) is not None:
+        return
+    import fsspec
+
+    try:
+        fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        hint = " (install tpuperf[gcs] for gs:// paths)" if url.startswith("gs://") else ""
+        raise UsageError(f"-o {url}: cannot write there: {exc}{hint}") from None
+
+
+# --------------------------------------------------------------------------- consoles
+
+
+def text_width() -> int:
+    """The width of text that does not go to a terminal: $COLUMNS, else FILE_WIDTH."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else FILE_WIDTH
+
+
+def console(
+    file: Any = None,
+    stderr: bool = False,
+    color: bool | None = None,
+    width: int | None = None,
+) -> Console:
+    """The console every command draws on: ``file`` (default stdout, or stderr); a terminal
+    at its own width with colours, anything else at :func:`text_width` columns, plain
+    unless ``color`` (or FORCE_COLOR) says otherwise. ``NO_COLOR`` is honoured."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    is_terminal = _isatty(stream)
+    if width is None and not is_terminal:
+        width = text_width()
+    return Console(
+        file=stream,
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+        stderr=stderr and file is None,
+        color_system=None if color is False else "auto",
+        force_terminal=True if color else None,
+    )
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def say(message: str, details: Iterable[str] = ()) -> None:
+    """A line on stderr, ``tpuperf: message``, and ``details`` under it, indented."""
+    sys.stderr.write(f"tpuperf: {message}\n" + "".join(f"  {line}\n" for line in details))
+    sys.stderr.flush()
+
+
+def note(message: str) -> None:
+    """Something the user should know about the input: ``tpuperf: note: message``."""
+    say(f"note: {message}")
+
+
+def wrote(path: str | os.PathLike[str]) -> None:
+    say(f"wrote {os.fspath(path)}")

@@ -1,0 +1,398 @@
+"""Tables that fit a width: what every terminal table of tpuperf is drawn with.
+
+Each column says what it holds (:class:`Column`):
+
+- ``key``: what names the row (an op, a profile, a chip). Never left out, never narrower than
+  it needs to tell rows apart when there is room; long names are shortened in the middle
+  with an ellipsis, keeping their distinctive tail (``…/Dense_3/dot_general``).
+- ``text``: other names (a category, a program): shortened the same way, left out when the
+  width is short.
+- ``number``: formatted numbers, never cut: shown whole or left out whole.
+- ``prose``: a sentence (a summary); it wraps instead of being shortened.
+
+Rows stay on one line (prose aside). When columns are left out, a line under the table names
+them. ``width=None`` (``--wide``) shows every column at its full width with full names. The
+layout is computed once for all the rows, so several tables (one per device) line up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+ELLIPSIS = "…"
+# Columns are separated by two spaces (a SIMPLE_HEAD box without edges, padding collapsed).
+GAP = 2
+# A key column gets at least this much when the row is wider than the width (columns are
+# left out to make the room), and up to KEY_COMFORT before other columns widen.
+KEY_MIN = 24
+KEY_COMFORT = 40
+TEXT_MIN = 12
+PROSE_MIN = 24
+
+Kind = Literal["key", "text", "number", "prose"]
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its header, what it holds, and how soon it is left out (higher
+    ``drop`` goes first; a key column is never left out)."""
+
+    header: str
+    kind: Kind = "number"
+    drop: int = 0
+    min_width: int | None = None
+    style: str | None = None
+
+    @property
+    def justify(self) -> Literal["left", "right"]:
+        return "right" if self.kind == "number" else "left"
+
+
+def display_name(name: str) -> str:
+    """A name as tables show it: control characters as spaces; a C++ kernel signature
+    (``void ns::Kernel<...>(args)``) without its return type, arguments and namespaces,
+    which are the same for every kernel of a library and push the distinctive part out."""
+    name = _CONTROL.sub(" ", name)
+    if "::" not in name and not name.startswith("void "):
+        return name
+    name = name.removeprefix("void ")
+    depth = 0
+    for i, char in enumerate(name):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == "(" and depth == 0 and i > 0:
+            name = name[:i]
+            break
+    return re.sub(r"\b[A-Za-z_]\w*::", "", name).strip() or name
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells: whole when it fits, else shortened in the middle.
+    A path (``a/b/c``) keeps its last components whole after ``…/``; other names keep a third
+    of the room for their start and the rest for their end (``broadcast_…add_fusion.1``)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    if "/" in text.rstrip("/"):
+        parts = text.split("/")
+        first = len(parts) - 1
+        while first > 1 and cell_len("/".join(parts[first - 1 :])) + 2 <= width:
+            first -= 1
+        tail = "/".join(parts[first:])
+        room = width - 2 - cell_len(tail)
+        if room >= 0:
+            head = _head(text, room) if room >= 6 else ""
+            return f"{head}{ELLIPSIS}/{tail}"
+    keep = width - 1
+    head_cells = keep // 3
+    return _head(text, head_cells) + ELLIPSIS + _tail(text, keep - head_cells)
+
+
+def shorten_apart(names: Sequence[str], width: int) -> list[str]:
+    """:func:`shorten` each of ``names``, and where two different names would look the same
+    (C++ kernels of one library share long starts and ends), show instead the part where
+    the name differs from the others: ``EigenM…TensorConversionOp<half, Tens…``."""
+    short = [shorten(name, width) for name in names]
+    seen: dict[str, set[str]] = {}
+    for name, text in zip(names, short, strict=True):
+        seen.setdefault(text, set()).add(name)
+    for i, (name, text) in enumerate(zip(names, short, strict=True)):
+        others = seen[text] - {name}
+        if others:
+            short[i] = _window(name, others, width) or text
+    return short
+
+
+def _window(name: str, others: set[str], width: int) -> str | None:
+    """``name`` shortened to show where it differs from ``others``; None when that does not
+    help (the difference is in its first cells already, or the name has wide characters)."""
+    if not name.isascii():
+        return None
+    differs = max(_common_prefix(name, other) for other in others)
+    head = min(6, max(0, (width - 2) // 4))
+    start = max(head, differs - 3)
+    room = width - head - 1
+    if start <= head or room < 4:
+        return None
+    if start + room >= len(name):
+        start = max(start - (start + room - len(name)), head + 1)
+        return name[:head] + ELLIPSIS + name[start:]
+    return name[:head] + ELLIPSIS + name[start : start + room - 1] + ELLIPSIS
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _head(text: str, cells: int) -> str:
+    out, used = [], 0
+    for char in text:
+        used += cell_len(char)
+        if used > cells:
+            break
+        out.append(char)
+    return "".join(out)
+
+
+def _tail(text: str, cells: int) -> str:
+    return _head(text[::-1], cells)[::-1]
+
+
+@dataclass
+class Fit:
+    """The layout of columns over some rows at a width: which columns show, how wide."""
+
+    columns: Sequence[Column]
+    widths: list[int | None]  # None: left out
+
+    @property
+    def hidden(self) -> list[str]:
+        return [c.header for c, w in zip(self.columns, self.widths, strict=True) if w is None]
+
+    @property
+    def total_width(self) -> int:
+        shown = [w for w in self.widths if w is not None]
+        return sum(shown) + GAP * (len(shown) - 1)
+
+    def table(self, rows: Sequence[Sequence[str]], title: str | None = None) -> Table:
+        """A rich table of ``rows`` (cells as strings, one per column) in this layout."""
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+            header_style="bold",
+            title=Text(title, style="bold") if title else None,
+            title_justify="left",
+        )
+        for column, width in zip(self.columns, self.widths, strict=True):
+            if width is None:
+                continue
+            table.add_column(
+                Text(_header(column.header, width)),
+                justify=column.justify,
+                width=width,
+                min_width=width,
+                max_width=width,
+                no_wrap=column.kind != "prose",
+                overflow="fold" if column.kind == "prose" else "ellipsis",
+                style=column.style,
+            )
+        shown = [
+            (column, width, [row[i] for row in rows])
+            for i, (column, width) in enumerate(zip(self.columns, self.widths, strict=True))
+            if width is not None
+        ]
+        texts = [
+            shorten_apart([display_name(v) for v in values], width)
+            if column.kind == "key"
+            else [shorten(display_name(v), width) for v in values]
+            if column.kind == "text"
+            else values
+            for column, width, values in shown
+        ]
+        for row in zip(*texts, strict=True):
+            table.add_row(*(Text(cell) for cell in row))
+        return table
+
+    def print(
+        self,
+        console: Console,
+        rows: Sequence[Sequence[str]],
+        title: str | None = None,
+        note_hidden: bool = True,
+    ) -> None:
+        """Print the table of ``rows`` (and, when columns are left out, a line naming them)."""
+        if title:  # a line of its own: a table's title would be padded to the table's width
+            console.print(Text(title, style="bold"))
+        table = self.table(rows)
+        if self.total_width > console.width:  # --wide: let the terminal wrap long lines
+            _wider(console, self.total_width).print(table)
+        else:
+            console.print(table)
+        if note_hidden:
+            self.print_hidden(console)
+
+    def print_hidden(self, console: Console) -> None:
+        if self.hidden:
+            console.print(
+                Text(
+                    f"(--wide shows {', '.join(self.hidden)})",
+                    style="dim",
+                )
+            )
+
+
+def _wider(console: Console, width: int) -> Console:
+    """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
+    renderable wider than its console)."""
+    return Console(
+        file=console.file,
+        width=width,
+        color_system=console.color_system,  # type: ignore[arg-type]
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
+        highlight=False,
+    )
+
+
+def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> Fit:
+    """Lay ``columns`` out for ``rows`` in ``width`` cells (``None``: every column at its full
+    width, names whole).
+
+    When the columns do not all fit at their narrowest, they are left out whole: first those
+    that tell little (:func:`_low_value`), then by their ``drop`` order. The room left goes
+    to number headers (so they take one line), then the key up to KEY_COMFORT, then the
+    other names, then the key's full width. When that still squeezes a column, the columns
+    that tell little are left out too."""
+    names = [
+        [display_name(r[i]) if c.kind in ("key", "text") else r[i] for r in rows]
+        for i, c in enumerate(columns)
+    ]
+    natural = [
+        max([_header_width(c.header), *(cell_len(v) for v in values)])
+        for c, values in zip(columns, names, strict=True)
+    ]
+    if width is None:
+        return Fit(columns, list(natural))
+    need = [_need(c, n, values) for c, n, values in zip(columns, natural, names, strict=True)]
+    low = _low_value(columns, names)
+    left_out: set[int] = set()
+    widths = _layout(columns, need, natural, low, width, left_out)
+    squeezed = any(w is not None and w < n for w, n in zip(widths, natural, strict=True))
+    if squeezed and any(low):
+        # Columns that tell little give their room to those that were squeezed.
+        left_out = {i for i, b in enumerate(low) if b}
+        widths = _layout(columns, need, natural, low, width, left_out)
+    while True:
+        # A shortened name outranks the columns that are left out before it.
+        short = [
+            columns[i].drop
+            for i, w in enumerate(widths)
+            if w is not None and columns[i].kind == "text" and w < natural[i]
+        ]
+        later = [
+            i
+            for i, w in enumerate(widths)
+            if w is not None and columns[i].kind != "key" and short and columns[i].drop > min(short)
+        ]
+        if not later:
+            return Fit(columns, widths)
+        left_out.add(max(later, key=lambda i: (columns[i].drop, i)))
+        widths = _layout(columns, need, natural, low, width, left_out)
+
+
+def _low_value(columns: Sequence[Column], names: list[list[str]]) -> list[bool]:
+    """Columns that tell little: nothing in them (every cell ``-``), one name in every row,
+    or the key's own name in most rows (a GPU kernel's category is often its name)."""
+    keys = next((names[i] for i, c in enumerate(columns) if c.kind == "key"), None)
+    low = []
+    for column, values in zip(columns, names, strict=True):
+        blank = all(v.strip() in ("", "-") for v in values)
+        text = column.kind == "text" and len(values) > 1
+        constant = text and len(set(values)) == 1
+        copies = text and keys is not None and 2 * sum(map(str.__eq__, values, keys)) >= len(values)
+        low.append(column.kind != "key" and (blank or constant or copies))
+    return low
+
+
+def _layout(
+    columns: Sequence[Column],
+    need: list[int],
+    natural: list[int],
+    low: list[bool],
+    width: int,
+    left_out: set[int],
+) -> list[int | None]:
+    shown = [i for i in range(len(columns)) if i not in left_out]
+
+    def used() -> int:
+        return sum(need[i] for i in shown) + GAP * (len(shown) - 1)
+
+    droppable = sorted(
+        (i for i in shown if columns[i].kind != "key"),
+        key=lambda i: (not low[i], -columns[i].drop, -i),
+    )
+    for i in droppable:
+        if used() <= width:
+            break
+        shown.remove(i)
+    widths: list[int | None] = [need[i] if i in shown else None for i in range(len(columns))]
+    spare = width - used()
+    for i in shown:  # a key wider than the whole width (a very narrow terminal) shrinks
+        if columns[i].kind == "key" and spare < 0:
+            widths[i] = max(1, need[i] + spare)
+            spare = 0
+
+    def grow(i: int, upto: int) -> None:
+        nonlocal spare
+        current = widths[i]
+        if current is None or spare <= 0 or current >= upto:
+            return
+        extra = min(spare, upto - current)
+        widths[i] = current + extra
+        spare -= extra
+
+    kinds = [c.kind for c in columns]
+    for i in shown:
+        if kinds[i] == "number":
+            grow(i, natural[i])
+    for i in shown:
+        if kinds[i] == "key":
+            grow(i, min(natural[i], KEY_COMFORT))
+    for i in sorted(shown, key=lambda i: columns[i].drop):
+        if kinds[i] == "text":
+            grow(i, natural[i])
+    for i in shown:
+        if kinds[i] in ("key", "prose"):
+            grow(i, natural[i])
+    return widths
+
+
+def _need(column: Column, natural: int, values: list[str]) -> int:
+    """The narrowest a column may be: numbers whole (their header may take two lines),
+    names down to a minimum."""
+    if column.kind == "number":
+        words = max((cell_len(w) for w in column.header.split()), default=0)
+        return max([words, *(cell_len(v) for v in values)])
+    floor = column.min_width or {"key": KEY_MIN, "text": TEXT_MIN, "prose": PROSE_MIN}[column.kind]
+    return min(natural, floor)
+
+
+def _header_width(header: str) -> int:
+    return max(cell_len(line) for line in header.split("\n"))
+
+
+def _header(header: str, width: int) -> str:
+    """``header`` in lines of at most ``width`` cells: wrapped between words, a word longer
+    than the width shortened."""
+    lines: list[str] = []
+    for word in header.split():
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(shorten(line, width) for line in lines) or header
+
+
+def cells(values: Sequence[Any]) -> list[str]:
+    """Cells as strings (None as ``-``)."""
+    return ["-" if v is None else str(v) for v in values]
