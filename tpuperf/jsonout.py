@@ -90,10 +90,18 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
+        # mkstemp makes the file private (0600); a report is for sharing: the usual mode.
+        os.chmod(temp, 0o666 & ~_umask())
         os.replace(temp, target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
