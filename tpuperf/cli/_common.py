@@ -51,8 +51,10 @@ def load_profile(path: str, host: str | None, run: str | None = None) -> Any:
     console = stderr_console()
     with console.status(f"reading {path}", spinner="dots"):
         profile = load(path, host=host, run=run)
-    for warning in profile.warnings:
-        console.print(f"[yellow]note:[/] {warning}", highlight=False)
+    from rich.markup import escape
+
+    for warning in profile.warnings:  # they quote file and host names: not markup
+        console.print(f"[yellow]note:[/] {escape(warning)}", highlight=False)
     return profile
 
 

@@ -125,10 +125,12 @@ def command(
     if ray_address and chosen_engine is not Engine.ray:
         raise UsageError("--ray-address needs --engine ray")
 
+    from rich.markup import escape
+
     console = stderr_console()
     targets, notices = scan_mod.discover(paths, per_run=per_run)
     for notice in notices:
-        console.print(f"[yellow]note:[/] {notice}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
     if not targets:
         raise BadInput(scan_mod.no_profiles_message(list(paths), notices))
     options = scan_mod.make_options(cache_dir=cache_dir, cache=not no_cache)
@@ -361,6 +363,7 @@ def _write_table(rows: list[dict[str, Any]], out: str | None) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from tpuperf.cli._common import stdout_console
 
@@ -378,7 +381,7 @@ def _write_table(rows: list[dict[str, Any]], out: str | None) -> None:
         if row["error"]:
             errors.append(f"{cells['profile']}: {row['error']}")
             cells["top_recommendation.kind"] = "error (below)"
-        table.add_row(*(_cell(cells[field]) for field, _ in _TABLE_COLUMNS))
+        table.add_row(*(Text(_cell(cells[field])) for field, _ in _TABLE_COLUMNS))
     console = stdout_console() if out is None else None
     buffer = io.StringIO()
     if console is None:

@@ -6,7 +6,9 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tpuperf import columns
 
@@ -29,7 +31,10 @@ def _si(value: Any) -> str:
 
 def render_info(info: dict[str, Any], console: Console) -> None:
     hosts = info["hosts"]
-    console.print(f"[bold]{info['source']}[/]  platform: {info['platform']}", highlight=False)
+    # Profile strings (paths, hosts, planes, lines, op names) are escaped or Text: never markup.
+    console.print(
+        f"[bold]{escape(info['source'])}[/]  platform: {escape(info['platform'])}", highlight=False
+    )
     for host in hosts:
         extra = []
         if host["hostnames"]:
@@ -41,8 +46,8 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         for name, version in host["versions"].items():
             extra.append(f"{name} {version}")
         console.print(
-            f"host [cyan]{host['host']}[/]  {host['size_bytes'] / 1e6:.1f} MB"
-            + ("  " + "; ".join(extra) if extra else ""),
+            f"host [cyan]{escape(host['host'])}[/]  {host['size_bytes'] / 1e6:.1f} MB"
+            + ("  " + escape("; ".join(extra)) if extra else ""),
             highlight=False,
         )
 
@@ -60,11 +65,11 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         devices.add_column(column, justify=justify, no_wrap=column != "chip")  # type: ignore[arg-type]
     for d in info["devices"]:
         devices.add_row(
-            d["host"],
+            Text(d["host"]),
             str(d["device"]),
-            d["kind"],
-            d["core"],
-            d["chip"],
+            Text(d["kind"]),
+            Text(d["core"]),
+            Text(d["chip"]),
             _number(d["peak_tflops"]),
             _number(d["peak_hbm_gbps"], 2),
             f"{d['ops']:,}",
@@ -77,7 +82,7 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         counts = sorted({s["count"] for s in steps})
         console.print(
             f"steps: {'/'.join(map(str, counts))} per device on {len(steps)} device(s), "
-            f"from {', '.join(sources)}",
+            f"from {escape(', '.join(sources))}",
             highlight=False,
         )
     else:
@@ -96,12 +101,14 @@ def render_info(info: dict[str, Any], console: Console) -> None:
         lines.add_column(column, justify=justify)  # type: ignore[arg-type]
     shown = [row for row in info["lines"] if row["events"]]
     for row in shown[:40]:
-        lines.add_row(row["host"], row["plane"], row["line"], f"{row['events']:,}")
+        lines.add_row(
+            Text(row["host"]), Text(row["plane"]), Text(row["line"]), f"{row['events']:,}"
+        )
     console.print(lines)
     if len(shown) > 40:
         console.print(f"... and {len(shown) - 40} more lines with events (--format json lists all)")
     for warning in info["warnings"]:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
 
 
 def render_ops(table: columns.Table, by: str, console: Console, title: str | None = None) -> None:
@@ -127,7 +134,7 @@ def render_ops(table: columns.Table, by: str, console: Console, title: str | Non
     for _, header in numeric:
         out.add_column(header, justify="right", no_wrap=True)
     for values in table.records():
-        cells = [str(values[c]) for c in key_columns]
+        cells: list[Any] = [Text(str(values[c])) for c in key_columns]
         cells += [
             f"{values['occurrences']:,}",
             _number(values["total_time_ms"], 3),

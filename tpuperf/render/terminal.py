@@ -111,7 +111,9 @@ def _header(report: Report, width: int) -> Panel:
     lines.append(split_bar(s, max(10, width - 6)))
     lines.append("\n")
     lines.append(_legend(s))
-    title = f"tpuperf analyze: {report.source}" if report.source else "tpuperf analyze"
+    # Profile strings are literal text (Text), never rich markup: an op named "[bold]x[/]"
+    # prints as itself.
+    title = Text(f"tpuperf analyze: {report.source}" if report.source else "tpuperf analyze")
     return Panel(lines, title=title, title_align="left")
 
 
@@ -130,13 +132,13 @@ def _top_ops_table(report: Report) -> Table:
     table.add_column("roofline eff.", justify="right")
     for row in report.top_ops.records():
         table.add_row(
-            str(row["op"]),
-            *([str(row["module"])] if programs else []),
-            str(row["kind"]),
+            Text(str(row["op"])),
+            *([Text(str(row["module"]))] if programs else []),
+            Text(str(row["kind"])),
             fmt_ms(row["ms_per_step"]),
             fmt_pct(row["pct_of_busy"]),
             f"{row['count_per_step']:.3g}",
-            str(row["bound"] or ""),
+            Text(str(row["bound"] or "")),
             fmt_pct(row["efficiency_pct"]),
         )
     return table
@@ -192,7 +194,7 @@ def _details(report: Report) -> Group:
             table.add_column(col, justify="left" if col == "kind" else "right")
         for kind, m in coll.metrics["by_kind"].items():
             table.add_row(
-                kind,
+                Text(kind),
                 fmt_ms(m["exposed_ms_per_step"]),
                 fmt_ms(m["ms_per_step"]),
                 f"{m['ops_per_step']:g}",
