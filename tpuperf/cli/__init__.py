@@ -23,6 +23,7 @@ COMMANDS = [
     ("capture", "tpuperf.cli.capture"),
     ("demo", "tpuperf.cli.demo"),
     ("scan", "tpuperf.cli.scan"),
+    ("report", "tpuperf.cli.report"),
 ]
 
 app = typer.Typer(

@@ -3,34 +3,24 @@
 from __future__ import annotations
 
 import io
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 import typer
 
-FORMATS = ("table", "json", "md")
+FORMATS = ("table", "json", "md", "html")
 
 
 def write_atomically(path: str, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename, so readers never see
     half a report."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from tpuperf.jsonout import write_text_atomic
+
+    write_text_atomic(path, text)
 
 
 def command(
     profile: str = typer.Argument(..., help="A .xplane.pb file, a run directory or a logdir."),
-    format: str = typer.Option("table", "--format", "-f", help="table, json or md."),
+    format: str = typer.Option("table", "--format", "-f", help="table, json, md or html."),
     output: str = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout."),
     analyzer: list[str] = typer.Option(
         None,
@@ -68,11 +58,13 @@ def command(
         tpuperf analyze /tmp/logdir --format json -o report.json
 
         tpuperf analyze run.xplane.pb --analyzer collectives --steps 5:20
+
+        tpuperf analyze /tmp/logdir --format html -o report.html
     """
     from tpuperf.analyzers.base import AnalysisConfig
     from tpuperf.errors import UsageError
     from tpuperf.profile import load
-    from tpuperf.report import analyze
+    from tpuperf.report import analyze, parse_steps
 
     if format not in FORMATS:
         raise UsageError(f"--format {format!r}: expected one of {', '.join(FORMATS)}")
@@ -84,15 +76,26 @@ def command(
         if value is not None and not value > 0:
             raise UsageError(f"{flag} must be a positive number")
     config = AnalysisConfig(
-        warmup_steps=warmup, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps, top_ops=top
+        warmup_steps=warmup,
+        steps=parse_steps(steps) if steps is not None else None,
+        host=host,
+        peak_tflops=peak_tflops,
+        peak_hbm_gbps=peak_hbm_gbps,
+        top_ops=top,
     )
     loaded = load(profile)
-    report = analyze(loaded, config=config, analyzers=analyzer or None, steps=steps, host=host)
+    report = analyze(loaded, config=config, analyzers=analyzer or None)
     for name, error in report.errors.items():
         typer.echo(f"tpuperf: analyzer {name} failed: {error}", err=True)
 
     if format == "json":
         text = report.to_json() + "\n"
+    elif format == "html":
+        from tpuperf.render.html import render_html
+        from tpuperf.timeline import build_timeline
+
+        # The timeline the analyzers read: built once per (profile, config), found again here.
+        text = render_html(report, build_timeline(loaded, config))
     elif format == "md":
         from tpuperf.render.markdown import render_markdown
 
