@@ -24,6 +24,7 @@ COMMANDS = [
     ("demo", "tpuperf.cli.demo"),
     ("scan", "tpuperf.cli.scan"),
     ("report", "tpuperf.cli.report"),
+    ("export", "tpuperf.cli.export"),
 ]
 
 app = typer.Typer(
