@@ -385,7 +385,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
             f"(modified z {s['z']:.1f})"
             for (host, device), s in stragglers.items()
         )
-        text = f"Stragglers: {found}. The others wait for it in the collectives."
+        text = f"Straggler: {found}."
     else:
         text = (
             "No straggler: devices spend about the same time computing. A straggler shows as a "
@@ -448,8 +448,8 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
                 f"{_e(peaks.get('chip') or 'unknown')}: the profile records no peak FLOP/s or HBM "
                 "bandwidth and the chip table has no entry for it, so there are no roofs, bounds "
                 f"or efficiencies. Pass {' and '.join(f'<code>{m}</code>' for m in missing)} "
-                "(dense bf16 TFLOP/s, HBM GB/s), e.g. <code>tpuperf report PROFILE "
-                "--peak-tflops 918 --peak-hbm-gbps 1640</code>."
+                "(dense bf16 TFLOP/s, HBM GB/s): <code>tpuperf report PROFILE "
+                "--peak-tflops TFLOPS --peak-hbm-gbps GBPS</code>."
             )
         )
     if ops is None or not ops.n:
