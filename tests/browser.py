@@ -14,11 +14,20 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+_TRAMPOLINE = """
+import fcntl, os, sys
+read_fd, write_fd = (fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[1:3])
+os.dup2(read_fd, 3)
+os.dup2(write_fd, 4)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -116,28 +125,28 @@ def visit(
     profile_dir = tempfile.mkdtemp(prefix="tpuperf-chromium-")
     to_browser_r, to_browser_w = os.pipe()
     from_browser_r, from_browser_w = os.pipe()
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile_dir}",
+        "--remote-debugging-pipe",
+        "about:blank",
+    ]
+    # The DevTools pipe: the browser reads fd 3 and writes fd 4. A small Python trampoline
+    # puts the pipe ends there and execs the browser (no preexec_fn, so subprocess spawns
+    # without forking this process, which may hold JAX's threads).
     process = subprocess.Popen(
-        [
-            binary,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile_dir}",
-            "--remote-debugging-pipe",
-            "about:blank",
-        ],
+        [sys.executable, "-c", _TRAMPOLINE, str(to_browser_r), str(from_browser_w), binary, *flags],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        # The DevTools pipe: the browser reads fd 3 and writes fd 4. Python's own descriptors
-        # are not inheritable, so only these two reach the browser.
-        close_fds=False,
-        preexec_fn=lambda: _as_fds_3_and_4(to_browser_r, from_browser_w),
+        pass_fds=(to_browser_r, from_browser_w),
     )
     os.close(to_browser_r)
     os.close(from_browser_w)
@@ -223,16 +232,6 @@ def visit(
         elif method == "Page.javascriptDialogOpening":
             result.dialogs.append(params.get("message", ""))
     return result
-
-
-def _as_fds_3_and_4(read_fd: int, write_fd: int) -> None:
-    import fcntl
-
-    # Out of the way first, so that putting one in place cannot overwrite the other.
-    read_fd = fcntl.fcntl(read_fd, fcntl.F_DUPFD, 10)
-    write_fd = fcntl.fcntl(write_fd, fcntl.F_DUPFD, 11)
-    os.dup2(read_fd, 3)
-    os.dup2(write_fd, 4)
 
 
 def _evaluate(pipe: _Pipe, session: str, expression: str) -> Any:
