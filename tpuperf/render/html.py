@@ -636,7 +636,7 @@ def _hover(row: dict[str, Any], category: str) -> str:
     lines = [
         f"<b>{_e(row['op'])}</b>",
         f"module {_e(row['module'])} · {_e(category)}",
-        f"time/step {_e(fmt_ms(row['ms_per_step']))} ({_g(row['count_per_step'])} runs)",
+        f"time/step {_e(fmt_ms(row['ms_per_step']))}, run {_g(row['count_per_step'])}x per step",
         f"intensity {_g(row['intensity_flop_per_byte'])} FLOP/byte",
         f"achieved {_g(row['achieved_tflops'])} TFLOP/s, {_g(row['achieved_gbps'], 4)} GB/s",
     ]
