@@ -115,7 +115,7 @@ def test_unknown_analyzer_is_a_usage_error(run: tuple, capsys: pytest.CaptureFix
         (["--steps", "50:60"], "selects no step"),
         (["--host", "nowhere"], "--host 'nowhere' is not in this profile"),
         (["--peak-tflops", "-1"], "--peak-tflops must be a positive number"),
-        (["--format", "html"], "'html' is not one of 'table', 'json', 'md'"),
+        (["--format", "xml"], "'xml' is not one of 'table', 'json', 'md', 'html'"),
     ],
 )
 def test_bad_options_exit_2(

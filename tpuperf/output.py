@@ -14,7 +14,8 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
 ``View``
     What a command produced, as callables run only for the format asked for: ``document``
     (json), ``rows`` (csv, parquet, ndjson: a :class:`Rows`, which may stream), ``table``
-    (``table(console, wide)`` draws on a rich console), ``markdown`` (md).
+    (``table(console, wide)`` draws on a rich console), ``markdown`` (md), ``html`` (one
+    self-contained page).
 ``emit(view, fmt, output, wide=False)``
     Renders ``view`` as ``fmt`` on stdout, or into ``output`` (a path or an fsspec URL such
     as ``gs://``) written whole or not at all, then ``tpuperf: wrote OUTPUT`` on stderr.
@@ -98,6 +99,7 @@ class Format(str, Enum):
     csv = "csv"  # a header line, then one line per row
     parquet = "parquet"  # columns in a Parquet file (needs -o)
     ndjson = "ndjson"  # one JSON object per row and line
+    html = "html"  # one self-contained HTML page
 
     @property
     def needs_file(self) -> bool:
@@ -113,6 +115,8 @@ SUFFIXES = {
     ".ndjson": Format.ndjson,
     ".jsonl": Format.ndjson,
     ".txt": Format.table,
+    ".html": Format.html,
+    ".htm": Format.html,
 }
 
 
@@ -213,6 +217,7 @@ class View:
     rows: Callable[[], Rows] | None = None
     table: Callable[[Console, bool], None] | None = None
     markdown: Callable[[], str] | None = None
+    html: Callable[[], str] | None = None
 
 
 class Destination:
@@ -272,6 +277,11 @@ def _render_markdown(view: View, destination: Destination) -> None:
     assert view.markdown is not None
     text = view.markdown()
     destination.write_text(text if text.endswith("\n") else text + "\n")
+
+
+def _render_html(view: View, destination: Destination) -> None:
+    assert view.html is not None
+    destination.write_text(view.html())
 
 
 def _render_csv(view: View, destination: Destination) -> None:
@@ -375,6 +385,7 @@ RENDERERS: dict[Format, Callable[[View, Destination], None]] = {
     Format.csv: _render_csv,
     Format.parquet: _render_parquet,
     Format.ndjson: _render_ndjson,
+    Format.html: _render_html,
 }
 
 

@@ -32,6 +32,8 @@ COMMANDS = [
     ("demo", "tpuperf.cli.demo"),
     ("scan", "tpuperf.cli.scan"),
     ("diff", "tpuperf.cli.diff"),
+    ("report", "tpuperf.cli.report"),
+    ("export", "tpuperf.cli.export"),
 ]
 
 

@@ -26,3 +26,53 @@ def load_profile(path: str, host: str | None = None, run: str | None = None) -> 
     for warning in profile.warnings:
         output.note(warning)
     return profile
+
+
+# The analysis options of analyze, report and diff, worded the same in each.
+
+
+def analyzer_option() -> Any:
+    import typer
+
+    return typer.Option(
+        None,
+        "--analyzer",
+        "-a",
+        help="Run only this analyzer (repeatable; see `tpuperf analyzers`).",
+    )
+
+
+def steps_option(of: str = "") -> Any:
+    import typer
+
+    return typer.Option(
+        None,
+        "--steps",
+        help=f"Analyse step numbers A <= n < B{of} (A:B, either side optional).",
+    )
+
+
+def warmup_option() -> Any:
+    import typer
+
+    return typer.Option(
+        1, "--warmup", help="Leading steps to leave out as warm-up (ignored with --steps)."
+    )
+
+
+def peak_options() -> tuple[Any, Any]:
+    """``--peak-tflops`` and ``--peak-hbm-gbps``."""
+    import typer
+
+    return (
+        typer.Option(
+            None,
+            "--peak-tflops",
+            help="Dense bf16 peak TFLOP/s, used when the profile and chip table do not know it.",
+        ),
+        typer.Option(
+            None,
+            "--peak-hbm-gbps",
+            help="HBM bandwidth in GB/s, used when the profile and chip table do not know it.",
+        ),
+    )

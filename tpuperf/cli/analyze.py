@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from tpuperf.cli._common import profile_argument
+from tpuperf.cli._common import (
+    analyzer_option,
+    peak_options,
+    profile_argument,
+    steps_option,
+    warmup_option,
+)
 from tpuperf.output import Format, format_option, output_option, wide_option
 
-FORMATS = (Format.table, Format.json, Format.md)
+if TYPE_CHECKING:
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.profile import Profile
+    from tpuperf.report import Report
+
+FORMATS = (Format.table, Format.json, Format.md, Format.html)
+
+
+PEAK_TFLOPS, PEAK_HBM_GBPS = peak_options()
 
 
 def command(
@@ -15,29 +31,12 @@ def command(
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
-    analyzer: list[str] = typer.Option(
-        None,
-        "--analyzer",
-        "-a",
-        help="Run only this analyzer (repeatable; see `tpuperf analyzers`).",
-    ),
-    steps: str = typer.Option(
-        None, "--steps", help="Analyse step numbers A <= n < B (A:B, either side optional)."
-    ),
-    warmup: int = typer.Option(
-        1, "--warmup", help="Leading steps to leave out as warm-up (ignored with --steps)."
-    ),
+    analyzer: list[str] = analyzer_option(),
+    steps: str = steps_option(),
+    warmup: int = warmup_option(),
     host: str = typer.Option(None, "--host", help="Analyse only this host of a multi-host run."),
-    peak_tflops: float = typer.Option(
-        None,
-        "--peak-tflops",
-        help="Dense bf16 peak TFLOP/s, used when the profile and chip table do not know it.",
-    ),
-    peak_hbm_gbps: float = typer.Option(
-        None,
-        "--peak-hbm-gbps",
-        help="HBM bandwidth in GB/s, used when the profile and chip table do not know it.",
-    ),
+    peak_tflops: float = PEAK_TFLOPS,
+    peak_hbm_gbps: float = PEAK_HBM_GBPS,
     top: int = typer.Option(10, "--top", help="How many top ops to show."),
 ) -> None:
     """Analyze a profile: step time, idle, collectives, roofline, and ranked recommendations.
@@ -51,14 +50,54 @@ def command(
         tpuperf analyze /tmp/logdir --format json -o report.json
 
         tpuperf analyze run.xplane.pb --analyzer collectives --steps 5:20
+
+        tpuperf analyze /tmp/logdir --format html -o report.html
     """
     from tpuperf import output as out
-    from tpuperf.analyzers.base import AnalysisConfig
-    from tpuperf.errors import UsageError
     from tpuperf.profile import load
-    from tpuperf.report import analyze
 
     fmt = out.choose_format(format, output, FORMATS)
+    loaded = load(profile)
+    report, config = analysis(
+        loaded,
+        analyzer=analyzer,
+        steps=steps,
+        warmup=warmup,
+        host=host,
+        peak_tflops=peak_tflops,
+        peak_hbm_gbps=peak_hbm_gbps,
+        top=top,
+    )
+    from tpuperf.render.markdown import render_markdown
+    from tpuperf.render.terminal import render_report
+
+    view = out.View(
+        document=report.to_dict,
+        markdown=lambda: render_markdown(report),
+        html=lambda: html_page(loaded, report, config),
+        table=lambda console, wide: render_report(report, console, wide=wide),
+    )
+    out.emit(view, fmt, output, wide=wide)
+
+
+def analysis(
+    profile: Profile,
+    *,
+    analyzer: list[str] | None = None,
+    steps: str | None = None,
+    warmup: int = 1,
+    host: str | None = None,
+    peak_tflops: float | None = None,
+    peak_hbm_gbps: float | None = None,
+    top: int = 10,
+) -> tuple[Report, AnalysisConfig]:
+    """Check the analysis options of ``analyze`` and ``report``, analyze ``profile`` and say
+    on stderr which analyzers failed; the report and the config it was made with."""
+    from tpuperf import output as out
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.errors import UsageError
+    from tpuperf.report import analyze, parse_steps
+
     if warmup < 0:
         raise UsageError("--warmup must be 0 or more")
     if top < 0:
@@ -67,18 +106,23 @@ def command(
         if value is not None and not value > 0:
             raise UsageError(f"{flag} must be a positive number")
     config = AnalysisConfig(
-        warmup_steps=warmup, peak_tflops=peak_tflops, peak_hbm_gbps=peak_hbm_gbps, top_ops=top
+        warmup_steps=warmup,
+        steps=parse_steps(steps) if steps is not None else None,
+        host=host,
+        peak_tflops=peak_tflops,
+        peak_hbm_gbps=peak_hbm_gbps,
+        top_ops=top,
     )
-    loaded = load(profile)
-    report = analyze(loaded, config=config, analyzers=analyzer or None, steps=steps, host=host)
+    report = analyze(profile, config=config, analyzers=analyzer or None)
     for name, error in report.errors.items():
         out.say(f"analyzer {name} failed: {error}")
-    from tpuperf.render.markdown import render_markdown
-    from tpuperf.render.terminal import render_report
+    return report, config
 
-    view = out.View(
-        document=report.to_dict,
-        markdown=lambda: render_markdown(report),
-        table=lambda console, wide: render_report(report, console, wide=wide),
-    )
-    out.emit(view, fmt, output, wide=wide)
+
+def html_page(profile: Profile, report: Report, config: AnalysisConfig) -> str:
+    """The report as one HTML page, with the timeline the analyzers read (built once per
+    profile and config: found again here, not rebuilt)."""
+    from tpuperf.render.html import render_html
+    from tpuperf.timeline import build_timeline
+
+    return render_html(report, build_timeline(profile, config))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from tpuperf.cli._common import steps_option, warmup_option
 from tpuperf.output import Format, format_option, output_option
 
 FORMATS = (Format.table, Format.json, Format.md)
@@ -20,12 +21,8 @@ def command(
         "--fail-on",
         help="Exit 3 when FIELD OP VALUE holds, e.g. step_time_ms.median.delta_pct>5 (repeatable).",
     ),
-    steps: str = typer.Option(
-        None, "--steps", help="Analyse step numbers A <= n < B of both (A:B, either side optional)."
-    ),
-    warmup: int = typer.Option(
-        1, "--warmup", help="Leading steps to leave out as warm-up (ignored with --steps)."
-    ),
+    steps: str = steps_option(" of both"),
+    warmup: int = warmup_option(),
     host: str = typer.Option(None, "--host", help="Analyse only this host of both runs."),
 ) -> None:
     """Compare two runs: step time, the compute / collective / copy / idle split, ops

@@ -1,0 +1,282 @@
+"""`tpuperf report`: the self-contained HTML report, opened in headless Chromium.
+
+Each page is loaded the way a person opens an attached file: no console errors, no
+request beyond the file itself, one roofline point per op of the roofline's op table,
+one bar per analysed step, and a screenshot (saved next to the test's files) to look at.
+Without a chromium binary these tests skip; the checks that need no browser still run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import chromium_path, visit
+from conftest import shared_profile
+
+from fixtures.generate import generate, write_run
+from tpuperf import _xspace_schema as xpb
+from tpuperf.cli import main
+from tpuperf.config import AnalysisConfig
+from tpuperf.profile import load
+from tpuperf.render.html import DEVICES_CHART, ROOFLINE_CHART, STEPS_CHART, render_html
+from tpuperf.report import analyze
+from tpuperf.timeline import build_timeline
+
+pytest.importorskip("plotly", reason="the HTML report needs plotly")
+
+needs_chromium = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="no chromium binary (Debian: apt-get install chromium); .ci/run installs it",
+)
+
+# What the tests count in the page, evaluated after the charts are drawn.
+ROOFLINE_POINTS = (
+    f"document.querySelectorAll('#{ROOFLINE_CHART} .scatterlayer .points path.point').length"
+)
+STEP_BARS = (
+    f"Array.from(document.querySelectorAll('#{STEPS_CHART} .barlayer .trace'))"
+    ".map(t => t.querySelectorAll('.point').length)"
+)
+DEVICE_BARS = (
+    f"Array.from(document.querySelectorAll('#{DEVICES_CHART} .barlayer .trace'))"
+    ".map(t => t.querySelectorAll('.point').length)"
+)
+DEVICE_LABELS = (
+    f"Array.from(document.querySelectorAll('#{DEVICES_CHART} .yaxislayer-above .ytick text'))"
+    ".map(t => t.textContent)"
+)
+SCRIPTS = "document.querySelectorAll('script').length"
+TOP_OPS_CELLS = (
+    "Array.from(document.querySelectorAll('#top-ops-table tbody tr'))"
+    ".map(r => Array.from(r.cells).map(c => c.textContent))"
+)
+# Hover the first op of each roofline trace and read the hover label.
+HOVER_ROOFLINE = f"""(() => {{
+  const div = document.getElementById('{ROOFLINE_CHART}');
+  const out = [];
+  div.data.forEach((trace, curve) => {{
+    if (trace.mode !== 'markers') return;
+    Plotly.Fx.hover(div, [{{curveNumber: curve, pointNumber: 0}}]);
+    out.push(div.querySelector('.hoverlayer').textContent);
+  }});
+  Plotly.Fx.unhover(div);
+  return out;
+}})()"""
+# Hover every roofline point whose label holds NEEDLE and read the hover labels.
+HOVER_MATCHING = f"""(() => {{
+  const div = document.getElementById('{ROOFLINE_CHART}');
+  const out = [];
+  div.data.forEach((trace, curve) => {{
+    (trace.text || []).forEach((text, point) => {{
+      if (!text.includes('NEEDLE')) return;
+      Plotly.Fx.hover(div, [{{curveNumber: curve, pointNumber: point}}]);
+      out.push(div.querySelector('.hoverlayer').textContent);
+    }});
+  }});
+  Plotly.Fx.unhover(div);
+  return out;
+}})()"""
+# Sort the top-ops table by time/step (a click on its header), then read that column.
+SORTED_TIMES = """(() => {
+  const th = Array.from(document.querySelectorAll('#top-ops-table th'))
+    .find(h => h.textContent.startsWith('time/step'));
+  th.click(); th.click();  // largest first, then smallest first
+  return Array.from(document.querySelectorAll('#top-ops-table tbody tr'))
+    .map(r => parseFloat(r.cells[th.cellIndex].dataset.sort));
+})()"""
+
+
+def _open(page: Path, tmp_path: Path, name: str, *extra: str) -> Any:
+    """Visit ``page``; check that it made no request and logged no error; keep screenshots."""
+    shots = {f"#{ROOFLINE_CHART}": tmp_path / f"{name}-roofline.png"}
+    result = visit(
+        page,
+        screenshot=tmp_path / f"{name}.png",
+        expressions=(ROOFLINE_POINTS, STEP_BARS, DEVICE_BARS, SCRIPTS, *extra),
+        element_screenshots=shots,
+    )
+    assert result.console_errors == []
+    assert result.dialogs == []
+    # The one request is the page itself: no script, style, font or image from anywhere.
+    assert result.requests == [page.resolve().as_uri()]
+    assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+    # Two scripts: Plotly and the page's own (nothing a profile string could have added).
+    assert result.values[SCRIPTS] == 2
+    return result
+
+
+def _report(source: Path, **config: Any) -> tuple[Any, Any]:
+    profile = load(source)
+    cfg = AnalysisConfig(**config)
+    return analyze(profile, config=cfg), build_timeline(profile, cfg)
+
+
+@needs_chromium
+def test_report_of_a_multi_host_training_run(tmp_path: Path) -> None:
+    run_dir, truth = write_run("straggler", tmp_path / "run", steps=8)
+    page = tmp_path / "straggler.html"
+    assert main(["report", str(run_dir), "-o", str(page), "--top", "12"]) == 0
+    report, _ = _report(run_dir, top_ops=12)
+    result = _open(
+        page, tmp_path, "straggler", DEVICE_LABELS, HOVER_ROOFLINE, TOP_OPS_CELLS, SORTED_TIMES
+    )
+    values = result.values
+
+    ops = report.results["roofline"].tables["ops"]
+    assert ops.n > 10
+    assert values[ROOFLINE_POINTS] == ops.n
+    # Four stacked parts (compute, exposed collective, exposed copy, idle), a bar per step each.
+    steps = report.summary["steps_analyzed"]
+    assert steps == len(truth.step_time_ps) - 1  # warm-up left out
+    assert values[STEP_BARS] == [steps] * 4
+    devices = len(truth.devices)
+    assert values[DEVICE_BARS] == [devices] * 4
+    # The straggler the generator made is the one the chart marks.
+    host, device = truth.straggler
+    marked = [label for label in values[DEVICE_LABELS] if "straggler" in label]
+    assert marked == [f"{host}/device:{device} · straggler"]
+
+    # Hover names the op, its program, time per step, intensity, FLOP/s, bandwidth and
+    # efficiency, as the roofline's op table has them.
+    hovers = values[HOVER_ROOFLINE]
+    assert hovers
+    records = {r["op"]: r for r in ops.records()}
+    for text in hovers:
+        op = next(name for name in records if text.startswith(name))
+        row = records[op]
+        assert f"module {row['module']}" in text
+        assert "time/step" in text and "FLOP/byte" in text
+        assert f"{row['achieved_tflops']:.3g} TFLOP/s" in text
+        assert f"{row['achieved_gbps']:.4g} GB/s" in text
+        assert f"efficiency {row['efficiency_pct']:.1f}%" in text
+
+    # The top-ops table is the report's, and sorts by a click on a header.
+    rows = values[TOP_OPS_CELLS]
+    assert [r[0] for r in rows] == report.top_ops.strings("op").tolist()
+    times = values[SORTED_TIMES]
+    assert times == sorted(times)
+    assert sorted(times) == sorted(report.top_ops.array("ms_per_step").tolist())
+
+
+@needs_chromium
+def test_report_of_the_real_v6e_profile(tmp_path: Path) -> None:
+    source = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    page = tmp_path / "v6e.html"
+    assert main(["analyze", str(source), "--format", "html", "-o", str(page)]) == 0
+    report, _ = _report(source)
+    result = _open(page, tmp_path, "v6e", "document.querySelector('#summary').textContent")
+    values = result.values
+    assert values[ROOFLINE_POINTS] == report.results["roofline"].tables["ops"].n
+    assert values[STEP_BARS] == [report.summary["steps_analyzed"]] * 4
+    assert values[DEVICE_BARS] == [report.summary["devices"]] * 4
+    summary = values["document.querySelector('#summary').textContent"]
+    assert "TPU v6 Lite" in summary
+    assert f"{report.summary['peak_tflops']:g} TFLOP/s" in summary
+    assert "from profile" in summary
+
+
+def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:
+    run_dir, _ = write_run("collective_training", tmp_path / "run", steps=4)
+    report, timeline = _report(run_dir)
+    # The same report, as it would be for a chip whose peaks nobody knows.
+    peaks = dict(report.results["roofline"].metrics["peaks"])
+    peaks.update(peak_tflops=None, peak_hbm_gbps=None, ridge_flop_per_byte=None)
+    roofline = dataclasses.replace(
+        report.results["roofline"], metrics={**report.results["roofline"].metrics, "peaks": peaks}
+    )
+    unknown = dataclasses.replace(
+        report,
+        results={**report.results, "roofline": roofline},
+        summary={**report.summary, "peak_tflops": None, "peak_hbm_gbps": None},
+    )
+    text = render_html(unknown, timeline)
+    section = text[text.index('<section id="roofline">') :]
+    section = section[: section.index("</section>")]
+    assert "Peaks unknown" in section
+    assert "<code>--peak-tflops</code> and <code>--peak-hbm-gbps</code>" in section
+    # No roof is drawn: the figure has the op points only.
+    figures = json.loads(re.search(r"const FIGURES = (\{.*?\});\n", text, re.S).group(1))  # type: ignore[union-attr]
+    roofline_figure = figures[ROOFLINE_CHART]
+    assert all(trace["mode"] == "markers" for trace in roofline_figure["data"])
+    assert sum(len(t["x"]) for t in roofline_figure["data"]) == roofline.tables["ops"].n
+
+
+# --------------------------------------------------------------------------- hostile strings
+
+SCRIPT_OP = "<script>alert(1)</script>"
+MARKUP_OP = "[bold red]x[/]"
+HOSTILE_HOST = "<img src=x onerror=alert(2)>"
+
+
+def _hostile_run(logdir: Path) -> Path:
+    """collective_training on two chips with two ops and the host renamed to strings that
+    would run or restyle if a renderer took them as HTML or rich markup."""
+    run = generate("collective_training", steps=4, devices=2)
+    renames = {"convolution_fusion.0": SCRIPT_OP, "loop_add_fusion.6": MARKUP_OP}
+    run_dir = logdir / "plugins" / "profile" / "hostile"
+    run_dir.mkdir(parents=True)
+    for data in run.xspaces.values():
+        space = xpb.XSpace.FromString(data)
+        found = set()
+        for plane in space.planes:
+            for metadata in plane.event_metadata.values():
+                if metadata.display_name in renames:
+                    found.add(metadata.display_name)
+                    new = renames[metadata.display_name]
+                    metadata.name = metadata.name.replace(metadata.display_name, new, 1)
+                    metadata.display_name = new
+        assert found == set(renames)
+        (run_dir / f"{HOSTILE_HOST}.xplane.pb").write_bytes(space.SerializeToString())
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _hostile_run(tmp_path_factory.mktemp("hostile"))
+
+
+def test_profile_strings_are_escaped_in_the_html_source(hostile: Path) -> None:
+    report, timeline = _report(hostile, top_ops=40)
+    ops = set(report.top_ops.strings("op").tolist())
+    assert {SCRIPT_OP, MARKUP_OP} <= ops  # the renamed ops are in the report ...
+    text = render_html(report, timeline)
+    for raw in (SCRIPT_OP, HOSTILE_HOST, "<img", "alert(1)</script>"):
+        assert raw not in text  # ... but never as markup in the page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text  # HTML text
+    # Inside the JSON of the charts: HTML-escaped for Plotly's labels, then \u-escaped.
+    assert "\\u0026lt;script\\u0026gt;alert(1)" in text
+
+
+@needs_chromium
+def test_profile_strings_show_as_literal_text_in_the_browser(hostile: Path, tmp_path: Path) -> None:
+    page = tmp_path / "hostile.html"
+    assert main(["report", str(hostile), "-o", str(page), "--top", "40"]) == 0
+    hover = HOVER_MATCHING.replace("NEEDLE", "alert(1)")
+    result = _open(page, tmp_path, "hostile", TOP_OPS_CELLS, DEVICE_LABELS, hover)
+    values = result.values
+    ops = [row[0] for row in values[TOP_OPS_CELLS]]
+    assert SCRIPT_OP in ops and MARKUP_OP in ops
+    assert all(label.startswith(f"{HOSTILE_HOST}/device:") for label in values[DEVICE_LABELS])
+    assert values[DEVICE_LABELS]
+    # The op's hover label starts with its name, as text.
+    assert [text.split("module")[0] for text in values[hover]] == [SCRIPT_OP]
+
+
+def test_profile_strings_show_as_literal_text_in_the_terminal(
+    hostile: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["analyze", str(hostile), "--top", "40"]) == 0
+    out = capsys.readouterr().out
+    assert SCRIPT_OP in out
+    assert MARKUP_OP in out
+    assert main(["ops", str(hostile)]) == 0
+    out = capsys.readouterr().out
+    assert SCRIPT_OP in out and MARKUP_OP in out
+    assert main(["info", str(hostile)]) == 0
+    assert HOSTILE_HOST in capsys.readouterr().out

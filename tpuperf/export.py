@@ -1,0 +1,386 @@
+"""Export a profile's timeline as a Perfetto trace (``.pftrace``), for ui.perfetto.dev.
+
+The trace is Perfetto's own protobuf format (TrackEvent), written packet by packet with
+the ``perfetto`` package's streaming builder, so memory stays bounded whatever the
+profile's size, and every event is written: there is no event cap (XProf's trace viewer
+stops at 1M events). README, "Export", says why this format and not Chrome's JSON.
+
+Layout: one track per host, under it one per device, and under each device one track per
+line: ``Steps``, ``XLA Modules`` (module executions), each op line (``XLA Ops`` on TPU,
+the ``Stream #N`` lines on GPU, host threads for CPU-only profiles) and ``Async XLA Ops``
+(async windows). All hosts share one time axis: each event's time on its device
+(:mod:`tpuperf.tables`), less one origin for the whole run, in nanoseconds.
+
+Slices on one track must nest. Ops on one line only nest (a ``while`` around its body),
+but async windows overlap one another; an event that would cross one already open goes
+to a second track of the same name, which the Perfetto UI shows merged with the first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+
+from tpuperf.errors import TpuperfError, UsageError
+
+if TYPE_CHECKING:
+    from tpuperf.columns import Strings
+    from tpuperf.profile import Profile
+    from tpuperf.tables import DeviceTables
+
+# The one packet sequence of the trace (interned names live on it).
+SEQUENCE_ID = 1
+
+_STEP_TRACK = {
+    "steps_line": "Steps",
+    "step_marker": "Steps (host step markers)",
+    "module_period": "Steps (dominant module period)",
+}
+MODULES_TRACK = "XLA Modules"
+ALIGN_CLOCK = "clock"
+ALIGN_STEPS = "steps"
+ALIGNMENTS = (ALIGN_CLOCK, ALIGN_STEPS)
+ASYNC_TRACK = "Async XLA Ops"
+
+
+@dataclass
+class ExportCounts:
+    """What a trace holds: tracks and slices, in all and per line track."""
+
+    tracks: int = 0
+    slices: int = 0
+    # (host, device, line track name) -> slices, the overflow tracks of a line included
+    per_track: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    shift_ns: dict[str, int] = field(default_factory=dict)  # host -> ns it was moved back by
+
+
+def export_perfetto(
+    profile: Profile,
+    path_or_handle: str | os.PathLike[str] | BinaryIO,
+    align: str = ALIGN_CLOCK,
+) -> ExportCounts:
+    """Write ``profile`` as a Perfetto protobuf trace to a path (atomically: a temporary
+    file, then a rename) or to a binary handle; return what the trace holds.
+
+    ``align``: ``"clock"`` keeps each host's recorded clock (hosts of one capture share
+    wall-clock time); ``"steps"`` shifts each host so that its steps start with the first
+    host's (for hosts whose clocks disagree by more than a step).
+    """
+    if align not in ALIGNMENTS:
+        raise UsageError(f"--align {align}: choose one of {', '.join(ALIGNMENTS)}")
+    counts = ExportCounts()
+    if isinstance(path_or_handle, (str, os.PathLike)):
+        from tpuperf.output import write_atomic
+
+        write_atomic(path_or_handle, lambda handle: _write(profile, handle, counts, align))
+    else:
+        _write(profile, path_or_handle, counts, align)
+    return counts
+
+
+def _builder(handle: BinaryIO) -> Any:
+    try:
+        from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+    except ImportError:
+        raise TpuperfError(
+            "the Perfetto export needs the perfetto package: pip install 'tpuperf[report]' "
+            "(or pip install perfetto)"
+        ) from None
+    return StreamingTraceProtoBuilder(handle)
+
+
+@dataclass
+class _Track:
+    """One line of a device: its events as [start, end) in ns since the origin, names."""
+
+    name: str
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    names: Strings
+    categories: Strings | None
+
+
+def _write(profile: Profile, handle: BinaryIO, counts: ExportCounts, align: str) -> None:
+    builder = _builder(handle)
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    writer = _Writer(builder, pb)
+    hosts: dict[str, list[DeviceTables]] = {}
+    for device in profile.device_tables:
+        hosts.setdefault(device.host, []).append(device)
+    shifts = _step_shifts_ps(hosts) if align == ALIGN_STEPS else dict.fromkeys(hosts, 0)
+    counts.shift_ns = {host: shift // 1000 for host, shift in shifts.items()}
+    origin_ps = _origin_ps(hosts, shifts)
+    for host_rank, (host, devices) in enumerate(hosts.items()):
+        host_uuid = writer.track(f"host {host}", None, host_rank)
+        counts.tracks += 1
+        for device_rank, device in enumerate(sorted(devices, key=lambda d: d.device)):
+            tracks = list(_tracks(device, origin_ps + shifts[host]))
+            if not tracks:
+                continue
+            chip = device.row.get("chip") or ""
+            plane = device.row.get("plane") or f"device {device.device}"
+            device_uuid = writer.track(
+                f"{plane} ({chip})" if chip else plane, host_uuid, device_rank
+            )
+            counts.tracks += 1
+            rank = 0
+            for track in tracks:
+                lanes = _lanes(track.start_ns, track.end_ns)
+                for lane_rows in lanes:
+                    uuid = writer.track(track.name, device_uuid, rank)
+                    rank += 1
+                    counts.tracks += 1
+                    writer.slices(uuid, track, lane_rows)
+                key = (host, device.device, track.name)
+                counts.per_track[key] = counts.per_track.get(key, 0) + len(track.start_ns)
+                counts.slices += len(track.start_ns)
+
+
+def _origin_ps(hosts: dict[str, list[DeviceTables]], shifts: dict[str, int]) -> int:
+    """One origin for every host: 1 us before the first event of the run (a timestamp of 0
+    would read as "no timestamp")."""
+    firsts = []
+    for host, devices in hosts.items():
+        for device in devices:
+            for table in (device.ops, device.modules, device.async_ops, device.steps):
+                if table is not None and table.n:
+                    firsts.append(int(table.array("start_ps").min()) - shifts[host])
+    return (min(firsts) if firsts else 0) - 1_000_000
+
+
+def _step_shifts_ps(hosts: dict[str, list[DeviceTables]]) -> dict[str, int]:
+    """Per host, how far its steps start after the first host's: the median over the step
+    numbers both have of the difference of their earliest starts (0 without shared steps)."""
+    starts: dict[str, dict[int, int]] = {}
+    for host, devices in hosts.items():
+        earliest: dict[int, int] = {}
+        for device in devices:
+            if device.steps is None or not device.steps.n:
+                continue
+            for step, start in zip(
+                device.steps.array("step").tolist(),
+                device.steps.array("start_ps").tolist(),
+                strict=True,
+            ):
+                earliest[step] = min(start, earliest.get(step, start))
+        starts[host] = earliest
+    reference = starts[next(iter(hosts))] if hosts else {}
+    shifts = {}
+    for host, earliest in starts.items():
+        shared = sorted(set(earliest) & set(reference))
+        shifts[host] = int(np.median([earliest[n] - reference[n] for n in shared])) if shared else 0
+    return shifts
+
+
+def _ns(start_ps: np.ndarray, end_ps: np.ndarray, origin_ps: int) -> tuple[np.ndarray, np.ndarray]:
+    # Both ends rounded down: rounding is monotonic, so nested events stay nested.
+    start = (np.asarray(start_ps, dtype=np.int64) - origin_ps) // 1000
+    end = (np.asarray(end_ps, dtype=np.int64) - origin_ps) // 1000
+    return start, np.maximum(end, start)
+
+
+def _tracks(device: DeviceTables, origin_ps: int) -> Iterator[_Track]:
+    """The device's lines: steps, module executions, each op line, async windows."""
+    from tpuperf.columns import Strings
+
+    steps = device.steps
+    if steps is not None and steps.n:
+        sources = steps.strings("source").tolist() if "source" in steps else []
+        start, end = _ns(steps.array("start_ps"), steps.array("end_ps"), origin_ps)
+        numbers = steps.array("step").tolist()
+        yield _Track(
+            _STEP_TRACK.get(sources[0], "Steps") if sources else "Steps",
+            start,
+            end,
+            Strings.from_list([f"step {n}" for n in numbers]),
+            Strings.constant("step", steps.n),
+        )
+    modules = device.modules
+    if modules.n:
+        start_ps = modules.array("start_ps")
+        start, end = _ns(start_ps, start_ps + modules.array("dur_ps"), origin_ps)
+        yield _Track(
+            MODULES_TRACK,
+            start,
+            end,
+            modules.strings("module"),
+            Strings.constant("module", modules.n),
+        )
+    ops = device.ops
+    if ops.n:
+        lines = ops.strings("line")
+        codes = lines.codes
+        start_ps = ops.array("start_ps")
+        end_ps = start_ps + ops.array("dur_ps")
+        for code in np.unique(codes).tolist():
+            rows = np.flatnonzero(codes == code)
+            start, end = _ns(start_ps[rows], end_ps[rows], origin_ps)
+            yield _Track(
+                lines.values[code],
+                start,
+                end,
+                ops.strings("op").take(rows),
+                ops.strings("category").take(rows),
+            )
+    windows = device.async_ops
+    if windows.n:
+        start_ps = windows.array("start_ps")
+        start, end = _ns(start_ps, start_ps + windows.array("dur_ps"), origin_ps)
+        yield _Track(ASYNC_TRACK, start, end, windows.strings("op"), windows.strings("category"))
+
+
+def _lanes(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+    """Split events into lanes on which they nest: each lane's rows in the order to write
+    them (by start, the longer first). Events that only nest stay on one lane."""
+    order = np.lexsort((-end, start))
+    if len(order) < 2:
+        return [order]
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    inside = s[1:] < reach[:-1]  # starts before something earlier has ended
+    if not inside.any():
+        return [order]
+    # Nesting or crossing: walk the events with one stack of open ends per lane.
+    lane = np.zeros(len(order), dtype=np.int64)
+    stacks: list[list[int]] = []
+    for i, (si, ei) in enumerate(zip(s.tolist(), e.tolist(), strict=True)):
+        for k, stack in enumerate(stacks):
+            while stack and stack[-1] <= si:
+                stack.pop()
+            if not stack or ei <= stack[-1]:
+                stack.append(ei)
+                lane[i] = k
+                break
+        else:
+            stacks.append([ei])
+            lane[i] = len(stacks) - 1
+    return [order[lane == k] for k in range(len(stacks))]
+
+
+class _Writer:
+    """Packets on one sequence: track descriptors, interned names and categories, slices."""
+
+    def __init__(self, builder: Any, pb: Any) -> None:
+        self.builder = builder
+        self.pb = pb
+        self.next_uuid = 1
+        self.names: dict[str, int] = {}
+        self.categories: dict[str, int] = {}
+
+    def track(self, name: str, parent: int | None, rank: int) -> int:
+        uuid = self.next_uuid
+        self.next_uuid += 1
+        packet = self.builder.create_packet()
+        packet.trusted_packet_sequence_id = SEQUENCE_ID
+        if uuid == 1:  # the first packet of the sequence: its interning state starts empty
+            packet.sequence_flags = (
+                self.pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                | self.pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+            )
+        descriptor = packet.track_descriptor
+        descriptor.uuid = uuid
+        descriptor.name = name
+        if parent is not None:
+            descriptor.parent_uuid = parent
+        descriptor.sibling_order_rank = rank
+        descriptor.child_ordering = self.pb.TrackDescriptor.EXPLICIT
+        self.builder.write_packet(packet)
+        return uuid
+
+    def slices(self, uuid: int, track: _Track, rows: np.ndarray) -> None:
+        """The events ``rows`` of ``track`` (in writing order, nesting) as begin/end pairs."""
+        names = _interned(track.names, rows, self.names)
+        categories = (
+            _interned(track.categories, rows, self.categories)
+            if track.categories is not None
+            else _Interned(np.zeros(len(rows), dtype=np.int64), {})
+        )
+        # Row position -> the new interned entries its packet defines (first uses only).
+        define: dict[int, list[tuple[str, int, str]]] = {}
+        for kind, interned in (("event_names", names), ("event_categories", categories)):
+            for position, entries in _first_uses(interned.iids, interned.new).items():
+                define.setdefault(position, []).extend((kind, i, t) for i, t in entries)
+        # Packets are reused: only the timestamp and the name change from slice to slice
+        # (the builder serializes each packet as it is written).
+        write = self.builder.write_packet
+        end = self._event(uuid, self.pb.TrackEvent.TYPE_SLICE_END, 0)
+        begins: dict[int, Any] = {}
+        open_ends: list[int] = []
+        ends = track.end_ns[rows].tolist()
+        name_iids = names.iids.tolist()
+        category_iids = categories.iids.tolist()
+        for i, start in enumerate(track.start_ns[rows].tolist()):
+            while open_ends and open_ends[-1] <= start:
+                end.timestamp = open_ends.pop()
+                write(end)
+            category = category_iids[i]
+            if i in define:
+                packet = self._event(uuid, self.pb.TrackEvent.TYPE_SLICE_BEGIN, category)
+                for kind, iid, text in define[i]:
+                    getattr(packet.interned_data, kind).add(iid=iid, name=text)
+                event = packet.track_event
+            else:
+                if category not in begins:
+                    packet = self._event(uuid, self.pb.TrackEvent.TYPE_SLICE_BEGIN, category)
+                    begins[category] = (packet, packet.track_event)
+                packet, event = begins[category]
+            packet.timestamp = start
+            event.name_iid = name_iids[i]
+            write(packet)
+            open_ends.append(ends[i])
+        while open_ends:
+            end.timestamp = open_ends.pop()
+            write(end)
+
+    def _event(self, uuid: int, kind: int, category_iid: int) -> Any:
+        packet = self.builder.create_packet()
+        packet.trusted_packet_sequence_id = SEQUENCE_ID
+        event = packet.track_event
+        event.type = kind
+        event.track_uuid = uuid
+        if kind == self.pb.TrackEvent.TYPE_SLICE_BEGIN:
+            packet.sequence_flags = self.pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+            if category_iid:
+                event.category_iids.append(category_iid)
+        return packet
+
+
+@dataclass
+class _Interned:
+    iids: np.ndarray  # per row
+    new: dict[int, str]  # iids first used here -> their string
+
+
+def _interned(strings: Strings, rows: np.ndarray, known: dict[str, int]) -> _Interned:
+    """The iid of each row's string; strings not seen before get new iids."""
+    codes = strings.codes[rows] if len(rows) else np.zeros(0, dtype=np.int64)
+    used = np.unique(codes)
+    iid_of_code = np.zeros(len(strings.values) + 1, dtype=np.int64)
+    new: dict[int, str] = {}
+    for code in used.tolist():
+        text = strings.values[code] if strings.values else ""
+        if not text:  # no category: leave it out rather than name it ""
+            continue
+        iid = known.get(text)
+        if iid is None:
+            iid = known[text] = len(known) + 1
+            new[iid] = text
+        iid_of_code[code] = iid
+    return _Interned(iid_of_code[codes], new)
+
+
+def _first_uses(iids: np.ndarray, new: dict[int, str]) -> dict[int, list[tuple[int, str]]]:
+    """Row position -> the new interned entries to define in that row's packet."""
+    if not new:
+        return {}
+    values, first = np.unique(iids, return_index=True)
+    out: dict[int, list[tuple[int, str]]] = {}
+    for iid, position in zip(values.tolist(), first.tolist(), strict=True):
+        if iid in new:
+            out.setdefault(position, []).append((iid, new[iid]))
+    return out

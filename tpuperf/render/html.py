@@ -1,0 +1,832 @@
+"""Render a :class:`~tpuperf.report.Report` as one self-contained HTML page.
+
+The page holds everything it shows: styles, the data, and Plotly's JavaScript
+(inlined from the ``plotly`` package, imported only here), so it opens offline and
+can be attached to a bug. A Content-Security-Policy in the page forbids every
+network request; a browser blocks any that something would try, and says so in
+its console.
+
+Nothing here computes analysis: the numbers come from the report (summary,
+recommendations, top ops, the roofline analyzer's op table and peaks) and from
+the timeline's per-window breakdown, which is only averaged for display.
+
+Profile strings (op, module, host names) are untrusted. They reach the page in
+two ways, each escaped for where it lands: HTML text and attributes through
+:func:`html.escape`; chart labels through :func:`html.escape` too (Plotly reads
+its labels as a small subset of HTML and turns entities back into literal text),
+inside JSON whose ``<``, ``>`` and ``&`` are written as ``\\u`` escapes, so no
+string can close the ``<script>`` element that carries it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpuperf.columns import group_index
+from tpuperf.errors import TpuperfError
+from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
+
+if TYPE_CHECKING:
+    from tpuperf.columns import Table
+    from tpuperf.report import Report
+    from tpuperf.timeline import Timeline
+
+# The split of step time: (breakdown column, label, colour), in stack order; the same
+# segments as the terminal's bar (compute, exposed collective, exposed copy, idle).
+_COLOURS = {"green": "#2ca02c", "red": "#d62728", "yellow": "#e0a500", "grey50": "#9e9e9e"}
+_BREAKDOWN = [
+    (column, label, _COLOURS[style])
+    for column, (_, label, style, _) in zip(
+        ("compute_ps", "exposed_collective_ps", "other_ps", "no_op_ps"), SEGMENTS, strict=True
+    )
+]
+
+# Plotly's default palette, for op categories on the roofline.
+_CATEGORY_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+
+# No request of any kind leaves the page: scripts and styles are inline, images data: URIs.
+_CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; font-src data:"
+)
+
+# Div ids of the charts (tests find the plots by them).
+STEPS_CHART = "steps-chart"
+DEVICES_CHART = "devices-chart"
+ROOFLINE_CHART = "roofline-chart"
+
+
+def render_html(report: Report, timeline: Timeline) -> str:
+    """The whole report as one HTML document (text)."""
+    plotly_js = _plotly_js()
+    figures: dict[str, dict[str, Any]] = {}
+    body = [
+        _header(report),
+        _cards(report),
+        _steps_section(report, timeline, figures),
+        _devices_section(report, timeline, figures),
+        _roofline_section(report, timeline, figures),
+        _recommendations_section(report),
+        _top_ops_section(report),
+        _notes_section(report),
+    ]
+    title = f"tpuperf report: {report.source}" if report.source else "tpuperf report"
+    from tpuperf import __version__
+
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f'<meta name="generator" content="tpuperf {_e(__version__)}">',
+            f"<title>{_e(title)}</title>",
+            f"<style>{_STYLE}</style>",
+            "</head>",
+            "<body>",
+            "<main>",
+            *body,
+            f"<footer>Made by tpuperf {_e(__version__)} with Plotly.js (inlined). "
+            "This page makes no network requests.</footer>",
+            "</main>",
+            f"<script>{plotly_js}</script>",
+            f"<script>const FIGURES = {_script_json(figures)};\n{_SCRIPT}</script>",
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
+
+
+def _plotly_js() -> str:
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise TpuperfError(
+            "the HTML report needs plotly: pip install 'tpuperf[report]' (or pip install plotly)"
+        ) from None
+    js = get_plotlyjs()
+    if "</script" in js.lower():  # it would end the <script> element that carries it
+        raise TpuperfError("this plotly.js cannot be inlined: it contains '</script'")
+    return js
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+def _e(value: Any) -> str:
+    """Text for HTML content or a quoted attribute."""
+    return html.escape(str(value), quote=True)
+
+
+def _script_json(value: Any) -> str:
+    """JSON to place inside a <script> element: no string in it can end the element."""
+    text = json.dumps(_plain(value), allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _plain(value: Any) -> Any:
+    """Plain JSON types; NaN and infinities become null (Plotly leaves such points out)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _number(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _small_pct(value: Any) -> str:
+    """A percentage; under 0.1% with two figures (the terminal's one decimal reads 0.0%)."""
+    f = _number(value)
+    return f"{f:.2g}%" if f is not None and 0 < f < 0.1 else fmt_pct(f)
+
+
+def _g(value: Any, digits: int = 3) -> str:
+    f = _number(value)
+    return "-" if f is None else f"{f:.{digits}g}"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _header(report: Report) -> str:
+    return (
+        "<header><h1>tpuperf report</h1>"
+        f'<p class="source">{_e(report.source or "profile")}</p></header>'
+    )
+
+
+def _card(label: str, value: str, detail: str = "") -> str:
+    return (
+        f'<div class="card"><div class="label">{_e(label)}</div>'
+        f'<div class="value">{value}</div>'
+        + (f'<div class="detail">{detail}</div>' if detail else "")
+        + "</div>"
+    )
+
+
+def _cards(report: Report) -> str:
+    s = report.summary
+    st = s.get("step_time_ms") or {}
+    if s.get("peak_tflops") is not None and s.get("peak_hbm_gbps") is not None:
+        peaks = f"{s['peak_tflops']:g} TFLOP/s<br>{s['peak_hbm_gbps']:g} GB/s"
+        peaks_detail = f"from {_e(s.get('peaks_source'))}"
+    else:
+        peaks = '<span class="warn">unknown</span>'
+        peaks_detail = "pass <code>--peak-tflops</code> and <code>--peak-hbm-gbps</code>"
+    if s.get("step_source"):
+        step_value = _e(fmt_ms(st.get("median")))
+        step_detail = (
+            f"median of {s['steps_analyzed']} steps ({_e(s['step_source'])}); "
+            f"p90 {_e(fmt_ms(st.get('p90')))}, mean {_e(fmt_ms(st.get('mean')))}; "
+            f"{s.get('steps_excluded', 0)} left out"
+        )
+    else:
+        step_value = "no steps"
+        step_detail = f"window {_e(fmt_ms(s.get('window_ms')))} per device (first to last op)"
+    util = s.get("flops_utilization_pct")
+    cards = [
+        _card("Chip", _e(s.get("chip") or "unknown"), _e(s.get("platform") or "")),
+        _card("Peaks", peaks, peaks_detail),
+        _card("Devices", str(s.get("devices")), f"on {s.get('hosts')} host(s)"),
+        _card("Step time", step_value, step_detail),
+        _card(
+            "FLOP utilization",
+            _e(_small_pct(util)),
+            f"MFU {_e(_small_pct(s.get('mfu_pct')))}" if s.get("mfu_pct") is not None else "",
+        ),
+    ]
+    return (
+        '<section id="summary"><div class="cards">'
+        + "".join(cards)
+        + "</div>"
+        + _split_bar(s)
+        + "</section>"
+    )
+
+
+def _split_bar(summary: dict[str, Any]) -> str:
+    """The compute / exposed collective / exposed copy / idle split of step time, as the
+    terminal shows it (a bar of shares, no axes)."""
+    parts = []
+    legend = []
+    for (key, label, _, _), (_, _, colour) in zip(SEGMENTS, _BREAKDOWN, strict=True):
+        value = _number(summary.get(key)) or 0.0
+        parts.append(
+            f'<span style="width:{max(value, 0.0):.3f}%;background:{colour}" '
+            f'title="{_e(label)} {_e(fmt_pct(value))}"></span>'
+        )
+        legend.append(
+            f'<span class="key"><i style="background:{colour}"></i>{_e(label)} '
+            f"<b>{_e(fmt_pct(summary.get(key)))}</b></span>"
+        )
+    return (
+        '<div class="split"><div class="label">Where step time goes (mean over devices)</div>'
+        f'<div class="bar">{"".join(parts)}</div><div class="legend">{"".join(legend)}</div></div>'
+    )
+
+
+def _section(anchor: str, title: str, *content: str) -> str:
+    return f'<section id="{anchor}"><h2>{_e(title)}</h2>' + "".join(content) + "</section>"
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
+    if not timeline.n_windows:
+        return _section("steps", "Steps", _note("No device ran ops in the analysed windows."))
+    if not timeline.has_steps:
+        return _section(
+            "steps",
+            "Steps",
+            _note(
+                "No steps in this profile (no Steps line, step markers or repeated module): "
+                "each device's window is its first to last op, split as in the summary above."
+            ),
+        )
+    table = timeline.breakdown_table()
+    numbers, index = np.unique(table.array("step"), return_inverse=True)
+    devices = np.bincount(index, minlength=len(numbers))
+    traces = []
+    for column, label, colour in _BREAKDOWN:
+        ms = np.bincount(index, weights=table.array(column), minlength=len(numbers)) / devices / 1e9
+        traces.append(
+            {
+                "type": "bar",
+                "name": label,
+                "x": numbers,
+                "y": ms,
+                "marker": {"color": colour},
+                "hovertemplate": f"{_e(label)} %{{y:.4g}} ms<extra></extra>",
+            }
+        )
+    figures[STEPS_CHART] = {
+        "data": traces,
+        "layout": {
+            "barmode": "stack",
+            "bargap": 0.15 if len(numbers) < 200 else 0.0,
+            "hovermode": "x unified",
+            "xaxis": {"title": {"text": "step"}, "tickformat": "d"},
+            "yaxis": {"title": {"text": "ms (mean over devices)"}, "rangemode": "tozero"},
+            "legend": {"orientation": "h", "y": 1.12, "x": 0, "traceorder": "normal"},
+            "margin": {"t": 40, "r": 20, "b": 50, "l": 70},
+            "height": 360,
+        },
+    }
+    excluded = report.summary.get("steps_excluded") or 0
+    return _section(
+        "steps",
+        "Per-step breakdown",
+        _note(
+            f"One bar per analysed step ({len(numbers)}, from {_e(timeline.step_source)}"
+            + (f"; {excluded} left out as warm-up or outside --steps" if excluded else "")
+            + "): where each step's time went, averaged over devices. An outlier step stands "
+            "out as a taller bar."
+        ),
+        f'<div class="chart" id="{STEPS_CHART}"></div>',
+    )
+
+
+def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
+    views = sorted(timeline.devices, key=lambda v: (v.host, v.device))
+    if len(views) < 2:
+        return ""
+    stragglers: dict[tuple[str, int], dict[str, Any]] = {}
+    steps = report.results.get("steps")
+    if steps is not None:
+        for s in steps.metrics.get("stragglers") or []:
+            stragglers[(s["host"], int(s["device"]))] = s
+    names = [v.name for v in views]
+    labels = []
+    for view in views:
+        straggler = stragglers.get(view.key)
+        if straggler is None:
+            labels.append(_e(view.name))
+        else:
+            labels.append(
+                f'<span style="color:{_COLOURS["red"]}"><b>{_e(view.name)} · straggler</b></span>'
+            )
+    traces = []
+    for column, label, colour in _BREAKDOWN:
+        ms = [view.breakdown[column].sum() / max(len(view.windows), 1) / 1e9 for view in views]
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": label,
+                "y": names,
+                "x": ms,
+                "marker": {"color": colour},
+                "hovertemplate": f"{_e(label)} %{{x:.4g}} ms<extra></extra>",
+            }
+        )
+    height = 110 + len(views) * (26 if len(views) <= 32 else 14)
+    figures[DEVICES_CHART] = {
+        "data": traces,
+        "layout": {
+            "barmode": "stack",
+            "hovermode": "y unified",
+            "xaxis": {"title": {"text": "ms per step (mean over the device's steps)"}},
+            "yaxis": {
+                "autorange": "reversed",
+                "tickmode": "array",
+                "tickvals": names,
+                "ticktext": labels,
+                "automargin": True,
+            },
+            "legend": {
+                "orientation": "h",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "x": 0,
+                "traceorder": "normal",
+            },
+            "margin": {"t": 40, "r": 20, "b": 50, "l": 20},
+            "height": height,
+        },
+    }
+    if stragglers:
+        found = "; ".join(
+            f"{_e(host)}/device:{device} computes {_e(fmt_ms(s['compute_ms_per_step']))} per step "
+            f"against a median of {_e(fmt_ms(s['median_compute_ms_per_step']))} "
+            f"(modified z {s['z']:.1f})"
+            for (host, device), s in stragglers.items()
+        )
+        text = f"Straggler: {found}."
+    else:
+        text = (
+            "No straggler: devices spend about the same time computing. A straggler shows as a "
+            "longer compute bar, and the others as longer exposed collectives (they wait for it)."
+        )
+    return _section(
+        "devices",
+        "Per-device breakdown",
+        _note(text),
+        f'<div class="chart" id="{DEVICES_CHART}"></div>',
+    )
+
+
+def _op_categories(timeline: Timeline) -> dict[tuple[str, str], str]:
+    """Each (module, op)'s hlo category, as the profile records it."""
+    out: dict[tuple[str, str], str] = {}
+    for view in timeline.devices:
+        ops = view.selected_ops("module", "op", "category")
+        if not ops.n:
+            continue
+        module, op, category = ops.strings("module"), ops.strings("op"), ops.strings("category")
+        _, first = group_index([module, op])
+        for key in zip(
+            module.take(first).tolist(),
+            op.take(first).tolist(),
+            category.take(first).tolist(),
+            strict=True,
+        ):
+            out.setdefault((key[0], key[1]), key[2])
+    return out
+
+
+def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
+    title = "Roofline"
+    result = report.results.get("roofline")
+    if result is None:
+        return _section(
+            "roofline", title, _note("The roofline analyzer was not run (see --analyzer).")
+        )
+    if result.error:
+        return _section(
+            "roofline", title, _note(f"The roofline analyzer failed: {_e(result.error)}")
+        )
+    peaks = result.metrics.get("peaks") or {}
+    ops: Table | None = result.tables.get("ops")
+    notes = []
+    known = peaks.get("peak_tflops") is not None and peaks.get("peak_hbm_gbps") is not None
+    if not known:
+        missing = [
+            flag
+            for flag, key in (
+                ("--peak-tflops", "peak_tflops"),
+                ("--peak-hbm-gbps", "peak_hbm_gbps"),
+            )
+            if peaks.get(key) is None
+        ]
+        notes.append(
+            _note(
+                f'<span class="warn">Peaks unknown</span> for chip '
+                f"{_e(peaks.get('chip') or 'unknown')}: the profile records no peak FLOP/s or HBM "
+                "bandwidth and the chip table has no entry for it, so there are no roofs, bounds "
+                f"or efficiencies. Pass {' and '.join(f'<code>{m}</code>' for m in missing)} "
+                "(dense bf16 TFLOP/s, HBM GB/s): <code>tpuperf report PROFILE "
+                "--peak-tflops TFLOPS --peak-hbm-gbps GBPS</code>."
+            )
+        )
+    if ops is None or not ops.n:
+        notes.append(
+            _note(
+                "This profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do "
+                "not), so there is no op to place on a roofline."
+            )
+        )
+        return _section("roofline", title, *notes)
+
+    categories = _op_categories(timeline)
+    records = ops.records()
+    intensity = ops.array("intensity_flop_per_byte")
+    achieved = ops.array("achieved_tflops")
+    placeable = np.isfinite(intensity) & (intensity > 0) & np.isfinite(achieved) & (achieved > 0)
+    ms = ops.array("ms_per_step")
+    max_ms = float(ms.max()) if len(ms) else 1.0
+    by_category: dict[str, list[int]] = {}
+    for i, row in enumerate(records):
+        by_category.setdefault(
+            categories.get((row["module"], row["op"]), "") or "other", []
+        ).append(i)
+    traces: list[dict[str, Any]] = []
+    ordered = sorted(by_category, key=lambda c: -float(ms[by_category[c]].sum()))
+    for n, category in enumerate(ordered):
+        rows = [i for i in by_category[category] if placeable[i]]
+        if not rows:
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": _e(category),
+                "x": intensity[rows],
+                "y": achieved[rows],
+                "text": [_hover(records[i], category) for i in rows],
+                "hovertemplate": "%{text}<extra></extra>",
+                "marker": {
+                    "size": ms[rows],
+                    "sizemode": "area",
+                    "sizeref": 2.0 * max_ms / 30.0**2 if max_ms > 0 else 1.0,
+                    "sizemin": 4,
+                    "color": _CATEGORY_COLOURS[n % len(_CATEGORY_COLOURS)],
+                    "opacity": 0.8,
+                    "line": {"width": 0.5, "color": "#333"},
+                },
+            }
+        )
+    left_out = int((~placeable).sum())
+    if left_out:
+        notes.append(
+            _note(
+                f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
+                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
+                + ("…" if left_out > 10 else "")
+            )
+        )
+    x_values = intensity[placeable]
+    y_values = achieved[placeable]
+    x_lo, x_hi = float(x_values.min()) / 3, float(x_values.max()) * 3
+    y_lo, y_hi = float(y_values.min()) / 3, float(y_values.max()) * 3
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    if known:
+        peak = float(peaks["peak_tflops"])
+        bandwidth_tflops_per_intensity = float(peaks["peak_hbm_gbps"]) / 1000.0
+        ridge = float(peaks["ridge_flop_per_byte"])
+        x_lo, x_hi = min(x_lo, ridge / 30), max(x_hi, ridge * 30)
+        y_lo, y_hi = min(y_lo, x_lo * bandwidth_tflops_per_intensity), max(y_hi, peak * 2)
+        roof_x = [x_lo, ridge, x_hi]
+        roof_y = [x_lo * bandwidth_tflops_per_intensity, peak, peak]
+        traces.insert(
+            0,
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "roofline",
+                "x": roof_x,
+                "y": roof_y,
+                "line": {"color": "#222", "width": 2},
+                "hoverinfo": "skip",
+            },
+        )
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": ridge,
+                "x1": ridge,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": "#888", "width": 1, "dash": "dot"},
+            }
+        )
+        middle = math.sqrt(x_lo * ridge)  # halfway up the HBM roof, on log axes
+        annotations += [
+            {
+                "x": math.log10(ridge),
+                "y": 0.02,
+                "xref": "x",
+                "yref": "paper",
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "text": f" ridge point {ridge:.0f} FLOP/byte",
+                "showarrow": False,
+                "font": {"size": 11, "color": "#555"},
+            },
+            {
+                "x": math.log10(x_hi),
+                "y": math.log10(peak),
+                "xref": "x",
+                "yref": "y",
+                "xanchor": "right",
+                "yanchor": "bottom",
+                "text": f"compute roof {peak:g} TFLOP/s",
+                "showarrow": False,
+                "font": {"size": 11},
+            },
+            {
+                "x": math.log10(middle),
+                "y": math.log10(middle * bandwidth_tflops_per_intensity),
+                "xref": "x",
+                "yref": "y",
+                "xanchor": "left",
+                "yanchor": "top",
+                "text": f"  HBM roof {peaks['peak_hbm_gbps']:g} GB/s",
+                "showarrow": False,
+                "font": {"size": 11},
+            },
+        ]
+    figures[ROOFLINE_CHART] = {
+        "data": traces,
+        "layout": {
+            "xaxis": {
+                "type": "log",
+                "title": {"text": "operational intensity (FLOP/byte)"},
+                "range": [math.log10(x_lo), math.log10(x_hi)],
+                "dtick": 1,
+            },
+            "yaxis": {
+                "type": "log",
+                "title": {"text": "achieved TFLOP/s"},
+                "range": [math.log10(y_lo), math.log10(y_hi)],
+                "dtick": 1,
+            },
+            "shapes": shapes,
+            "annotations": annotations,
+            "legend": {"title": {"text": "op category"}, "itemsizing": "constant"},
+            "hovermode": "closest",
+            "margin": {"t": 20, "r": 20, "b": 50, "l": 70},
+            "height": 520,
+        },
+    }
+    source = (
+        f"Peaks {peaks['peak_tflops']:g} TFLOP/s and {peaks['peak_hbm_gbps']:g} GB/s for "
+        f"{_e(peaks.get('chip') or 'this chip')}, from {_e(peaks.get('tflops_source'))}"
+        + (
+            f" and {_e(peaks.get('hbm_source'))}"
+            if peaks.get("hbm_source") != peaks.get("tflops_source")
+            else ""
+        )
+        + ". "
+        if known
+        else ""
+    )
+    return _section(
+        "roofline",
+        title,
+        _note(
+            source
+            + f"Every op with FLOPs and bytes ({ops.n}) is a point: area by its time per step, "
+            "colour by its HLO category. Hover for the numbers."
+        ),
+        *notes,
+        f'<div class="chart" id="{ROOFLINE_CHART}"></div>',
+    )
+
+
+def _hover(row: dict[str, Any], category: str) -> str:
+    bound = row.get("bound")
+    efficiency = _number(row.get("efficiency_pct"))
+    lines = [
+        f"<b>{_e(row['op'])}</b>",
+        f"module {_e(row['module'])} · {_e(category)}",
+        f"time/step {_e(fmt_ms(row['ms_per_step']))}, run {_g(row['count_per_step'])}x per step",
+        f"intensity {_g(row['intensity_flop_per_byte'])} FLOP/byte",
+        f"achieved {_g(row['achieved_tflops'])} TFLOP/s, {_g(row['achieved_gbps'], 4)} GB/s",
+    ]
+    if efficiency is not None:
+        lines.append(f"efficiency {efficiency:.1f}% of the roof ({_e(bound)}-bound)")
+    return "<br>".join(lines)
+
+
+def _recommendations_section(report: Report) -> str:
+    if not report.recommendations:
+        return _section(
+            "recommendations",
+            "Recommendations",
+            _note("None: nothing in this profile stands out."),
+        )
+    items = []
+    platform = (report.platform or "").lower()
+    for rec in report.recommendations:
+        fixes = [(platform, rec.fix[platform])] if platform in rec.fix else list(rec.fix.items())
+        fix_html = "".join(
+            f'<p class="fix"><b>Fix ({_e(label.upper())}):</b> {_e(text)}</p>'
+            for label, text in fixes
+        )
+        ops = (
+            '<p class="ops"><b>Ops:</b> '
+            + ", ".join(f"<code>{_e(op)}</code>" for op in rec.ops)
+            + "</p>"
+            if rec.ops
+            else ""
+        )
+        items.append(
+            "<li>"
+            f'<div class="rec-head"><span class="rec-title">{_e(rec.title)}</span>'
+            f'<span class="badge">{_e(rec.kind)}</span></div>'
+            f'<p class="savings">saves up to <b>{_e(fmt_ms(rec.est_savings_ms))} per step '
+            f"({rec.est_savings_pct:.1f}%)</b>, confidence {_e(rec.confidence)} "
+            f'<span class="dim">({_e(rec.analyzer)})</span></p>'
+            f'<p class="evidence"><b>Evidence:</b> {_e(rec.evidence)}</p>'
+            f"{ops}{fix_html}"
+            "</li>"
+        )
+    return _section(
+        "recommendations",
+        "Recommendations, ranked by the time they would save",
+        '<ol class="recs">' + "".join(items) + "</ol>",
+    )
+
+
+# (column, header, numeric, format)
+_TOP_OPS_COLUMNS: list[tuple[str, str, bool, Any]] = [
+    ("op", "op", False, str),
+    ("module", "program", False, str),
+    ("kind", "kind", False, str),
+    ("ms_per_step", "time/step", True, fmt_ms),
+    ("pct_of_busy", "% of busy", True, fmt_pct),
+    ("count_per_step", "count/step", True, lambda v: _g(v)),
+    ("bound", "bound", False, lambda v: v or ""),
+    ("efficiency_pct", "roofline eff.", True, fmt_pct),
+]
+
+
+def _top_ops_section(report: Report) -> str:
+    top = report.top_ops
+    if not top.n:
+        return _section("top-ops", "Top ops", _note("No op ran in the analysed windows."))
+    head = "".join(
+        f'<th data-type="{"number" if numeric else "text"}" title="sort">{_e(header)}</th>'
+        for _, header, numeric, _ in _TOP_OPS_COLUMNS
+    )
+    rows = []
+    for record in top.records():
+        cells = []
+        for column, _, numeric, fmt in _TOP_OPS_COLUMNS:
+            value = record[column]
+            if numeric:
+                number = _number(value)
+                sort = "" if number is None else repr(number)
+                cells.append(f'<td class="num" data-sort="{sort}">{_e(fmt(value))}</td>')
+            else:
+                cells.append(f"<td>{_e(fmt(value))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return _section(
+        "top-ops",
+        "Top ops (self time per step per device)",
+        _note("Click a column to sort."),
+        f'<table class="sortable" id="top-ops-table"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>",
+    )
+
+
+def _notes_section(report: Report) -> str:
+    items = [
+        f'<li class="error">analyzer {_e(n)} failed: {_e(e)}</li>' for n, e in report.errors.items()
+    ]
+    seen = set(report.notes)
+    for name, result in report.results.items():
+        for note in result.notes:
+            if note not in seen:
+                seen.add(note)
+                items.append(f"<li>{_e(name)}: {_e(note)}</li>")
+    items += [f"<li>{_e(note)}</li>" for note in report.notes]
+    if not items:
+        return ""
+    return _section("notes", "Notes", "<ul>" + "".join(items) + "</ul>")
+
+
+_STYLE = """
+:root { --fg:#1d232b; --dim:#5b6573; --line:#dde2e8; --bg:#f6f8fa; --accent:#1f6feb; }
+* { box-sizing: border-box; }
+body { margin:0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica,
+       Arial, sans-serif; color:var(--fg); background:#fff; }
+main { max-width: 1240px; margin: 0 auto; padding: 20px 28px 40px; }
+header h1 { margin: 0; font-size: 22px; }
+header .source { margin: 2px 0 16px; color: var(--dim); font-family: ui-monospace, monospace;
+                 word-break: break-all; }
+h2 { font-size: 17px; margin: 28px 0 6px; padding-top: 8px; border-top: 1px solid var(--line); }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 10px; }
+.card { background: var(--bg); border: 1px solid var(--line); border-radius: 8px;
+        padding: 10px 12px; }
+.card .label { color: var(--dim); font-size: 12px; text-transform: uppercase;
+               letter-spacing: .04em; }
+.card .value { font-size: 20px; font-weight: 600; margin: 2px 0; overflow-wrap: anywhere; }
+.card .detail { color: var(--dim); font-size: 12px; }
+.split { margin-top: 14px; }
+.split .label { color: var(--dim); font-size: 12px; margin-bottom: 4px; }
+.split .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden;
+              border: 1px solid var(--line); background: #fff; }
+.split .legend { margin-top: 6px; display: flex; flex-wrap: wrap; gap: 16px; }
+.split .key i { display: inline-block; width: 11px; height: 11px; border-radius: 2px;
+                margin-right: 5px; vertical-align: -1px; }
+.note { color: var(--dim); margin: 4px 0 8px; }
+.warn { color: #b35900; font-weight: 600; }
+.chart { width: 100%; min-height: 200px; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px;
+       background: var(--bg); padding: 0 3px; border-radius: 3px; overflow-wrap: anywhere; }
+ol.recs { padding-left: 22px; }
+ol.recs li { margin-bottom: 14px; }
+.rec-head { display: flex; gap: 10px; align-items: baseline; flex-wrap: wrap; }
+.rec-title { font-weight: 600; font-size: 15px; }
+.badge { background: #eef3fb; color: var(--accent); border-radius: 10px; padding: 0 8px;
+         font-size: 12px; }
+.savings, .evidence, .fix, .ops { margin: 3px 0; }
+.savings b { color: #1a7f37; }
+.dim { color: var(--dim); }
+table.sortable { border-collapse: collapse; width: 100%; font-size: 13px; }
+table.sortable th, table.sortable td { padding: 5px 8px; border-bottom: 1px solid var(--line);
+                                       text-align: left; overflow-wrap: anywhere; }
+table.sortable th { cursor: pointer; background: var(--bg); user-select: none;
+                    white-space: nowrap; }
+table.sortable th[data-dir="asc"]::after { content: " \\25B2"; }
+table.sortable th[data-dir="desc"]::after { content: " \\25BC"; }
+table.sortable td.num { text-align: right; font-variant-numeric: tabular-nums;
+                        white-space: nowrap; }
+#notes li.error { color: #b42318; }
+footer { margin-top: 36px; color: var(--dim); font-size: 12px; }
+"""
+
+_SCRIPT = """
+(function () {
+  const config = {displaylogo: false, responsive: true};
+  const drawn = Object.keys(FIGURES).map(function (id) {
+    const figure = FIGURES[id];
+    return Plotly.newPlot(id, figure.data, figure.layout, config);
+  });
+  Promise.all(drawn).then(function () { document.body.dataset.ready = "1"; });
+
+  function key(cell, numeric) {
+    if (!numeric) { return cell.textContent; }
+    const value = parseFloat(cell.dataset.sort);
+    return isNaN(value) ? -Infinity : value;
+  }
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    table.querySelectorAll("th").forEach(function (th, column) {
+      th.addEventListener("click", function () {
+        const numeric = th.dataset.type === "number";
+        // First click: numbers largest first, text A to Z; then each click reverses.
+        const previous = th.dataset.dir;
+        const dir = previous ? (previous === "asc" ? "desc" : "asc") : (numeric ? "desc" : "asc");
+        table.querySelectorAll("th").forEach(function (other) { delete other.dataset.dir; });
+        th.dataset.dir = dir;
+        const body = table.tBodies[0];
+        const rows = Array.from(body.rows);
+        rows.sort(function (a, b) {
+          const x = key(a.cells[column], numeric), y = key(b.cells[column], numeric);
+          const order = numeric ? x - y : String(x).localeCompare(String(y));
+          return dir === "asc" ? order : -order;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+})();
+"""
