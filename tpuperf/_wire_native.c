@@ -68,13 +68,14 @@ static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, u
                           int *wire, uint64_t *value, Py_ssize_t *payload_start)
 {
     uint64_t tag;
+    Py_ssize_t field_start = *pos;
     failure error = read_varint(buf, pos, end, &tag);
     if (error)
         return error;
     *number = tag >> 3;
     *wire = (int)(tag & 7);
-    if (*number == 0)
-        return fail("field number 0 (not an XSpace protobuf)", *pos);
+    if (*number == 0) /* the offset of a bad field is where it starts, as numpy says it */
+        return fail("field number 0 (not an XSpace protobuf)", field_start);
     switch (*wire) {
     case WIRE_VARINT:
         return read_varint(buf, pos, end, value);

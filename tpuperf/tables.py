@@ -19,6 +19,7 @@ are decoded in C without holding the GIL.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -369,11 +370,30 @@ def _cpu_device_row(host: str, n_ops: int) -> dict[str, Any]:
 
 
 def _float(value: Any) -> float:
-    return (
-        float(value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool)
-        else float("nan")
-    )
+    """A positive, finite number from a stat; NaN (unknown) for anything else (a string, NaN,
+    infinity, zero or less: what a broken writer puts where a peak or a size goes)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return float("nan")
+    number = float(value)
+    return number if math.isfinite(number) and number > 0 else float("nan")
+
+
+def _costs(values: np.ndarray | list[Any]) -> np.ndarray:
+    """A cost stat (FLOPs, bytes) per metadata row as float64: NaN (unknown) where it is not
+    a number from 0 up to 2**64 (XLA writes them as 64-bit integers; 1e308 is a broken writer's,
+    and would make every sum infinite)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        costs = values.astype(np.float64)
+    else:
+        costs = np.array(
+            [
+                v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan
+                for v in values
+            ],
+            dtype=np.float64,
+        )
+    costs[~np.isfinite(costs) | (costs < 0) | (costs >= 2.0**64)] = np.nan
+    return costs
 
 
 # NVIDIA compute capability -> the data-center part that has it (H100 and H200
@@ -493,7 +513,7 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         costs = {
             name: Lookup(
                 rows,
-                np.append(np.asarray(plane.metadata_stat(name, np.nan), dtype=np.float64), np.nan),
+                np.append(_costs(plane.metadata_stat(name, np.nan)), np.nan),
             )
             for name in _COST_STATS
         }
@@ -546,13 +566,24 @@ def _meta_strings(values: list[str], rows: np.ndarray, used: list[int] | None = 
     return Strings(rows, unique, mapping)
 
 
+# Device times past this (about 53 days in ps) are no times a capture holds: a broken writer's
+# (int64 max, a uint64 read as negative). They are treated as missing, like negative ones.
+_LATEST_PS = 2**62
+
+
+def _device_times(offset: np.ndarray, duration: np.ndarray) -> np.ndarray:
+    """Which events carry device times to use: both present (MISSING is negative) and
+    plausible (under _LATEST_PS, so that sums of them never overflow int64)."""
+    return (offset >= 0) & (duration >= 0) & (offset < _LATEST_PS) & (duration < _LATEST_PS)
+
+
 def _device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
     """Start and duration of TPU ops on the device clock, and that clock (see DeviceClock)."""
     host_start = events.start_ps(timestamp_ns)
     host_dur = events.duration_ps
     device_offset = events.stats["device_offset_ps"]
     device_duration = events.stats["device_duration_ps"]
-    use = (device_offset >= 0) & (device_duration >= 0)  # MISSING is negative
+    use = _device_times(device_offset, device_duration)
     if not use.any():
         return host_start, host_dur, IDENTITY_CLOCK
     if use.all():  # the usual case: no masks, no copies
@@ -590,7 +621,7 @@ def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarra
     if len(clock.host_start):
         device_offset = events.stats["device_offset_ps"]
         device_duration = events.stats["device_duration_ps"]
-        use = (device_offset >= 0) & (device_duration >= 0)
+        use = _device_times(device_offset, device_duration)
         own = device_offset + clock.shift
         start = np.where(use, own, start)
         end = np.where(use, own + device_duration, end)

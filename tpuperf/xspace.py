@@ -17,6 +17,7 @@ columnar table of their stats.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ try:  # the hot loop in C (tpuperf/_wire_native.c); numpy does the same where it
     from tpuperf import _wire_native as _native
 except ImportError:  # pragma: no cover - depends on the build
     _native = None
+if os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy":
+    _native = None  # the numpy decoder on request (both decoders read the same inputs alike)
 
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
 
@@ -974,7 +977,8 @@ def _field_columns(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
             raise DecodeError(str(exc)) from None
         number = np.frombuffer(columns[0], dtype=np.int64)
         if len(number) and not number.all():
-            raise DecodeError("field number 0 (not an XSpace protobuf)")
+            at = int(np.frombuffer(columns[2], dtype=np.int64)[np.argmin(number != 0)])
+            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {at}")
         return tuple(np.frombuffer(c, dtype=np.int64) for c in columns)
     rows = list(_fields(data, start, stop))
     if not rows:
@@ -994,7 +998,7 @@ def _fields(data: bytes, start: int, stop: int) -> Iterator[tuple[int, int, int,
         tag, pos = _varint(data, pos, stop)
         number, wire = tag >> 3, tag & 7
         if number == 0:
-            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {pos}")
+            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {field_start}")
         value_start = pos
         value, pos = _skip(data, pos, stop, wire)
         if wire == _WIRE_LEN:
