@@ -425,7 +425,7 @@ def test_tree_names_are_text_not_markup(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from tpuperf.render.tree import render_tree, shorten_middle
+    from tpuperf.render.tree import render_tree
 
     node = {
         "name": "[bold]x[/bold]" + "y" * 100,
@@ -448,8 +448,6 @@ def test_tree_names_are_text_not_markup(tmp_path: Path) -> None:
     text = buffer.getvalue()
     assert "[bold]x" in text  # printed as it is, not read as markup
     assert all(len(line) <= 80 for line in text.splitlines())
-    assert shorten_middle("abcdefghij", 5) == "ab…ij"
-    assert shorten_middle("abc", 5) == "abc"
 
 
 def test_ops_rejects_depth_without_scope_and_unknown_sorts(

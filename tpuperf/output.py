@@ -48,6 +48,7 @@ import io
 import json
 import math
 import os
+import re
 import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -306,11 +307,14 @@ def _render_csv(view: View, destination: Destination) -> None:
 
 
 def _csv_cell(value: Any) -> Any:
-    """One CSV cell: empty for null, NaN and infinities; floats in full (repr)."""
+    """One CSV cell: empty for null, NaN and infinities; floats in full (repr); text that a
+    spreadsheet would run as a formula made inert (:func:`csv_text_cell`)."""
     if hasattr(value, "item"):  # a numpy scalar
         value = value.item()
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
+    if isinstance(value, str):
+        return csv_text_cell(value)
     return repr(value) if isinstance(value, float) else value
 
 
@@ -506,6 +510,64 @@ def text_width() -> int:
     return int(columns) if columns.isdigit() and int(columns) > 0 else FILE_WIDTH
 
 
+# Control characters: C0 (ESC, BEL, CR, newline, tab, ...), DEL and C1 (CSI, OSC, ...).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with each control character written out (``\\x1b``, ``\\n``): shown on a
+    terminal, never obeyed. Profile strings (op, host, chip names) come from whoever wrote the
+    profile; an escape sequence in an op name must not clear the screen or plant a link."""
+
+    def spelled(match: re.Match[str]) -> str:
+        char = match.group()
+        if keep_newlines and char == "\n":
+            return char
+        return _SPELLED.get(char) or f"\\x{ord(char):02x}"
+
+    return _CONTROL.sub(spelled, text) if _CONTROL.search(text) else text
+
+
+_SPELLED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+# Characters a spreadsheet reads as the start of a formula (OWASP, "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text_cell(text: str) -> str:
+    """A text cell as CSV carries it: one starting like a formula (``=HYPERLINK(...)``,
+    ``+cmd``, ``@SUM``, or a tab or carriage return) gets a leading ``'``, so a spreadsheet
+    shows it as text and never runs it (OWASP's advice); control characters are written out
+    (:func:`visible`), so every row is one line and a CSV on a terminal is safe to look at."""
+    return visible("'" + text if text.startswith(_FORMULA_START) else text)
+
+
+class _Visible:
+    """A renderable drawn with the control characters of its text written out (see
+    :func:`visible`); rich's own control codes (cursor moves of a live display) pass."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+
+        for segment in console.render(self.renderable, options):
+            if segment.control or not _CONTROL.search(segment.text):
+                yield segment
+            else:
+                yield Segment(visible(segment.text, keep_newlines=True), segment.style)
+
+
+class _VisibleHook:
+    """Every console tpuperf draws on shows, never obeys, control characters in what it
+    prints: the last line of defence behind the renderers (which write names out with
+    :func:`visible` before they measure them)."""
+
+    def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        return [_Visible(r) for r in renderables]
+
+
 def console(
     file: Any = None,
     stderr: bool = False,
@@ -521,7 +583,7 @@ def console(
     is_terminal = _isatty(stream)
     if width is None and not is_terminal:
         width = text_width()
-    return Console(
+    drawn = Console(
         file=stream,
         width=width,
         highlight=False,
@@ -530,6 +592,8 @@ def console(
         color_system=None if color is False else "auto",
         force_terminal=True if color else None,
     )
+    drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
+    return drawn
 
 
 def _isatty(stream: Any) -> bool:
@@ -544,7 +608,8 @@ def _isatty(stream: Any) -> bool:
 
 def say(message: str, details: Iterable[str] = ()) -> None:
     """A line on stderr, ``tpuperf: message``, and ``details`` under it, indented."""
-    sys.stderr.write(f"tpuperf: {message}\n" + "".join(f"  {line}\n" for line in details))
+    lines = [f"tpuperf: {message}", *(f"  {line}" for line in details)]
+    sys.stderr.write("".join(visible(line) + "\n" for line in lines))
     sys.stderr.flush()
 
 

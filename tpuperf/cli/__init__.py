@@ -17,7 +17,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from tpuperf import __version__
+from tpuperf import __version__, output
 from tpuperf.errors import TpuperfError
 from tpuperf.output import bind_formats
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         result = app(args=argv, standalone_mode=False)
     except TpuperfError as exc:
         _traceback(debug)
-        typer.echo(f"tpuperf: error: {exc}", err=True)
+        output.say(f"error: {exc}")
         return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
@@ -157,10 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             show()
             return _exit(exit_code, argv)
         _traceback(debug)
-        typer.echo(
-            f"tpuperf: internal error: {type(exc).__name__}: {exc}"
-            + ("" if debug else " (run with --debug for the traceback, and please report it)"),
-            err=True,
+        output.say(
+            f"internal error: {type(exc).__name__}: {exc}"
+            + ("" if debug else " (run with --debug for the traceback, and please report it)")
         )
         return _exit(1, argv)
     # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import display_name, shorten, shorten_apart
+from tpuperf.render.markdown import md_code, md_text
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
@@ -248,10 +249,6 @@ def _recommendations(diff: DiffReport, width: int) -> Table | Text:
 # --------------------------------------------------------------------------- Markdown
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
-
-
 def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
     """The diff as Markdown (for a pull request or an issue)."""
     base, new = diff.runs.get("base", {}), diff.runs.get("new", {})
@@ -262,14 +259,14 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
             if run.get("step_source")
             else "no steps"
         )
-        chip = _cell(run.get("chip") or "unknown chip")
+        chip = md_text(run.get("chip") or "unknown chip")
         out.append(
-            f"- **{label}**: `{_cell(run.get('source'))}`: {chip}, "
+            f"- **{label}**: `{md_code(run.get('source'))}`: {chip}, "
             f"{run.get('devices')} device(s) on {run.get('hosts')} host(s), {steps}"
         )
     out.append("")
     if diff.warnings:
-        out += ["## Warnings", "", *(f"- {_cell(w)}" for w in diff.warnings), ""]
+        out += ["## Warnings", "", *(f"- {md_text(w)}" for w in diff.warnings), ""]
     out += ["## Summary", "", "| | before | after | change |", "|---|---:|---:|---:|"]
     for label, key, kind in _SUMMARY_ROWS:
         out.append(f"| {label} | " + " | ".join(_summary_cells(diff.summary, key, kind)) + " |")
@@ -290,11 +287,11 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
             "|---|---|---|---|---:|---:|---:|---:|",
         ]
         for r in records:
-            was = f"`{_cell(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
+            was = f"`{md_code(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
             before = fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-"
             after = fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-"
             out.append(
-                f"| `{_cell(r['op'])}` | {was} | {r['match'] or ''} | {r['status']} | "
+                f"| `{md_code(r['op'])}` | {was} | {r['match'] or ''} | {r['status']} | "
                 f"{before} | {after} | "
                 f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} |"
             )
@@ -310,7 +307,7 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
         ]
         for r in categories:
             out.append(
-                f"| {_cell(r['category'])} | {fmt_ms(r['ms_per_step_before'])} | "
+                f"| {md_text(r['category'])} | {fmt_ms(r['ms_per_step_before'])} | "
                 f"{fmt_ms(r['ms_per_step_after'])} | {signed_ms(r['delta_ms'])} | "
                 f"{signed_pct(r['delta_pct'])} |"
             )
@@ -329,7 +326,7 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
             before = fmt_ms(r["est_savings_ms_before"]) if r["status"] != "appeared" else "-"
             after = fmt_ms(r["est_savings_ms_after"]) if r["status"] != "went_away" else "-"
             out.append(
-                f"| {_cell(r['title'])} | `{r['kind']}` | {r['status'].replace('_', ' ')} | "
+                f"| {md_text(r['title'])} | `{r['kind']}` | {r['status'].replace('_', ' ')} | "
                 f"{before} | {after} | "
                 f"{signed_ms(r['delta_ms'])} |"
             )

@@ -28,6 +28,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tpuperf.output import visible
+
 ELLIPSIS = "…"
 # Columns are separated by two spaces (a SIMPLE_HEAD box without edges, padding collapsed).
 GAP = 2
@@ -39,7 +41,6 @@ TEXT_MIN = 12
 PROSE_MIN = 24
 
 Kind = Literal["key", "text", "number", "prose"]
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,11 @@ class Column:
 
 
 def display_name(name: str) -> str:
-    """A name as tables show it: control characters as spaces; a C++ kernel signature
+    """A name as tables show it: control characters written out (``\\x1b``; see
+    :func:`tpuperf.output.visible`); a C++ kernel signature
     (``void ns::Kernel<...>(args)``) without its return type, arguments and namespaces,
     which are the same for every kernel of a library and push the distinctive part out."""
-    name = _CONTROL.sub(" ", name)
+    name = visible(name)
     if "::" not in name and not name.startswith("void "):
         return name
     name = name.removeprefix("void ")

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpuperf.render.terminal import fmt_ms, fmt_pct
+from tpuperf.output import visible
+from tpuperf.render.terminal import fmt_ms, fmt_pct, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+# What Markdown would read as markup in a profile string: table pipes, HTML, links.
+_MARKDOWN = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+
+
+def md_code(text: object) -> str:
+    """A profile string inside a Markdown code span (`` `...` ``), where nothing is markup: on
+    one line, control characters written out, backticks (which would end the span) as quotes."""
+    one_line = str(text).replace("\r\n", " ").replace("\n", " ").replace("`", "'")
+    return visible(one_line).replace("|", "\\|")  # a pipe still ends a table cell
+
+
+def md_text(text: object) -> str:
+    """A profile string (op, host, chip name, or a sentence quoting them) as Markdown shows it:
+    on one line, control characters written out, no HTML, link or table syntax of its own,
+    backticks as quotes (so it can sit inside a code span)."""
+    return md_code(text).replace("\\|", "|").translate(_MARKDOWN)
 
 
 def _passes(passes: dict[str, Any] | None) -> str:
@@ -25,18 +40,15 @@ def _passes(passes: dict[str, Any] | None) -> str:
 def _where(row: dict[str, Any]) -> str:
     path = "/".join(p for p in (row.get("scope"), row.get("primitive")) if p)
     source = str(row.get("source") or "").rsplit("/", 1)[-1]
-    return " ".join(p for p in (f"`{_cell(path)}`" if path else "", _cell(source)) if p)
+    return " ".join(p for p in (f"`{md_code(path)}`" if path else "", md_text(source)) if p)
 
 
 def render_markdown(report: Report) -> str:
     s = report.summary
     st = s.get("step_time_ms") or {}
-    out = [f"# tpuperf analyze: {report.source or 'profile'}", ""]
-    peaks = (
-        f"{s['peak_tflops']:g} TFLOP/s, {s['peak_hbm_gbps']:g} GB/s ({s['peaks_source']})"
-        if s.get("peak_tflops") is not None
-        else "unknown"
-    )
+    out = [f"# tpuperf analyze: {md_text(report.source or 'profile')}", ""]
+    known = peaks_text(s)
+    peaks = f"{known} ({s['peaks_source']})" if known is not None else "unknown"
     rows = [
         ("Chip", f"{s.get('chip') or 'unknown'} ({s.get('platform')})"),
         ("Peaks", peaks),
@@ -60,7 +72,7 @@ def render_markdown(report: Report) -> str:
         ("MFU", fmt_pct(s.get("mfu_pct"))),
         ("Passes", _passes(s.get("passes"))),
     ]
-    out += ["| | |", "|---|---|", *(f"| {k} | {_cell(v)} |" for k, v in rows), ""]
+    out += ["| | |", "|---|---|", *(f"| {k} | {md_text(v)} |" for k, v in rows), ""]
 
     if report.top_ops.n:
         records = report.top_ops.records()
@@ -74,7 +86,7 @@ def render_markdown(report: Report) -> str:
         ]
         for r in records:
             out.append(
-                f"| `{_cell(r['op'])}` | {_cell(r['module'])} | {r['kind']} | "
+                f"| `{md_code(r['op'])}` | {md_text(r['module'])} | {r['kind']} | "
                 f"{fmt_ms(r['ms_per_step'])} | "
                 f"{fmt_pct(r['pct_of_busy'])} | {r['count_per_step']:.3g} | {r['bound'] or ''} | "
                 f"{fmt_pct(r['efficiency_pct'])} |" + (f" {_where(r)} |" if code else "")
@@ -86,12 +98,12 @@ def render_markdown(report: Report) -> str:
         out += ["None: nothing in this profile stands out.", ""]
     for i, rec in enumerate(report.recommendations, 1):
         out += [
-            f"### {i}. {rec.title} (`{rec.kind}`)",
+            f"### {i}. {md_text(rec.title)} (`{rec.kind}`)",
             "",
             f"**Saves up to {fmt_ms(rec.est_savings_ms)} per step ({rec.est_savings_pct:.1f}%)**, "
             f"confidence {rec.confidence}.",
             "",
-            f"- Evidence: {rec.evidence}",
+            f"- Evidence: {md_text(rec.evidence)}",
         ]
         platform = report.platform.lower()
         fixes = [(platform, rec.fix[platform])] if platform in rec.fix else list(rec.fix.items())
@@ -101,5 +113,5 @@ def render_markdown(report: Report) -> str:
     notes = [f"{n}: {note}" for n, r in report.results.items() for note in r.notes]
     notes += [f"analyzer {n} failed: {e}" for n, e in report.errors.items()]
     if notes:
-        out += ["## Notes", "", *(f"- {_cell(n)}" for n in dict.fromkeys(notes)), ""]
+        out += ["## Notes", "", *(f"- {md_text(n)}" for n in dict.fromkeys(notes)), ""]
     return "\n".join(out)

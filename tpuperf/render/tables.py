@@ -47,8 +47,9 @@ def _width(console: Console, wide: bool) -> int | None:
     return None if wide else console.width
 
 
-def _line(console: Console, text: Text | str) -> None:
-    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=False)
+def _line(console: Console, text: Text | str, wide: bool = False) -> None:
+    """One line of text (``wide``: never wrapped, however long)."""
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=wide)
 
 
 def _packed(head: Text, items: list[str], width: int) -> Text:
@@ -97,7 +98,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
             seconds = (host["capture_stop_ns"] - host["capture_start_ns"]) / 1e9
             extra.append(f"capture window {seconds:.2f} s")
         extra += [f"{name} {version}" for name, version in host["versions"].items()]
-        _line(console, _packed(text, extra, console.width))
+        _line(console, _packed(text, extra, width or 2**31), wide=width is None)
 
     several_hosts = len(info["hosts"]) > 1
     device_columns = [

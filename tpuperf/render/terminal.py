@@ -28,6 +28,18 @@ SEGMENTS = [
 ]
 
 
+def peaks_text(summary: dict[str, Any]) -> str | None:
+    """``918 TFLOP/s, 1638 GB/s``; a peak the chip table and profile do not know is ``?``
+    (an unknown chip with only a FLOP peak); None when neither is known."""
+    tflops, gbps = summary.get("peak_tflops"), summary.get("peak_hbm_gbps")
+    if tflops is None and gbps is None:
+        return None
+    return (
+        f"{'?' if tflops is None else f'{tflops:g}'} TFLOP/s, "
+        f"{'?' if gbps is None else f'{gbps:g}'} GB/s"
+    )
+
+
 def _number(value: Any) -> float | None:
     """A float, or None for None/NaN/NA (table cells may hold any of them)."""
     try:
@@ -93,11 +105,9 @@ def _header(report: Report, width: int) -> Panel:
     chip = s.get("chip") or "unknown chip"
     lines.append("Chip     ", style="bold")
     lines.append(f"{chip} ({s.get('platform')})")
-    if s.get("peak_tflops") is not None:
-        lines.append(
-            f"  peaks {s['peak_tflops']:g} TFLOP/s, {s['peak_hbm_gbps']:g} GB/s from "
-            f"{s.get('peaks_source')}"
-        )
+    peaks = peaks_text(s)
+    if peaks is not None:
+        lines.append(f"  peaks {peaks} from {s.get('peaks_source')}")
     else:
         lines.append("  peaks unknown", style="yellow")
     lines.append("\nDevices  ", style="bold")

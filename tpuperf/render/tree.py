@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tpuperf.render.fit import display_name, shorten
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
@@ -27,20 +28,6 @@ _TIME_WIDTH = 9
 _PCT_WIDTH = 6
 _MIN_NAME_WIDTH = 16
 _MAX_BAR_WIDTH = 24
-
-
-def shorten_middle(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters by an ellipsis in the middle (both ends say more
-    than either alone: the program and the op)."""
-    if width <= 0:
-        return ""
-    if len(text) <= width:
-        return text
-    if width == 1:
-        return "…"
-    head = (width - 1 + 1) // 2
-    tail = width - 1 - head
-    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 def pass_bar(passes: dict[str, float], total: float, cells: int) -> Text:
@@ -102,7 +89,7 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
         if node is root:
             continue
         name = Text(prefix, style="grey50")
-        label = node["name"]
+        label = display_name(node["name"])
         room = name_width - len(prefix)
         if node["kind"] == "op" and node["source"]:
             source = _short_source(node["source"])
@@ -110,10 +97,10 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
                 name.append(label, style="cyan")
                 name.append(" " + source, style="dim")
             else:
-                name.append(shorten_middle(label, room), style="cyan")
+                name.append(shorten(label, room), style="cyan")
         else:
             style = "bold" if node["kind"] == "scope" else "italic"
-            name.append(shorten_middle(label, room), style=style)
+            name.append(shorten(label, room), style=style)
         cells = round(bar_width * node["ms_per_step"] / total_ms)
         table.add_row(
             name,
@@ -136,14 +123,6 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
                 style="dim",
             )
         )
-
-
-def shorten_left(text: str, width: int) -> str:
-    """``text`` cut to its last ``width`` characters behind an ellipsis (a path's file and
-    line say more than its directories)."""
-    if len(text) <= width:
-        return text
-    return "…" + text[len(text) - width + 1 :] if width > 1 else "…"
 
 
 def fmt_step_ms(value: float) -> str:
