@@ -18,6 +18,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from tpuperf import __version__, output
+from tpuperf._malloc import keep_freed_memory
 from tpuperf.errors import TpuperfError
 from tpuperf.output import bind_formats
 
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = argv if argv is not None else sys.argv[1:]
     debug = "--debug" in args
+    keep_freed_memory()
     try:
         result = app(args=argv, standalone_mode=False)
     except TpuperfError as exc:

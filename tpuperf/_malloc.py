@@ -1,0 +1,36 @@
+"""Keep freed memory in the process for the length of one command (glibc only).
+
+An analysis makes many short-lived arrays of the size of an event column (16 MB for 2M
+events). By default glibc gives each such array fresh pages from the kernel and hands them back
+when it is freed, so the next array faults its pages in again: on an 85 MB profile, 145,000
+page faults and 0.4 s of system time, a fifth of the run. Raising the thresholds lets freed
+blocks be reused instead: half the faults, for 7% more peak memory. The CLI calls this; a
+library does not change its host process's allocator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+# mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_TOP_PAD = -2
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory() -> bool:
+    """Tune glibc's malloc as the module docstring says; False where there is no glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # musl and others: nothing to tune
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    ok = mallopt(_M_MMAP_THRESHOLD, 1 << 30)  # blocks up to 1 GiB from the heap
+    ok &= mallopt(_M_TRIM_THRESHOLD, (1 << 31) - 1)  # and never trimmed back to the kernel
+    ok &= mallopt(_M_TOP_PAD, 256 << 20)  # grown 256 MiB at a time
+    return bool(ok)
