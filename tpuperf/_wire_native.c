@@ -46,8 +46,13 @@ static void raise_at(failure message)
     failed_at = -1;
 }
 
-static failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out)
+static inline failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end,
+                                  uint64_t *out)
 {
+    if (*pos < end && buf[*pos] < 0x80) { /* one byte: tags, ids, small lengths */
+        *out = buf[(*pos)++];
+        return NULL;
+    }
     uint64_t result = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (*pos >= end)
@@ -64,7 +69,7 @@ static failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, 
 
 /* Read one field: its number, wire type, and value (varint or fixed64 bits) or
  * payload span (length-delimited). Leaves *pos after the field. */
-static failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *number,
+static inline failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *number,
                           int *wire, uint64_t *value, Py_ssize_t *payload_start)
 {
     uint64_t tag;

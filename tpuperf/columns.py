@@ -184,16 +184,26 @@ class Table(Mapping[str, Column]):
         return column
 
     def take(self, rows: np.ndarray) -> Table:
-        """The rows ``rows`` (indices or a boolean mask), in that order."""
+        """The rows ``rows`` (indices or a boolean mask), in that order. Columns that share an
+        index (a TPU op's names and costs all index its metadata row) share it taken."""
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
-        return Table(
-            {
-                name: column[rows] if isinstance(column, np.ndarray) else column.take(rows)
-                for name, column in self._columns.items()
-            },
-            len(rows),
-        )
+        taken: dict[int, np.ndarray] = {}
+
+        def index_of(index: np.ndarray) -> np.ndarray:
+            if id(index) not in taken:
+                taken[id(index)] = index[rows]
+            return taken[id(index)]
+
+        columns: dict[str, Column] = {}
+        for name, column in self._columns.items():
+            if isinstance(column, np.ndarray):
+                columns[name] = column[rows]
+            elif isinstance(column, Strings):
+                columns[name] = Strings(index_of(column.index), column.values, column.mapping)
+            else:
+                columns[name] = Lookup(index_of(column.index), column.values)
+        return Table(columns, len(rows))
 
     def with_columns(self, **columns: Column) -> Table:
         return Table({**self._columns, **columns}, self._n)
@@ -271,11 +281,33 @@ def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.nd
 
     Returns (group of each row, first row of each group), like pandas' groupby(sort=False).
     Linear in the rows when the keys' combined range is small (the usual case: op names and
-    modules have few distinct values), else by sorting.
+    modules have few distinct values), else by sorting. Strings that share one index (a TPU
+    op's names, by metadata row) are grouped by that index first, then its few distinct
+    values by their strings.
     """
     n = len(keys[0])
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first_key = keys[0]
+    mappings = [
+        k.mapping
+        for k in keys
+        if isinstance(k, Strings)
+        and isinstance(first_key, Strings)
+        and k.index is first_key.index
+        and k.mapping is not None
+    ]
+    if (
+        isinstance(first_key, Strings)
+        and len(mappings) == len(keys)
+        and first_key.index.dtype.kind in "iu"
+        and int(first_key.index.min()) >= 0
+    ):
+        shared = first_key.index.astype(np.int64, copy=False)
+        by_index, first = _dense_groups(shared, int(shared.max()) + 1)
+        distinct = shared[first]
+        merged, first_of = group_index([m[distinct] for m in mappings if m is not None])
+        return merged[by_index], first[first_of]
     combined = np.zeros(n, dtype=np.int64)
     size = 1
     for key in keys:
@@ -287,18 +319,26 @@ def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.nd
         combined = combined * width + codes
         size *= width
     if size <= 4 * n + 1024:
-        first_row = np.full(size, n, dtype=np.int64)
-        np.minimum.at(first_row, combined, np.arange(n, dtype=np.int64))
-        present = np.flatnonzero(first_row < n)
-        order = present[np.argsort(first_row[present], kind="stable")]
-        code_of = np.empty(size, dtype=np.int64)
-        code_of[order] = np.arange(len(order), dtype=np.int64)
-        return code_of[combined], first_row[order]
+        return _dense_groups(combined, size)
     _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank[inverse.reshape(-1)], first[order]
+
+
+def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_index` of keys already packed into ``combined`` (0 <= key < ``size``)."""
+    n = len(combined)
+    # The first row of each key: rows written in reverse, so that the first is the last
+    # written (numpy assigns repeated indices in order; 4x faster than minimum.at).
+    first_row = np.full(size, n, dtype=np.int64)
+    first_row[combined[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    present = np.flatnonzero(first_row < n)
+    order = present[np.argsort(first_row[present], kind="stable")]
+    code_of = np.empty(size, dtype=np.int64)
+    code_of[order] = np.arange(len(order), dtype=np.int64)
+    return code_of[combined], first_row[order]
 
 
 def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:

@@ -717,7 +717,8 @@ def _tpu_async(
     rows = plane.metadata.rows(line.metadata_id)
     rows = np.where(rows < 0, n_meta, rows)
     used = np.unique(rows).tolist()
-    done = Strings.from_list(_strings(line.stat("hlo_op", "")))
+    done_codes, done_names = line.stat_strings("hlo_op")
+    done = Strings.from_values(done_names, done_codes)
     start, dur = _placed_times(line, clock)
     # The event's display name is generic ("async-copy"); its HLO text names the start op.
     names = plane.metadata.names

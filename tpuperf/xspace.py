@@ -202,6 +202,14 @@ class Line:
         assert self._plane is not None
         return self._plane.stat_codes(self.stats, len(self), name)
 
+    def stat_strings(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """The string stat ``name`` of every event as (codes, distinct strings): ``""`` (the
+        last of the strings) where an event lacks it or holds no string. Each distinct value is
+        decoded once."""
+        codes, values = self.stat_codes(name)
+        strings = [v if isinstance(v, str) else "" for v in values] + [""]
+        return np.where(codes >= 0, codes, len(values)), strings
+
     def int_events(self, names: tuple[str, ...], keep: str | None = None) -> IntEvents:
         """The events with the integer stats ``names`` (int64, uint64 or ref values) as
         columns, MISSING where an event lacks one; with ``keep``, only the events that have

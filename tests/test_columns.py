@@ -1,0 +1,80 @@
+"""tpuperf.columns against pandas, the reference its grouping and takes stand in for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpuperf.columns import Lookup, Strings, Table, group_index, sum_by
+
+NAMES = ["fusion.1", "fusion.2", "all-reduce", "copy-start", ""]
+
+
+def _reference(frame: pd.DataFrame, by: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    grouped = frame.groupby(by, sort=False, dropna=False)
+    group = grouped.ngroup().to_numpy()
+    first = np.array([rows[0] for rows in grouped.indices.values()])
+    order = np.argsort([group[f] for f in first])
+    return group, first[order]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    rows=st.lists(st.integers(0, 9), min_size=1, max_size=300),
+    op_names=st.lists(st.sampled_from(NAMES), min_size=10, max_size=10),
+    modules=st.lists(st.sampled_from(["jit_a", "jit_b"]), min_size=10, max_size=10),
+)
+def test_group_index_of_strings_sharing_an_index(
+    rows: list[int], op_names: list[str], modules: list[str]
+) -> None:
+    """Ten metadata rows, some with the same names: grouped by the names, not by the row."""
+    index = np.array(rows, dtype=np.int32)
+    op = Strings.from_values(op_names, index)
+    module = Strings.from_values(modules, index)
+    assert op.index is module.index  # the shared-index path
+    group, first = group_index([module, op])
+    frame = pd.DataFrame({"module": module.tolist(), "op": op.tolist()})
+    ref_group, ref_first = _reference(frame, ["module", "op"])
+    assert group.tolist() == ref_group.tolist()
+    assert first.tolist() == ref_first.tolist()
+    # The same answer without a shared index (codes of their own).
+    alone = group_index([Strings.from_list(module.tolist()), Strings.from_list(op.tolist())])
+    assert alone[0].tolist() == group.tolist() and alone[1].tolist() == first.tolist()
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    keys=st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 10**12)), min_size=1, max_size=200)
+)
+def test_group_index_of_integers(keys: list[tuple[int, int]]) -> None:
+    small = np.array([k[0] for k in keys])
+    large = np.array([k[1] for k in keys])  # a wide range: the sorting path
+    group, first = group_index([small, large])
+    ref_group, ref_first = _reference(pd.DataFrame({"a": small, "b": large}), ["a", "b"])
+    assert group.tolist() == ref_group.tolist() and first.tolist() == ref_first.tolist()
+
+
+def test_take_keeps_a_shared_index_shared() -> None:
+    index = np.array([2, 0, 1, 2, 2], dtype=np.int32)
+    table = Table(
+        {
+            "op": Strings.from_values(["a", "b", "c"], index),
+            "module": Strings.from_values(["m", "m", "n"], index),
+            "flops": Lookup(index, np.array([1.0, 2.0, 3.0])),
+            "dur": np.arange(5),
+        }
+    )
+    taken = table.take(np.array([3, 1, 4]))
+    assert taken.strings("op").index is taken.strings("module").index
+    assert taken.strings("op").tolist() == ["c", "a", "c"]
+    assert taken.strings("module").tolist() == ["n", "m", "n"]
+    assert taken.array("flops").tolist() == [3.0, 1.0, 3.0]
+    assert taken.array("dur").tolist() == [3, 1, 4]
+
+
+def test_sum_by_is_exact_for_large_integers() -> None:
+    group = np.array([0, 1, 0, 1])
+    values = np.array([2**60, 1, 2**60, 3], dtype=np.int64)
+    assert sum_by(group, 2, values).tolist() == [2**61, 4]
