@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_PROFILES = REPO.parent / "shared" / "profiles"
@@ -14,6 +15,12 @@ CPU_TRUTH = REPO / "fixtures" / "data" / "cpu_train_steps.truth.json"
 
 # Rendered tables are compared at a fixed width (memray pins COLUMNS too).
 os.environ["COLUMNS"] = "100"
+
+# In CI, hypothesis draws the same examples every run: a build passes or fails on the code, not
+# on the draw. Locally it draws new ones, to find what those examples miss.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def shared_profile(relative: str) -> Path:

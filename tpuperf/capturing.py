@@ -193,7 +193,7 @@ def _parse_address(text: str) -> Target:
         host, sep, port = text[1:].partition("]:")
     else:
         host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdecimal() or len(port) > 5 or not 0 < int(port) < 65536:
         raise UsageError(
             f"bad address {text!r}: expected host:port (the port the job passed to "
             "jax.profiler.start_server), or a file of addresses"

@@ -182,7 +182,7 @@ def strip_op_type(tf_op: str) -> str:
 def split_source(text: str) -> tuple[str, int]:
     """``path/file.py:29`` -> (``path/file.py``, 29); (text, 0) without a line number."""
     head, colon, tail = text.rpartition(":")
-    if colon and tail.strip().isdigit():
+    if colon and tail.strip().isdecimal() and len(tail.strip()) <= 18:
         return head, int(tail)
     return text, 0
 

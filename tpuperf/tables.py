@@ -296,7 +296,7 @@ def split_module_name(name: str) -> tuple[str, str] | None:
     if not name.endswith(")"):
         return None
     head, _, digits = name[:-1].rpartition("(")
-    return (head, digits) if head and digits.isdigit() else None
+    return (head, digits) if head and digits.isdecimal() else None
 
 
 def _module_names(planes: list[Plane]) -> dict[str, str]:
@@ -795,17 +795,20 @@ def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
     assert line._plane is not None
     plane = line._plane
     events = line.int_events(("step_num",))
-    rows = plane.metadata.rows(events.metadata_id)
-    used = np.unique(rows[rows >= 0]).tolist()
-    named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
-    for row in used:
-        name = plane.metadata.names[row].strip()
-        if name.isdigit():
-            named[row] = int(name)
-    by_name = named[np.where(rows >= 0, rows, len(named) - 1)]
     step_num = events.stats["step_num"]
-    position = np.arange(len(rows), dtype=np.int64)
-    numbers = np.where(step_num >= 0, step_num, np.where(by_name >= 0, by_name, position))
+    numbers = step_num
+    unnumbered = step_num < 0
+    if unnumbered.any():  # steps without a step_num stat: their name, else their position
+        rows = plane.metadata.rows(events.metadata_id[unnumbered])
+        named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
+        for row in np.unique(rows[rows >= 0]).tolist():
+            name = plane.metadata.names[row].strip()
+            if name.isdecimal() and len(name) <= 18:  # an int64, as int() reads it
+                named[row] = int(name)
+        by_name = named[np.where(rows >= 0, rows, len(named) - 1)]
+        position = np.flatnonzero(unnumbered)
+        numbers = step_num.copy()
+        numbers[unnumbered] = np.where(by_name >= 0, by_name, position)
     start, dur = _placed_times(line, clock)
     return _in_order(
         Table(

@@ -659,9 +659,10 @@ def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, 
     """
     candidates = first + np.flatnonzero(buf[first:stop] == _EVENT_RECORD_TAG).astype(np.int64)
     lengths, widths = _varints(buf, candidates + 1, stop, strict=False)
-    ends = candidates + 1 + widths + lengths.astype(np.int64)
-    fits = ends <= stop
-    candidates, ends = candidates[fits], ends[fits]
+    # Compared as unsigned first: a length past 2**63 would wrap to a negative end.
+    fits = lengths <= np.maximum(stop - candidates - 1 - widths, 0).astype(np.uint64)
+    candidates = candidates[fits]
+    ends = candidates + 1 + widths[fits] + lengths[fits].astype(np.int64)
     if not len(candidates) or candidates[0] != first:
         raise DecodeError(
             f"an event record runs past the end of its line (truncated file?), at byte {first}"
