@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -224,16 +226,23 @@ def analyze(
     chosen = base.select(analyzers)
     tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
 
-    results: dict[str, AnalyzerResult] = {}
-    summaries: dict[str, str] = {}
-    for analyzer in chosen:
-        summaries[analyzer.name] = analyzer.summary
-        try:
-            results[analyzer.name] = base.run(analyzer, tl, config)
-        except Exception as exc:  # one analyzer's bug must not hide the others' findings
-            results[analyzer.name] = AnalyzerResult(
-                analyzer.name, error=f"{type(exc).__name__}: {exc}"
-            )
+    # The built-in analyzers read the frozen timeline and share nothing: they run side by side
+    # (numpy lets go of the GIL in its loops), as do the report's own tables. Plug-ins run one
+    # after another, as they always have.
+    builtin = {name for name, _ in base.BUILTIN}
+    summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
+    with ThreadPoolExecutor(min(os.cpu_count() or 1, 4), "tpuperf-analyze") as pool:
+        running = {
+            a.name: pool.submit(_run_one, a, tl, config) for a in chosen if a.name in builtin
+        }
+        ops_future = pool.submit(op_table, tl)
+        code_future = pool.submit(_Code.of, profile, tl) if scopes else None
+        results = {
+            a.name: running[a.name].result() if a.name in running else _run_one(a, tl, config)
+            for a in chosen
+        }
+        ops = ops_future.result()
+        code = code_future.result() if code_future is not None else None
     recommendations = sorted(
         (
             rec
@@ -244,12 +253,10 @@ def analyze(
         key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
     )
     roofline = results.get("roofline")
-    code = _Code.of(profile, tl) if scopes else None
     if code is not None:
         recommendations = [code.annotate(rec) for rec in recommendations]
     summary = _summary(tl, config, recommendations, code)
     notes = list(profile.warnings) + list(tl.notes)
-    ops = op_table(tl)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
     top = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
@@ -264,6 +271,14 @@ def analyze(
         notes=notes,
         summaries=summaries,
     )
+
+
+def _run_one(analyzer: base.Analyzer, tl: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+    """One analyzer's result; its failure, as an error, must not hide the others' findings."""
+    try:
+        return base.run(analyzer, tl, config)
+    except Exception as exc:
+        return AnalyzerResult(analyzer.name, error=f"{type(exc).__name__}: {exc}")
 
 
 def _finite(value: float) -> float:
