@@ -74,6 +74,91 @@ def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]  # no temporary file left
 
 
+def _unwritable(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A place -o cannot write, and the reason the error should give."""
+    (tmp_path / "a_file").write_text("kept")
+    if case == "a directory":
+        (tmp_path / "out").mkdir()
+        return tmp_path / "out", "it is a directory"
+    if case == "under a file":
+        return tmp_path / "a_file" / "x.json", f"{tmp_path / 'a_file'} is a file, not a directory"
+    if case == "deeper under a file":
+        return (
+            tmp_path / "a_file" / "sub" / "x.json",
+            f"{tmp_path / 'a_file'} is a file, not a directory",
+        )
+    if case == "no permission":  # the tests may run as root, where chmod does not stop a write
+        real_open = os.open
+
+        def refuse(path: Any, *args: Any, **kwargs: Any) -> int:
+            if str(path).endswith(".tmp"):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(output.os, "open", refuse)
+        return tmp_path / "x.json", f"permission denied ({tmp_path})"
+    assert case == "/proc"
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    return Path("/proc/x.json"), "files cannot be created in /proc"
+
+
+_UNWRITABLE = ["a directory", "under a file", "deeper under a file", "no permission", "/proc"]
+
+
+@pytest.mark.parametrize("case", _UNWRITABLE)
+def test_an_unwritable_output_is_one_line_and_exit_6(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from tpuperf.errors import CannotWrite
+
+    target, reason = _unwritable(tmp_path, case, monkeypatch)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code, out, err = run(capsys, "info", str(CPU_FIXTURE), "-f", "json", "-o", str(target))
+    assert (code, out) == (CannotWrite.exit_code, "")
+    assert err.splitlines() == [f"tpuperf: error: cannot write {target}: {reason}"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no temporary, nothing made
+    assert (tmp_path / "a_file").read_text() == "kept"
+
+
+def test_a_full_disk_is_a_cannot_write_and_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from tpuperf.errors import CannotWrite
+
+    target = tmp_path / "rows.csv"
+    target.write_text("old")
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def render(handle: Any) -> None:  # a renderer writing through the handle it is given
+        handle.write(b"a,b\n")
+
+    monkeypatch.setattr(output.os, "fdopen", lambda fd, mode: (os.close(fd), Full())[1])
+    with pytest.raises(CannotWrite, match=r"cannot write .*rows.csv: no space left on device"):
+        output.write_atomic(target, render)
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv"]
+
+
+def test_errors_of_the_renderer_are_not_write_errors(tmp_path: Path) -> None:
+    from tpuperf.errors import CannotWrite
+
+    def render(handle: Any) -> None:  # reading a missing input while writing
+        handle.write(b"x")
+        open(tmp_path / "missing.xplane.pb", "rb")
+
+    with pytest.raises(FileNotFoundError) as raised:
+        output.write_atomic(tmp_path / "out.json", render)
+    assert not isinstance(raised.value, CannotWrite)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_write_atomic_to_an_fsspec_url() -> None:
     import fsspec
 

@@ -24,7 +24,9 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     member to ``Format``, a renderer here, and the ``View`` field it reads.
 ``write_atomic(path, data)``
     The one atomic writer: a temporary file in the target directory, fsync, rename; parent
-    directories created; the file mode follows the umask, as a shell redirect does.
+    directories created; the file mode follows the umask, as a shell redirect does. A path
+    that cannot be written is a :class:`~tpuperf.errors.CannotWrite` (exit 6), never an
+    internal error, and leaves nothing behind.
 ``console(file=None, stderr=False)``, ``text_width()``
     The one console factory and the one width rule: a terminal is drawn at its own width and
     colours; a pipe or a file at ``$COLUMNS`` columns, else ``FILE_WIDTH`` (100), in plain
@@ -44,6 +46,7 @@ at the top: rich, typer, pyarrow and fsspec are imported where they are used.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -57,7 +60,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tpuperf.errors import UsageError
+from tpuperf.errors import CannotWrite, UsageError
 from tpuperf.jsonout import SCHEMA_VERSION, clean
 
 if TYPE_CHECKING:
@@ -427,34 +430,122 @@ def write_atomic(
     with mode 0666 less the umask, as ``>`` in a shell makes it (``tempfile.mkstemp`` would
     make it 0600). An fsspec URL (``gs://...``): written locally the same way, then
     uploaded; an object appears only once its upload completes.
+
+    A path that cannot be written (a directory, under a regular file, no permission, a full
+    disk) raises :class:`~tpuperf.errors.CannotWrite` naming ``path`` and why, and leaves
+    nothing behind; errors of ``write(handle)`` other than a failed write pass unchanged.
     """
     target = os.fspath(path)
     if "://" in target:
         local = _local_path(target)
         if local is None:
-            _upload(target, data)
+            try:
+                _upload(target, data)
+            except CannotWrite:
+                raise
+            except OSError as exc:
+                raise CannotWrite(f"cannot write {target}: {_reason(exc)}") from exc
             return
-        target = local
-    final = Path(target)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
+        final = Path(local)
+    else:
+        final = Path(target)
+
+    def cannot(exc: OSError) -> CannotWrite:
+        return CannotWrite(f"cannot write {target}: {_why_not(final, exc)}")
+
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        if final.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(final))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
+    except OSError as exc:
+        raise cannot(exc) from exc
+    try:
+        handle = os.fdopen(descriptor, "wb")
+        with handle:
             if callable(data):
-                data(handle)
+                # Only the writes are the file's: whatever else the renderer raises (an
+                # input it reads meanwhile) passes as it is.
+                data(_Guarded(handle, cannot))  # type: ignore[arg-type]
             else:
-                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+                _checked(
+                    cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data
+                )
+            _checked(cannot, handle.flush)  # a failed write shows here, not as the file closes
             if fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temporary, final)
+                _checked(cannot, os.fsync, handle.fileno())
+        _checked(cannot, os.replace, temporary, final)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     if fsync:
         _fsync_directory(final.parent)
+
+
+def _checked(cannot: Callable[[OSError], CannotWrite], call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, an OSError of it raised as ``cannot(error)``."""
+    try:
+        return call(*args)
+    except OSError as exc:
+        raise cannot(exc) from exc
+
+
+class _Guarded(io.BufferedIOBase):
+    """The temporary file as ``write(handle)`` sees it: a write that fails (a full disk)
+    raises :class:`~tpuperf.errors.CannotWrite`."""
+
+    def __init__(self, handle: BinaryIO, cannot: Callable[[OSError], CannotWrite]) -> None:
+        super().__init__()
+        self._handle = handle
+        self._cannot = cannot
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return int(_checked(self._cannot, self._handle.write, data))
+
+    def flush(self) -> None:
+        if not self._handle.closed:  # this view closed after the file itself
+            _checked(self._cannot, self._handle.flush)
+
+    def fileno(self) -> int:
+        return self._handle.fileno()
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+
+def _why_not(final: Path, exc: OSError) -> str:
+    """Why ``final`` could not be written, in words: the part of the path in the way when a
+    file stands where a directory should be, else the system's reason."""
+    if isinstance(exc, IsADirectoryError) and final.is_dir():
+        return "it is a directory"
+    if isinstance(exc, FileNotFoundError) and final.parent.is_dir():  # /proc, /sys
+        return f"files cannot be created in {final.parent}"
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        for parent in final.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{parent} is a file, not a directory"
+                break
+    return _reason(exc)
+
+
+def _reason(exc: OSError) -> str:
+    """The system's reason (``permission denied``), and the directory it concerns when that
+    is not plain from the path the user gave (the temporary file's directory)."""
+    text = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    where = exc.filename
+    if isinstance(where, str) and where:
+        name = os.path.basename(where)
+        if name.startswith(".") and name.endswith(".tmp"):  # our temporary: name its directory
+            where = os.path.dirname(where) or "."
+        text += f" ({where})"
+    return text
 
 
 def _fsync_directory(directory: Path) -> None:
