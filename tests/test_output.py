@@ -233,6 +233,39 @@ def test_the_suffix_chooses_the_format_and_an_explicit_format_wins(
     assert (tmp_path / "b.json").read_text().startswith("program_id,op,")
 
 
+@pytest.mark.parametrize(
+    ("args", "name", "offered"),
+    [
+        (["diff", str(CPU_FIXTURE), str(CPU_FIXTURE)], "d.parquet", "table, json or md"),
+        (["info", str(CPU_FIXTURE)], "i.md", "table or json"),
+        (["ops", str(CPU_FIXTURE)], "o.ndjson", "table, json, csv or parquet"),
+        (["analyzers"], "a.csv", "table or json"),
+    ],
+)
+def test_a_suffix_naming_a_format_not_offered_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], name: str, offered: str
+) -> None:
+    target = tmp_path / name
+    code, out, err = run(capsys, *args, "-o", str(target))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"tpuperf: error: -o {target}: {args[0]} writes {offered}; use -f to choose"
+    ]
+    assert not target.exists()
+    # -f says what is meant: a table under that name.
+    assert run(capsys, *args, "-f", "table", "-o", str(target))[0] == 0
+    assert "─" in target.read_text()
+
+
+@pytest.mark.parametrize("name", ["info.txt", "info.log", "info", "info.out"])
+def test_text_suffixes_and_no_suffix_get_the_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+    assert run(capsys, "info", str(CPU_FIXTURE), "-o", str(target))[0] == 0
+    assert target.read_text().startswith(str(CPU_FIXTURE))  # the table's first line
+
+
 def test_text_files_are_plain_at_the_file_width(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

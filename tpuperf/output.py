@@ -55,6 +55,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -119,6 +120,7 @@ SUFFIXES = {
     ".ndjson": Format.ndjson,
     ".jsonl": Format.ndjson,
     ".txt": Format.table,
+    ".log": Format.table,
     ".html": Format.html,
     ".htm": Format.html,
 }
@@ -131,9 +133,7 @@ def format_option(*formats: Format, help: str | None = None) -> Any:
     them."""
     import typer
 
-    names = [f.value for f in formats]
-    listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
-    text = help or f"{listed} (default: from the -o suffix, else {names[0]})."
+    text = help or f"{_listed(formats)} (default: from the -o suffix, else {formats[0].value})."
     option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
     option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
     return option
@@ -158,7 +158,9 @@ def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> Format:
     """The format to write: ``value`` (one of ``formats``) when given, else the one the suffix
-    of ``output`` names (when offered), else ``formats[0]``. Checks that it can be written
+    of ``output`` names, else ``formats[0]`` (no suffix, ``.txt``, ``.log`` or one that names
+    no format). A suffix naming a format the command does not offer (``diff -o d.parquet``)
+    is a usage error, not a text table under that name. Checks that the format can be written
     there: a binary format needs ``output``; a URL needs a filesystem fsspec knows."""
     if value is not None:
         chosen = Format(getattr(value, "value", value))
@@ -166,15 +168,30 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
             offered = ", ".join(f.value for f in formats)
             raise UsageError(f"--format {chosen.value}: choose one of {offered}")
     else:
-        suffix = Path(output or "").suffix.lower()
-        chosen = SUFFIXES.get(suffix, formats[0]) if output else formats[0]
-        if chosen not in formats:
-            chosen = formats[0]
+        named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
+        if named is not None and named not in formats and named is not Format.table:
+            raise UsageError(
+                f"-o {output}: {_command_name()} writes {_listed(formats)}; use -f to choose"
+            )
+        chosen = named if named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
     if output is not None and "://" in output:
         _check_url(output)
     return chosen
+
+
+def _listed(formats: Sequence[Format]) -> str:
+    names = [f.value for f in formats]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+
+# The command being run (``diff``), for messages; the CLI sets it as a command starts.
+COMMAND: ContextVar[str] = ContextVar("tpuperf_command", default="this command")
+
+
+def _command_name() -> str:
+    return COMMAND.get()
 
 
 def output_option(

@@ -70,6 +70,10 @@ class _Command(TyperCommand):
         _plain_flags(self, ctx)
         super().format_help(ctx, formatter)
 
+    def invoke(self, ctx: Any) -> Any:
+        output.COMMAND.set(self.name or "tpuperf")  # messages name the command
+        return super().invoke(ctx)
+
 
 class _Group(TyperGroup):
     def format_help(self, ctx: Any, formatter: Any) -> None:
