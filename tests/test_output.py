@@ -482,3 +482,24 @@ def test_cli_module_runs_as_a_script() -> None:
         [sys.executable, "-m", "tpuperf", "--version"], capture_output=True, text=True, cwd=REPO
     )
     assert result.returncode == 0 and result.stdout == f"tpuperf {__version__}\n"
+
+
+@pytest.mark.parametrize("args", [["ops"], ["ops", "-f", "json"], ["ops", "-f", "csv"]])
+def test_a_closed_stdout_ends_quietly(args: list[str]) -> None:
+    """`tpuperf ... | head -1`: the reader is gone before the output is written (a pipe whose
+    reading end is closed, so every write fails as it would once head exits)."""
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "tpuperf", args[0], str(CPU_FIXTURE), *args[1:]],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (141, "")

@@ -701,7 +701,14 @@ def console(
         force_terminal=True if color else None,
     )
     drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
+    drawn.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return drawn
+
+
+def _broken_pipe() -> None:
+    """A closed stdout (``tpuperf ... | head -1``) is a BrokenPipeError, which the CLI ends
+    quietly, rather than rich's exit 1."""
+    raise BrokenPipeError(errno.EPIPE, "the output was closed")
 
 
 def _isatty(stream: Any) -> bool:

@@ -246,7 +246,7 @@ class Fit:
 def _wider(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
-    return Console(
+    wider = Console(
         file=console.file,
         width=width,
         color_system=console.color_system,  # type: ignore[arg-type]
@@ -254,6 +254,8 @@ def _wider(console: Console, width: int) -> Console:
         no_color=console.no_color,
         highlight=False,
     )
+    wider.on_broken_pipe = console.on_broken_pipe  # type: ignore[method-assign]
+    return wider
 
 
 def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> Fit:
