@@ -151,7 +151,7 @@ def test_errors_of_the_renderer_are_not_write_errors(tmp_path: Path) -> None:
 
     def render(handle: Any) -> None:  # reading a missing input while writing
         handle.write(b"x")
-        open(tmp_path / "missing.xplane.pb", "rb")
+        (tmp_path / "missing.xplane.pb").read_bytes()
 
     with pytest.raises(FileNotFoundError) as raised:
         output.write_atomic(tmp_path / "out.json", render)
