@@ -503,3 +503,23 @@ def test_a_closed_stdout_ends_quietly(args: list[str]) -> None:
     finally:
         os.close(write)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+@pytest.mark.parametrize("command", ["info", "ops", "analyze", "analyzers", "scan", "diff"])
+def test_table_commands_take_wide(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and re.search(r"--wide\s+Full names and every column", out)
+
+
+def test_analyzers_wide_shows_every_column(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf.analyzers import base
+
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = run(capsys, "analyzers")[1].splitlines()
+    wide = run(capsys, "analyzers", "--wide")[1].splitlines()
+    assert narrow[0].split() == ["analyzer", "summary"] and "(--wide shows origin)" in narrow
+    assert wide[0].split() == ["analyzer", "origin", "summary"]
+    for name, analyzer in base.available().items():  # one line each, the summary whole
+        assert any(line.split()[0] == name and analyzer.summary in line for line in wide)
