@@ -174,8 +174,14 @@ class Fit:
         shown = [w for w in self.widths if w is not None]
         return sum(shown) + GAP * (len(shown) - 1)
 
-    def table(self, rows: Sequence[Sequence[str]], title: str | None = None) -> Table:
-        """A rich table of ``rows`` (cells as strings, one per column) in this layout."""
+    def table(
+        self,
+        rows: Sequence[Sequence[str]],
+        title: str | None = None,
+        styles: Sequence[str | None] | None = None,
+    ) -> Table:
+        """A rich table of ``rows`` (cells as strings, one per column) in this layout,
+        each row in its style from ``styles`` (a colour, ``dim``), if given."""
         table = Table(
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -211,8 +217,8 @@ class Fit:
             else values
             for column, width, values in shown
         ]
-        for row in zip(*texts, strict=True):
-            table.add_row(*(Text(cell) for cell in row))
+        for i, row in enumerate(zip(*texts, strict=True)):
+            table.add_row(*(Text(cell) for cell in row), style=styles[i] if styles else None)
         return table
 
     def print(
@@ -221,11 +227,13 @@ class Fit:
         rows: Sequence[Sequence[str]],
         title: str | None = None,
         note_hidden: bool = True,
+        styles: Sequence[str | None] | None = None,
     ) -> None:
-        """Print the table of ``rows`` (and, when columns are left out, a line naming them)."""
+        """Print the table of ``rows`` (and, when columns are left out, a line naming them);
+        ``styles``: one per row, as :meth:`table` takes them."""
         if title:  # a line of its own: a table's title would be padded to the table's width
             console.print(Text(title, style="bold"))
-        table = self.table(rows)
+        table = self.table(rows, styles=styles)
         if self.total_width > console.width:  # --wide: let the terminal wrap long lines
             _wider(console, self.total_width).print(table)
         else:
