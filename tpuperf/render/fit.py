@@ -82,8 +82,9 @@ def display_name(name: str) -> str:
 
 def shorten(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells: whole when it fits, else shortened in the middle.
-    A path (``a/b/c``) keeps its last components whole after ``…/``; other names keep a third
-    of the room for their start and the rest for their end (``broadcast_…add_fusion.1``)."""
+    A path (``a/b/c``) keeps its last components whole after ``…/``, and its first ones whole
+    before it where they fit (``base/…/recompiled/host``); other names keep a third of the
+    room for their start and the rest for their end (``broadcast_…add_fusion.1``)."""
     if cell_len(text) <= width:
         return text
     if width <= 1:
@@ -96,7 +97,12 @@ def shorten(text: str, width: int) -> str:
         tail = "/".join(parts[first:])
         room = width - 2 - cell_len(tail)
         if room >= 0:
-            head = _head(text, room) if room >= 6 else ""
+            lead = ""  # the first components that fit whole (``base/…/run/host``)
+            for part in parts[:first]:
+                if cell_len(lead) + cell_len(part) + 1 > room:
+                    break
+                lead += part + "/"
+            head = lead or (_head(text, room) if room >= 6 else "")
             return f"{head}{ELLIPSIS}/{tail}"
     keep = width - 1
     head_cells = keep // 3
@@ -114,8 +120,35 @@ def shorten_apart(names: Sequence[str], width: int) -> list[str]:
     for i, (name, text) in enumerate(zip(names, short, strict=True)):
         others = seen[text] - {name}
         if others:
-            short[i] = _window(name, others, width) or text
+            short[i] = _path_apart(name, others, width) or _window(name, others, width) or text
     return short
+
+
+def _path_apart(name: str, others: set[str], width: int) -> str | None:
+    """A path shortened to show the component where it differs from ``others`` and as many
+    of its last components as fit: ``base/…/recompiled/tpu-host-0`` beside
+    ``new/…/recompiled/tpu-host-0``. None when it is no path, or differs only in its last
+    component (which :func:`shorten` keeps), or that does not fit."""
+    parts = name.split("/")
+    if len(parts) < 2:
+        return None
+    first = max(_common_parts(parts, other.split("/")) for other in others)
+    if first >= len(parts) - 1:
+        return None
+    lead = ("…/" if first > 0 else "") + parts[first]
+    rest = parts[first + 1 :]
+    for keep in range(len(rest), 0, -1):
+        text = lead + ("/" if keep == len(rest) else "/…/") + "/".join(rest[-keep:])
+        if cell_len(text) <= width:
+            return text
+    return None
+
+
+def _common_parts(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def _window(name: str, others: set[str], width: int) -> str | None:

@@ -297,11 +297,12 @@ _SCAN_COLUMNS = (
 
 
 def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = False) -> None:
-    """``tpuperf scan --format table``: one line per profile, errors listed below."""
+    """``tpuperf scan --format table``: one line per profile (named by :func:`scan_labels`),
+    errors listed below."""
     errors = []
     cells = []
-    for row in rows:
-        values = {**row, "profile": "/".join(p for p in (row["run"], row["host"]) if p)}
+    for row, label in zip(rows, scan_labels(rows, wide), strict=True):
+        values = {**row, "profile": label}
         if row["error"]:
             errors.append(f"{values['profile']}: {row['error']}")
             values["top_recommendation.kind"] = "error (below)"
@@ -318,6 +319,43 @@ def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = F
         _line(console, "errors:")
         for line in errors:
             console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def scan_labels(rows: Sequence[dict[str, Any]], wide: bool = False) -> list[str]:
+    """What names each scan row: ``run/host`` (``run`` with ``--per-run``); where several
+    rows would read the same (runs of one name in two logdirs, ``base/`` and ``new/``), the
+    shortest end of their paths that tells them apart
+    (``base/plugins/profile/recompiled/tpu-host-0``). ``wide``: the full path of each."""
+    if wide:
+        return [str(row["path"]) for row in rows]
+    labels = ["/".join(p for p in (row["run"], row["host"]) if p) for row in rows]
+    same: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        same.setdefault(label, []).append(i)
+    for members in same.values():
+        if len(members) < 2:
+            continue
+        parts = {i: _path_parts(rows[i]) for i in members}
+        for i in members:
+            shared = max(_common_end(parts[i], parts[j]) for j in members if j != i)
+            labels[i] = "/".join(parts[i][-(shared + 1) :])
+    return labels
+
+
+def _path_parts(row: dict[str, Any]) -> list[str]:
+    """The components of a row's path, the file named by its host (as ``run/host`` is)."""
+    parts = str(row["path"]).rstrip("/").split("/")
+    if row["host"]:
+        parts[-1] = str(row["host"])
+    return parts
+
+
+def _common_end(a: list[str], b: list[str]) -> int:
+    """How many trailing components ``a`` and ``b`` share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
 def _scan_number(value: Any) -> str:
