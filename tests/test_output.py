@@ -197,6 +197,11 @@ _OUTPUTS = [
     ),
     (
         ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
+        "rows.json",
+        lambda p: [r["steps"] for r in json.loads(p.read_text())["rows"]] == [7],
+    ),
+    (
+        ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
         "rows.parquet",
         lambda p: pd.read_parquet(p)["steps"].tolist() == [7],
     ),
@@ -318,6 +323,23 @@ def test_json_documents_share_one_schema_version(capsys: pytest.CaptureFixture[s
         for args in (["info", str(CPU_FIXTURE)], ["ops", str(CPU_FIXTURE)], ["analyzers"])
     }
     assert versions == {output.SCHEMA_VERSION} == {report.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
+
+
+def test_scan_json_is_one_document_of_the_rows(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fixtures.generate import write_pair
+
+    write_pair("slower_fusion", tmp_path)
+    args = ["scan", str(CPU_FIXTURE), str(tmp_path), "--no-cache", "-j", "1"]
+    code, out, _ = run(capsys, *args, "-f", "json")
+    assert code == 0
+    document = json.loads(out)
+    assert list(document) == ["schema_version", "rows"]
+    assert document["schema_version"] == output.SCHEMA_VERSION
+    ndjson = [json.loads(line) for line in run(capsys, *args, "-f", "ndjson")[1].splitlines()]
+    assert document["rows"] == ndjson and len(ndjson) == 3
+    assert out == output.json_text({"rows": ndjson})  # written row by row, the same text
 
 
 # --------------------------------------------------------------------------- messages, exit codes

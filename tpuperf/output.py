@@ -8,14 +8,15 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     Every output format is declared once, in ``Format``. A command offers its subset as its
     ``--format/-f`` option (``format: Format | None = format_option(Format.table,
     Format.json)``; help and shell completion list the subset) and resolves the user's choice
-    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...),
-    else the first offered. A format that needs a file (parquet) without ``-o`` is a usage
-    error, raised before any work is done.
+    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...;
+    one naming a format the command does not offer is a usage error), else the first offered.
+    A format that needs a file (parquet) without ``-o`` is a usage error, raised before any
+    work is done.
 ``View``
     What a command produced, as callables run only for the format asked for: ``document``
-    (json), ``rows`` (csv, parquet, ndjson: a :class:`Rows`, which may stream), ``table``
-    (``table(console, wide)`` draws on a rich console), ``markdown`` (md), ``html`` (one
-    self-contained page).
+    (json; a view with ``rows`` only is written as ``{"rows": [...]}``), ``rows`` (csv,
+    parquet, ndjson: a :class:`Rows`, which may stream), ``table`` (``table(console, wide)``
+    draws on a rich console), ``markdown`` (md), ``html`` (one self-contained page).
 ``emit(view, fmt, output, wide=False)``
     Renders ``view`` as ``fmt`` on stdout, or into ``output`` (a path or an fsspec URL such
     as ``gs://``) written whole or not at all, then ``tpuperf: wrote OUTPUT`` on stderr.
@@ -290,8 +291,26 @@ def _render_table(view: View, destination: Destination) -> None:
 
 
 def _render_json(view: View, destination: Destination) -> None:
-    assert view.document is not None
-    destination.write_text(json_text(view.document()))
+    if view.document is not None:
+        destination.write_text(json_text(view.document()))
+        return
+    # A view of rows only (scan): one document ``{"schema_version": N, "rows": [...]}``,
+    # written row by row as they come, the same text json_text would make of the list.
+    assert view.rows is not None
+    handle = destination.binary
+    handle.write(json_text({"rows": []}).removesuffix("[]\n}\n").encode("utf-8") + b"[")
+    first = True
+    for record in view.rows().records:
+        text = json.dumps(clean(dict(record)), indent=2, allow_nan=False)
+        handle.write((("\n" if first else ",\n") + _indented(text, 4)).encode("utf-8"))
+        handle.flush()
+        first = False
+    handle.write(b"]\n}\n" if first else b"\n  ]\n}\n")
+
+
+def _indented(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in text.splitlines())
 
 
 def _render_markdown(view: View, destination: Destination) -> None:
