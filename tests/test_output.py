@@ -443,10 +443,19 @@ def test_info_of_a_gzip_file_says_the_size_is_decompressed(
     assert plain["size_bytes"] == plain["file_bytes"] == len(raw) and plain["gzip"] is False
     monkeypatch.setenv("COLUMNS", "120")
     text = run(capsys, "info", str(path))[1]
-    assert (
-        f"{len(raw) / 1e6:.1f} MB decompressed (gzip file {path.stat().st_size / 1e6:.1f} MB)"
-        in text
-    )
+    stored = path.stat().st_size
+    assert stored < 1e5  # a file of tens of kB: "0.0 MB" said nothing
+    assert f"{_three_digits(len(raw))} decompressed (gzip file {_three_digits(stored)})" in text
+    assert " kB)" in text
+
+
+def _three_digits(size_bytes: int) -> str:
+    """A size as info writes it: kB, MB or GB with 3 significant digits."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        value = float(f"{size_bytes / scale:.3g}")
+        if value >= 1:
+            return f"{value:#.3g}".rstrip(".") + f" {unit}"
+    return f"{size_bytes} B"
 
 
 # --------------------------------------------------------------------------- install

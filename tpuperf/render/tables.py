@@ -68,7 +68,13 @@ def _packed(head: Text, items: list[str], width: int) -> Text:
 
 
 def _size(size_bytes: float) -> str:
-    return f"{size_bytes / 1e6:.1f} MB"
+    """A size in B, kB, MB or GB with 3 significant digits: 44.0 kB, 1.23 MB, 784 MB."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if size_bytes >= scale * 0.9995:  # 999.6 kB rounds to 1.00 MB, not 1000 kB
+            value = size_bytes / scale
+            digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
+            return f"{value:.{digits}f} {unit}"
+    return f"{size_bytes:.0f} B"
 
 
 # --------------------------------------------------------------------------- info
