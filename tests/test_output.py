@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import importlib.util
+import inspect
 import io
 import itertools
 import json
@@ -408,6 +409,12 @@ def test_help_reads_at_80_columns(
     assert examples
     for example in examples:
         assert f"     {example}" in out, example
+    # Every line of the Example block (continuation lines too) is one line of the help at 80
+    # columns, as written: none wraps and leaves a piece at column 1.
+    block = inspect.cleandoc(doc).split("Example:", 1)[1]
+    shown = [line.rstrip() for line in lines]
+    for line in (x.rstrip() for x in block.splitlines() if x.strip()):
+        assert " " + line in shown, f"{command}: example line wraps at 80 columns: {line!r}"
     # Choices never break inside a word: formats are listed in the help text.
     if "--format" in out:
         assert "FORMAT" in out and not re.search(r"<[a-z|]*\n", out)
