@@ -18,6 +18,7 @@ from rich.console import Console
 
 import tpuperf
 from fixtures.generate import PAIRS, PairTruth, write_pair, write_run
+from tests._tables import check_table, tables
 from tpuperf import diffing
 from tpuperf.cli import main
 from tpuperf.render.diff import render_diff_markdown, render_diff_table, signed_ms
@@ -183,13 +184,14 @@ def test_long_names_read_at_80_columns() -> None:
     assert max(len(n) for n in names) > 500  # TensorFlow's Eigen kernel names
     buffer = io.StringIO()
     render_diff_table(result, Console(file=buffer, width=80, color_system=None), top=30)
-    text = buffer.getvalue()
-    assert max(cell_len(line) for line in text.splitlines()) <= 80
-    for row in result.ops.records()[:30]:
-        assert signed_ms(row["delta_ms"]) in text  # numbers are never cut
-        if len(row["op"]) > 40:  # shortened as every table does (tpuperf.render.fit)
-            shown = shorten(display_name(row["op"]), 12)
-            assert shown.split("…")[0] in text and "…" in text
+    lines = buffer.getvalue().splitlines()
+    # One row per op, each on one line, its name shown (whole, compact or shortened as every
+    # table does: tpuperf.render.fit) and its change whole.
+    records = result.ops.records()[:30]
+    (ops,) = [t for t in tables(lines, "op") if t.key_at == 0]
+    check_table(
+        lines, ops, [r["op"] for r in records], [[signed_ms(r["delta_ms"])] for r in records], 80
+    )
 
 
 def test_command_does_not_import_pandas() -> None:

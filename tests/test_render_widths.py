@@ -321,6 +321,95 @@ def test_paths_keep_whole_components_and_where_they_differ() -> None:
     assert shorten_apart(pair, 27) == pair
 
 
+# TensorFlow's Eigen kernels as the V100 profile names them (one assignment of each shape).
+_MAP = "Eigen::TensorMap<Eigen::Tensor<{}, 1, 1, long>, 16, Eigen::MakePointer>"
+_EIGEN = (
+    "void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<{dst}, "
+    "{src} const> const, Eigen::GpuDevice>, long>(Eigen::TensorEvaluator<...>, long)"
+)
+
+
+def _eigen(dst: str, src: str) -> str:
+    return _EIGEN.format(dst=_MAP.format(dst), src=src)
+
+
+@pytest.mark.parametrize(
+    ("name", "compact"),
+    [
+        (
+            _eigen(
+                "Eigen::half",
+                f"Eigen::TensorConversionOp<Eigen::half, {_MAP.format('float const')} const>",
+            ),
+            "Eigen: half = half(float)",
+        ),
+        (
+            _eigen(
+                "bool",
+                "Eigen::TensorCwiseUnaryOp<Eigen::internal::scalar_right<bool, Eigen::half, "
+                "Eigen::internal::greater_equal<Eigen::half>, false>, "
+                f"{_MAP.format('Eigen::half const')} const>",
+            ),
+            "Eigen: bool = greater_equal(half, c)",
+        ),
+        (
+            _eigen(
+                "float",
+                "Eigen::TensorCwiseBinaryOp<Eigen::internal::scalar_product_op<float, float>, "
+                f"{_MAP.format('float const')} const, {_MAP.format('float const')} const>",
+            ),
+            "Eigen: float = product(float, float)",
+        ),
+        (
+            _eigen(
+                "float",
+                "Eigen::TensorBroadcastingOp<Eigen::array<int, 2ul> const, "
+                f"{_MAP.format('float const')} const>",
+            ),
+            "Eigen: float = Broadcasting(array<int, 2>, float)",
+        ),
+        (
+            "void k::Fill<k::Uniform<k::Philox, Eigen::half> >(int*, long)",
+            "Fill<Uniform<Philox, half>>",
+        ),
+        ("fusion.123", "fusion.123"),
+        ("jit(<lambda>)/Dense_0", "jit(<lambda>)/Dense_0"),
+        ("operator<", "operator<"),  # unbalanced: as it is
+    ],
+)
+def test_compact_name_writes_templates_short(name: str, compact: str) -> None:
+    from tpuperf.render.fit import compact_name, display_name
+
+    assert compact_name(display_name(name)) == compact
+
+
+def test_v100_kernels_are_told_apart_at_80_columns() -> None:
+    """Each of the V100 profile's Eigen kernels shows, at 80 columns, what it computes (its
+    functor, or the types a conversion goes between), and no two rows read the same."""
+    from tpuperf.opstats import aggregate_table
+    from tpuperf.profile import load
+    from tpuperf.render.tables import render_ops
+
+    path = SHARED_PROFILES / "gpu" / "v100_8gpu_tf_training.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    table = aggregate_table(load(str(path)))
+    lines = _render(lambda c, wide: render_ops(table, "program_op", c, wide=wide), 80)
+    found = _one(lines, "op")
+    names = [r["op"] for r in table.records()]
+    cells = [key_cell(line, found.key_at) for line in lines[found.rule + 1 :][: len(names)]]
+    assert len(set(cells)) == len(cells) == len(names) > 10
+    for name, cell in zip(names, cells, strict=True):
+        assert "TensorMap" not in cell and "MakePointer" not in cell
+        # What the kernel computes, read from its raw name independently of the renderer.
+        functors = re.findall(r"internal::(?:scalar_(\w+?)_op|(greater_equal))<", name)
+        for functor in {a or b for a, b in functors}:
+            assert functor in cell, (functor, cell)
+        conversion = re.search(r"ConversionOp<(?:Eigen::)?(\w+), .*?Tensor<(?:Eigen::)?(\w+)", name)
+        if conversion:
+            assert f"{conversion[1]}({conversion[2]})" in cell, cell
+
+
 # --------------------------------------------------------------------------- golden text
 
 
