@@ -163,8 +163,6 @@ def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> Non
         Column("after", drop=2),
         Column("change"),
         Column("%", drop=1),
-        Column("was", "text", drop=4),  # the op's name in BASE, when it was renamed
-        Column("match", "text", drop=5),  # the rule that paired it (diffing.MATCH_RULES)
     ]
     rows = [
         [
@@ -172,11 +170,14 @@ def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> Non
             r["status"],
             *_time_cells(r, "ms_per_step", "added", "removed"),
             signed_pct(r["delta_pct"]),
-            str(r["base_op"]) if r["base_op"] and r["base_op"] != r["op"] else "-",
-            r["match"] or "-",
         ]
         for r in records
     ]
+    if any(r["base_op"] and r["base_op"] != r["op"] for r in records):
+        # A renamed op: its name in BASE, and the rule that paired them (MATCH_RULES).
+        columns += [Column("was", "text", drop=4), Column("match", "text", drop=5)]
+        for row, r in zip(rows, records, strict=True):
+            row += [r["base_op"] if r["base_op"] != r["op"] else "-", r["match"] or "-"]
     styles = [STATUS_STYLES[r["status"]] for r in records]
     fit(columns, rows, width).print(console, rows, styles=styles)
 
