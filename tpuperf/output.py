@@ -174,7 +174,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
             raise UsageError(
                 f"-o {output}: {_command_name()} writes {_listed(formats)}; use -f to choose"
             )
-        chosen = named if named in formats else formats[0]
+        chosen = named if named is not None and named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
     if output is not None and "://" in output:
