@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 
-from tpuperf.render.fit import ELLIPSIS, display_name
+from tpuperf.render.fit import ELLIPSIS, compact_name, display_name
 
 
 @dataclass
@@ -44,8 +44,13 @@ def key_cell(line: str, at: int) -> str:
 
 
 def is_shortening(cell: str, full: str) -> bool:
-    """``cell`` shows ``full`` whole, or pieces of it in order around ellipses."""
+    """``cell`` shows ``full`` whole, or pieces of it in order around ellipses (of the name
+    as tables show it, or of a C++ template's compact form)."""
     name = display_name(full).strip() or "-"
+    return any(_pieces_of(cell, shown) for shown in (name, compact_name(name)))
+
+
+def _pieces_of(cell: str, name: str) -> bool:
     if ELLIPSIS not in cell:
         return cell == name
     position = 0

@@ -18,6 +18,7 @@ from rich.console import Console
 
 import tpuperf
 from fixtures.generate import PAIRS, PairTruth, write_pair, write_run
+from tests._tables import check_table, tables
 from tpuperf import diffing
 from tpuperf.cli import main
 from tpuperf.render.diff import render_diff_markdown, render_diff_table, signed_ms
@@ -155,10 +156,15 @@ def test_real_profiles_of_two_chips_warn_and_exit_0(capsys) -> None:
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert (
-        "warning: chip differs: BASE ran on TPU v6 Lite (TPU), NEW AMD MI300 (gfx942) (GPU)" in err
+        "tpuperf: warning: chip differs: BASE ran on TPU v6 Lite (TPU), NEW AMD MI300 (gfx942) "
+        "(GPU)" in err
     )
-    assert "warning: device count differs: BASE analysed 4 device(s), NEW 8 device(s)" in err
-    assert data["warnings"] == [line.removeprefix("warning: ") for line in err.splitlines()]
+    assert (
+        "tpuperf: warning: device count differs: BASE analysed 4 device(s), NEW 8 device(s)" in err
+    )
+    assert data["warnings"] == [
+        line.removeprefix("tpuperf: warning: ") for line in err.splitlines()
+    ]
     assert data["summary"]["warnings"] == 2
     # No op of one is an op of the other: every one of them is added or removed.
     assert {r["status"] for r in data["ops"]} == {"added", "removed"}
@@ -178,13 +184,14 @@ def test_long_names_read_at_80_columns() -> None:
     assert max(len(n) for n in names) > 500  # TensorFlow's Eigen kernel names
     buffer = io.StringIO()
     render_diff_table(result, Console(file=buffer, width=80, color_system=None), top=30)
-    text = buffer.getvalue()
-    assert max(cell_len(line) for line in text.splitlines()) <= 80
-    for row in result.ops.records()[:30]:
-        assert signed_ms(row["delta_ms"]) in text  # numbers are never cut
-        if len(row["op"]) > 40:  # shortened as every table does (tpuperf.render.fit)
-            shown = shorten(display_name(row["op"]), 12)
-            assert shown.split("…")[0] in text and "…" in text
+    lines = buffer.getvalue().splitlines()
+    # One row per op, each on one line, its name shown (whole, compact or shortened as every
+    # table does: tpuperf.render.fit) and its change whole.
+    records = result.ops.records()[:30]
+    (ops,) = [t for t in tables(lines, "op") if t.key_at == 0]
+    check_table(
+        lines, ops, [r["op"] for r in records], [[signed_ms(r["delta_ms"])] for r in records], 80
+    )
 
 
 def test_command_does_not_import_pandas() -> None:
@@ -224,10 +231,15 @@ def test_gates_trip_and_do_not_trip(pairs, capsys) -> None:
     assert code == 3
     out, err = capsys.readouterr()
     json.loads(out)  # the output is written before the gates are reported
-    lines = [line for line in err.splitlines() if line.startswith("gate ")]
+    lines = [line for line in err.splitlines() if line.startswith("tpuperf: gate ")]
     assert len(lines) == 2
-    assert lines[0].startswith("gate step_time_ms.median.delta_pct>1: tripped (")
-    assert lines[1].startswith("gate compute_ms.delta>=0.05: tripped (")
+    row = diffs_of(base, new).gate_row()
+    assert lines == [
+        "tpuperf: gate step_time_ms.median.delta_pct>1: tripped "
+        f"(step_time_ms.median.delta_pct = {row['step_time_ms.median.delta_pct']:.6g})",
+        f"tpuperf: gate compute_ms.delta>=0.05: tripped (compute_ms.delta = "
+        f"{row['compute_ms.delta']:.6g})",
+    ]
     assert "2 of 3 --fail-on gates tripped" in err
 
 
@@ -237,7 +249,46 @@ def test_exposed_collective_gate(pairs, capsys) -> None:
     assert main(["diff", str(base), str(new), "--fail-on", "exposed_collective_pct.delta>3"]) == 0
     # ...and swapping the runs makes the same change a regression.
     assert main(["diff", str(new), str(base), "--fail-on", "exposed_collective_pct.delta>3"]) == 3
-    assert "gate exposed_collective_pct.delta>3: tripped" in capsys.readouterr().err
+    assert "tpuperf: gate exposed_collective_pct.delta>3: tripped" in capsys.readouterr().err
+
+
+def diffs_of(base: Path, new: Path) -> diffing.DiffReport:
+    return tpuperf.diff(base, new)
+
+
+def test_a_gate_on_an_unknown_value_passes_with_a_note(capsys) -> None:
+    # The CPU capture has no model FLOPs: its MFU is unknown on both sides.
+    row = diffs_of(CPU_FIXTURE, CPU_FIXTURE).gate_row()
+    assert row["mfu_pct.delta"] is None and row["step_time_ms.median.delta_pct"] == 0.0
+    code = main(
+        [
+            "diff",
+            str(CPU_FIXTURE),
+            str(CPU_FIXTURE),
+            "-f",
+            "json",
+            "--fail-on",
+            "mfu_pct.delta>1",
+            "--fail-on",
+            "step_time_ms.median.delta_pct>=0",
+        ]
+    )
+    assert code == 3  # the known gate still trips
+    err = capsys.readouterr().err.splitlines()
+    assert "tpuperf: note: gate mfu_pct.delta>1 not evaluated: mfu_pct.delta is unknown" in err
+    assert not any(line.startswith("tpuperf: gate mfu_pct") for line in err)
+    assert main(["diff", str(CPU_FIXTURE), str(CPU_FIXTURE), "--fail-on", "mfu_pct.delta>1"]) == 0
+
+
+def test_every_stderr_line_says_tpuperf(capsys) -> None:
+    v6e = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    gates = ["--fail-on", "step_time_ms.p90.delta>0", "--fail-on", "mfu_pct.delta>0"]
+    code = main(["diff", str(CPU_FIXTURE), str(v6e), "-f", "json", *gates])
+    assert code == 3
+    err = capsys.readouterr().err.splitlines()
+    assert any("warning: chip differs" in line for line in err)
+    assert any("gate step_time_ms.p90.delta>0: tripped" in line for line in err)
+    assert all(line.startswith("tpuperf: ") for line in err), err
 
 
 @pytest.mark.parametrize(
@@ -315,7 +366,10 @@ def test_table_and_markdown_outputs(pairs, tmp_path: Path, capsys, monkeypatch) 
     out = capsys.readouterr().out
     assert max(cell_len(line) for line in out.splitlines()) <= 80
     assert "1 changed, 0 added, 0 removed, 34 same" in " ".join(out.split())
-    assert truth.changed_op in out and "(source)" in out
+    assert truth.changed_op in out and "(--wide shows was, match)" in out
+    assert main(["diff", str(base), str(new), "--top", "3", "--wide"]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(truth.changed_op))
+    assert row.split()[-2:] == [truth.changed_op_base, "source"]
     target = tmp_path / "diff.md"
     assert main(["diff", str(base), str(new), "-f", "md", "-o", str(target)]) == 0
     assert f"wrote {target}" in capsys.readouterr().err
@@ -423,3 +477,110 @@ def test_shorten_keeps_both_ends() -> None:
     assert shorten("convolution_fusion.24", 12) == "con…usion.24"
     assert len(shorten("x" * 900, 30)) == 30
     assert shorten("short", 30) == "short"
+
+
+# --------------------------------------------------------------------------- --run, --wide
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A logdir of two runs: `a_cpu` (the CPU capture) and `b_tpu` (the latest, generated)."""
+    logdir = tmp_path_factory.mktemp("two_runs")
+    cpu = logdir / "plugins" / "profile" / "a_cpu"
+    cpu.mkdir(parents=True)
+    (cpu / "host.xplane.pb").write_bytes(CPU_FIXTURE.read_bytes())
+    write_run("collective_training", logdir, run_name="b_tpu", seed=0, steps=4)
+    return logdir
+
+
+def test_analyze_run_picks_a_run_of_a_logdir(two_runs: Path, capsys) -> None:
+    assert main(["analyze", str(two_runs), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["platform"] == "TPU"  # the latest
+    assert main(["analyze", str(two_runs), "--run", "a_cpu", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["platform"] == "CPU"
+    assert main(["analyze", str(two_runs), "--run", "c"]) == 2
+    assert "--run c: no such run" in capsys.readouterr().err
+
+
+def test_diff_picks_each_side_s_run(two_runs: Path, capsys) -> None:
+    logdir = str(two_runs)
+    assert main(["diff", logdir, logdir, "--base-run", "a_cpu", "-f", "json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert (data["base"]["platform"], data["new"]["platform"]) == ("CPU", "TPU")
+    # Only NEW was left to the default, and the hint names the option that picks it.
+    assert err.splitlines()[0] == (
+        f"tpuperf: note: {logdir}: reading the latest of 2 runs, b_tpu (pick another with "
+        "--new-run)"
+    )
+    assert main(["diff", logdir, logdir, "--base-run", "b_tpu", "--new-run", "a_cpu"]) == 0
+    assert "pick another" not in capsys.readouterr().err
+    assert main(["diff", logdir, logdir, "--new-run", "nope"]) == 2
+    assert "--new-run nope: no such run" in capsys.readouterr().err
+
+
+def _diff_text(base: Path, new: Path, *args: str, width: int = 80) -> list[str]:
+    result = tpuperf.diff(base, new)
+    buffer = io.StringIO()
+    render_diff_table(
+        result, Console(file=buffer, width=width, color_system=None), top=40, wide="--wide" in args
+    )
+    return buffer.getvalue().splitlines()
+
+
+def test_a_renamed_op_is_one_row_and_wide_says_what_it_was(pairs) -> None:
+    base, new, truth = pairs["recompiled"]
+    for args in ((), ("--wide",)):
+        lines = _diff_text(base, new, *args)
+        rows = [line for line in lines if line.startswith(truth.changed_op + " ")]
+        assert len(rows) == 1
+        index = lines.index(rows[0])
+        assert lines[index + 1].split()[0] != "was"  # no second line under the row
+    wide = _diff_text(base, new, "--wide")
+    header = next(line for line in wide if line.startswith("op "))
+    assert header.split() == ["op", "status", "before", "after", "change", "%", "was", "match"]
+    row = next(line for line in wide if line.startswith(truth.changed_op + " "))
+    assert row.split()[-2:] == [truth.changed_op_base, "source"]
+    renamed = {new: old for new, old in truth.renamed.items() if new != old}
+    assert len(renamed) > 20
+    for was, name in renamed.items():  # every renumbered op (BASE name -> NEW name)
+        cells = next(x for x in wide if x.startswith(name + " ")).split()
+        assert cells[-2] == was and cells[-1] in ("scope_shape", "source")
+
+
+def test_diff_wide_shows_whole_names(pairs) -> None:
+    v100 = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    result = tpuperf.diff(v100, v100)
+    buffer = io.StringIO()
+    render_diff_table(result, Console(file=buffer, width=80, color_system=None), 30, wide=True)
+    text = buffer.getvalue()
+    assert "…" not in text
+    for name in result.ops.strings("op").tolist()[:30]:
+        assert display_name(name) in text
+
+
+def test_no_minus_zero_from_floating_noise() -> None:
+    assert signed_ms(-1e-13) == "0" and signed_ms(1e-12) == "0"
+    assert signed_ms(-2e-3) == "-2.0 us"
+    from tpuperf.render.diff import signed_pct
+
+    assert signed_pct(-1e-12) == "+0.0%" and signed_pct(-1e-12, " pt") == "+0.0 pt"
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_headings_and_run_lines_break_at_natural_points(pairs, width: int) -> None:
+    v100 = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    lines = _diff_text(v100, v100, width=width)
+    counts = "0 changed, 0 added, 0 removed, 13 same"
+    head = "Ops by change (self time per step per device)"
+    if len(head) + 2 + len(counts) <= width:
+        assert f"{head}: {counts}" in lines
+    else:
+        assert lines[lines.index(head) + 1] == counts
+    source = str(v100)
+    details = "NVIDIA V100, 2 device(s), 1 steps from steps_line"
+    base = lines[1]
+    if len(f"BASE {source}  {details}") <= width:
+        assert base == f"BASE {source}  {details}"
+    else:
+        assert (base, lines[2]) == (f"BASE {source}", f"     {details}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import importlib.util
+import inspect
 import io
 import itertools
 import json
@@ -74,6 +75,91 @@ def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]  # no temporary file left
 
 
+def _unwritable(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    """A place -o cannot write, and the reason the error should give."""
+    (tmp_path / "a_file").write_text("kept")
+    if case == "a directory":
+        (tmp_path / "out").mkdir()
+        return tmp_path / "out", "it is a directory"
+    if case == "under a file":
+        return tmp_path / "a_file" / "x.json", f"{tmp_path / 'a_file'} is a file, not a directory"
+    if case == "deeper under a file":
+        return (
+            tmp_path / "a_file" / "sub" / "x.json",
+            f"{tmp_path / 'a_file'} is a file, not a directory",
+        )
+    if case == "no permission":  # the tests may run as root, where chmod does not stop a write
+        real_open = os.open
+
+        def refuse(path: Any, *args: Any, **kwargs: Any) -> int:
+            if str(path).endswith(".tmp"):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(output.os, "open", refuse)
+        return tmp_path / "x.json", f"permission denied ({tmp_path})"
+    assert case == "/proc"
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    return Path("/proc/x.json"), "files cannot be created in /proc"
+
+
+_UNWRITABLE = ["a directory", "under a file", "deeper under a file", "no permission", "/proc"]
+
+
+@pytest.mark.parametrize("case", _UNWRITABLE)
+def test_an_unwritable_output_is_one_line_and_exit_6(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from tpuperf.errors import CannotWrite
+
+    target, reason = _unwritable(tmp_path, case, monkeypatch)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    code, out, err = run(capsys, "info", str(CPU_FIXTURE), "-f", "json", "-o", str(target))
+    assert (code, out) == (CannotWrite.exit_code, "")
+    assert err.splitlines() == [f"tpuperf: error: cannot write {target}: {reason}"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no temporary, nothing made
+    assert (tmp_path / "a_file").read_text() == "kept"
+
+
+def test_a_full_disk_is_a_cannot_write_and_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from tpuperf.errors import CannotWrite
+
+    target = tmp_path / "rows.csv"
+    target.write_text("old")
+
+    class Full(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def render(handle: Any) -> None:  # a renderer writing through the handle it is given
+        handle.write(b"a,b\n")
+
+    monkeypatch.setattr(output.os, "fdopen", lambda fd, mode: (os.close(fd), Full())[1])
+    with pytest.raises(CannotWrite, match=r"cannot write .*rows.csv: no space left on device"):
+        output.write_atomic(target, render)
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.csv"]
+
+
+def test_errors_of_the_renderer_are_not_write_errors(tmp_path: Path) -> None:
+    from tpuperf.errors import CannotWrite
+
+    def render(handle: Any) -> None:  # reading a missing input while writing
+        handle.write(b"x")
+        (tmp_path / "missing.xplane.pb").read_bytes()
+
+    with pytest.raises(FileNotFoundError) as raised:
+        output.write_atomic(tmp_path / "out.json", render)
+    assert not isinstance(raised.value, CannotWrite)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_write_atomic_to_an_fsspec_url() -> None:
     import fsspec
 
@@ -112,6 +198,11 @@ _OUTPUTS = [
     ),
     (
         ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
+        "rows.json",
+        lambda p: [r["steps"] for r in json.loads(p.read_text())["rows"]] == [7],
+    ),
+    (
+        ["scan", str(CPU_FIXTURE), "--no-cache", "-j", "1"],
         "rows.parquet",
         lambda p: pd.read_parquet(p)["steps"].tolist() == [7],
     ),
@@ -146,6 +237,39 @@ def test_the_suffix_chooses_the_format_and_an_explicit_format_wins(
     assert json.loads((tmp_path / "a.json").read_text())["by"] == "program_op"
     assert run(capsys, "ops", str(CPU_FIXTURE), "-f", "csv", "-o", str(tmp_path / "b.json"))[0] == 0
     assert (tmp_path / "b.json").read_text().startswith("program_id,op,")
+
+
+@pytest.mark.parametrize(
+    ("args", "name", "offered"),
+    [
+        (["diff", str(CPU_FIXTURE), str(CPU_FIXTURE)], "d.parquet", "table, json or md"),
+        (["info", str(CPU_FIXTURE)], "i.md", "table or json"),
+        (["ops", str(CPU_FIXTURE)], "o.ndjson", "table, json, csv or parquet"),
+        (["analyzers"], "a.csv", "table or json"),
+    ],
+)
+def test_a_suffix_naming_a_format_not_offered_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], name: str, offered: str
+) -> None:
+    target = tmp_path / name
+    code, out, err = run(capsys, *args, "-o", str(target))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"tpuperf: error: -o {target}: {args[0]} writes {offered}; use -f to choose"
+    ]
+    assert not target.exists()
+    # -f says what is meant: a table under that name.
+    assert run(capsys, *args, "-f", "table", "-o", str(target))[0] == 0
+    assert "─" in target.read_text()
+
+
+@pytest.mark.parametrize("name", ["info.txt", "info.log", "info", "info.out"])
+def test_text_suffixes_and_no_suffix_get_the_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+    assert run(capsys, "info", str(CPU_FIXTURE), "-o", str(target))[0] == 0
+    assert target.read_text().startswith(str(CPU_FIXTURE))  # the table's first line
 
 
 def test_text_files_are_plain_at_the_file_width(
@@ -200,6 +324,23 @@ def test_json_documents_share_one_schema_version(capsys: pytest.CaptureFixture[s
         for args in (["info", str(CPU_FIXTURE)], ["ops", str(CPU_FIXTURE)], ["analyzers"])
     }
     assert versions == {output.SCHEMA_VERSION} == {report.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
+
+
+def test_scan_json_is_one_document_of_the_rows(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fixtures.generate import write_pair
+
+    write_pair("slower_fusion", tmp_path)
+    args = ["scan", str(CPU_FIXTURE), str(tmp_path), "--no-cache", "-j", "1"]
+    code, out, _ = run(capsys, *args, "-f", "json")
+    assert code == 0
+    document = json.loads(out)
+    assert list(document) == ["schema_version", "rows"]
+    assert document["schema_version"] == output.SCHEMA_VERSION
+    ndjson = [json.loads(line) for line in run(capsys, *args, "-f", "ndjson")[1].splitlines()]
+    assert document["rows"] == ndjson and len(ndjson) == 3
+    assert out == output.json_text({"rows": ndjson})  # written row by row, the same text
 
 
 # --------------------------------------------------------------------------- messages, exit codes
@@ -268,6 +409,12 @@ def test_help_reads_at_80_columns(
     assert examples
     for example in examples:
         assert f"     {example}" in out, example
+    # Every line of the Example block (continuation lines too) is one line of the help at 80
+    # columns, as written: none wraps and leaves a piece at column 1.
+    block = inspect.cleandoc(doc).split("Example:", 1)[1]
+    shown = [line.rstrip() for line in lines]
+    for line in (x.rstrip() for x in block.splitlines() if x.strip()):
+        assert " " + line in shown, f"{command}: example line wraps at 80 columns: {line!r}"
     # Choices never break inside a word: formats are listed in the help text.
     if "--format" in out:
         assert "FORMAT" in out and not re.search(r"<[a-z|]*\n", out)
@@ -303,10 +450,19 @@ def test_info_of_a_gzip_file_says_the_size_is_decompressed(
     assert plain["size_bytes"] == plain["file_bytes"] == len(raw) and plain["gzip"] is False
     monkeypatch.setenv("COLUMNS", "120")
     text = run(capsys, "info", str(path))[1]
-    assert (
-        f"{len(raw) / 1e6:.1f} MB decompressed (gzip file {path.stat().st_size / 1e6:.1f} MB)"
-        in text
-    )
+    stored = path.stat().st_size
+    assert stored < 1e5  # a file of tens of kB: "0.0 MB" said nothing
+    assert f"{_three_digits(len(raw))} decompressed (gzip file {_three_digits(stored)})" in text
+    assert " kB)" in text
+
+
+def _three_digits(size_bytes: int) -> str:
+    """A size as info writes it: kB, MB or GB with 3 significant digits."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        value = float(f"{size_bytes / scale:.3g}")
+        if value >= 1:
+            return f"{value:#.3g}".rstrip(".") + f" {unit}"
+    return f"{size_bytes} B"
 
 
 # --------------------------------------------------------------------------- install
@@ -364,3 +520,44 @@ def test_cli_module_runs_as_a_script() -> None:
         [sys.executable, "-m", "tpuperf", "--version"], capture_output=True, text=True, cwd=REPO
     )
     assert result.returncode == 0 and result.stdout == f"tpuperf {__version__}\n"
+
+
+@pytest.mark.parametrize("args", [["ops"], ["ops", "-f", "json"], ["ops", "-f", "csv"]])
+def test_a_closed_stdout_ends_quietly(args: list[str]) -> None:
+    """`tpuperf ... | head -1`: the reader is gone before the output is written (a pipe whose
+    reading end is closed, so every write fails as it would once head exits)."""
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "tpuperf", args[0], str(CPU_FIXTURE), *args[1:]],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+    finally:
+        os.close(write)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+@pytest.mark.parametrize("command", ["info", "ops", "analyze", "analyzers", "scan", "diff"])
+def test_table_commands_take_wide(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and re.search(r"--wide\s+Full names and every column", out)
+
+
+def test_analyzers_wide_shows_every_column(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf.analyzers import base
+
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = run(capsys, "analyzers")[1].splitlines()
+    wide = run(capsys, "analyzers", "--wide")[1].splitlines()
+    assert narrow[0].split() == ["analyzer", "summary"] and "(--wide shows origin)" in narrow
+    assert wide[0].split() == ["analyzer", "origin", "summary"]
+    for name, analyzer in base.available().items():  # one line each, the summary whole
+        assert any(line.split()[0] == name and analyzer.summary in line for line in wide)

@@ -25,7 +25,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from tests._tables import check_table, tables
+from tests._tables import check_table, is_shortening, key_cell, tables
 from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES
 from tpuperf.cli import main
 
@@ -238,7 +238,7 @@ def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
     check_table(
         lines,
         _one(lines, "profile"),
-        [f"{r['run']}/{r['host']}" for r in scan_rows],
+        [r["path"] if width is None else f"{r['run']}/{r['host']}" for r in scan_rows],
         [
             [_scan_number(r["step_time_ms.median"])]
             if r["step_time_ms.median"] is not None and math.isfinite(r["step_time_ms.median"])
@@ -247,6 +247,167 @@ def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
         ],
         width,
     )
+
+
+@pytest.fixture(scope="module")
+def pair_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Scan rows of base/ and new/, two logdirs holding a run of the same name."""
+    from fixtures.generate import write_pair
+
+    root = tmp_path_factory.mktemp("pair")
+    write_pair("recompiled", root)
+    out = root / "rows.ndjson"
+    assert main(["scan", str(root), "--no-cache", "--workers", "1", "-o", str(out)]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def test_scan_tells_runs_of_one_name_apart(
+    pair_rows: list[dict[str, Any]], width: int | None
+) -> None:
+    from tpuperf.render.tables import render_scan
+
+    rows = pair_rows
+    assert [(r["run"], r["host"]) for r in rows] == [("recompiled", "tpu-host-0")] * 2
+    lines = _render(lambda c, wide: render_scan(rows, c, wide=wide), width)
+    found = _one(lines, "profile")
+    cells = [key_cell(line, found.key_at) for line in lines[found.rule + 1 : found.rule + 3]]
+    if width is None:
+        assert cells == [r["path"] for r in rows]
+        return
+    assert cells[0] != cells[1]
+    for cell, side in zip(cells, ("base", "new"), strict=True):
+        assert cell.startswith(f"{side}/") and cell.endswith("/recompiled/tpu-host-0"), cell
+        assert is_shortening(cell, f"{side}/plugins/profile/recompiled/tpu-host-0")
+
+
+def test_scan_labels_are_the_shortest_distinguishing_ends() -> None:
+    from tpuperf.render.tables import scan_labels
+
+    def row(path: str, host: str = "h") -> dict[str, Any]:
+        return {"path": path, "run": path.rstrip("/").split("/")[-2 if host else -1], "host": host}
+
+    rows = [
+        row("/logs/a/plugins/profile/r1/h.xplane.pb"),
+        row("/logs/b/plugins/profile/r1/h.xplane.pb"),
+        row("/logs/b/plugins/profile/r2/h.xplane.pb"),  # the only r2/h: stays run/host
+        row("/x/deep/r3/h.xplane.pb"),
+        row("/y/deep/r3/h.xplane.pb.gz"),  # differs where its name is read: deep/ is shared
+        row("gs://bucket/p/r4/", host=""),  # --per-run rows, named by their run
+        row("gs://other/p/r4/", host=""),
+    ]
+    assert scan_labels(rows) == [
+        "a/plugins/profile/r1/h",
+        "b/plugins/profile/r1/h",
+        "r2/h",
+        "x/deep/r3/h",
+        "y/deep/r3/h",
+        "bucket/p/r4",
+        "other/p/r4",
+    ]
+    assert scan_labels(rows, wide=True) == [r["path"] for r in rows]
+
+
+def test_paths_keep_whole_components_and_where_they_differ() -> None:
+    from tpuperf.render.fit import shorten, shorten_apart
+
+    path = "base/plugins/profile/recompiled/tpu-host-0"
+    assert shorten(path, 37) == "base/…/profile/recompiled/tpu-host-0"
+    assert shorten(path, 20) == "base/…/tpu-host-0"
+    # Two paths that differ in a component shortening would leave out.
+    pair = ["logs/a/plugins/profile/r1/h", "logs/b/plugins/profile/r1/h"]
+    assert [shorten(p, 18) for p in pair] == ["…/profile/r1/h"] * 2
+    assert shorten_apart(pair, 18) == ["…/a/…/profile/r1/h", "…/b/…/profile/r1/h"]
+    assert shorten_apart(pair, 27) == pair
+
+
+# TensorFlow's Eigen kernels as the V100 profile names them (one assignment of each shape).
+_MAP = "Eigen::TensorMap<Eigen::Tensor<{}, 1, 1, long>, 16, Eigen::MakePointer>"
+_EIGEN = (
+    "void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<{dst}, "
+    "{src} const> const, Eigen::GpuDevice>, long>(Eigen::TensorEvaluator<...>, long)"
+)
+
+
+def _eigen(dst: str, src: str) -> str:
+    return _EIGEN.format(dst=_MAP.format(dst), src=src)
+
+
+@pytest.mark.parametrize(
+    ("name", "compact"),
+    [
+        (
+            _eigen(
+                "Eigen::half",
+                f"Eigen::TensorConversionOp<Eigen::half, {_MAP.format('float const')} const>",
+            ),
+            "Eigen: half = half(float)",
+        ),
+        (
+            _eigen(
+                "bool",
+                "Eigen::TensorCwiseUnaryOp<Eigen::internal::scalar_right<bool, Eigen::half, "
+                "Eigen::internal::greater_equal<Eigen::half>, false>, "
+                f"{_MAP.format('Eigen::half const')} const>",
+            ),
+            "Eigen: bool = greater_equal(half, c)",
+        ),
+        (
+            _eigen(
+                "float",
+                "Eigen::TensorCwiseBinaryOp<Eigen::internal::scalar_product_op<float, float>, "
+                f"{_MAP.format('float const')} const, {_MAP.format('float const')} const>",
+            ),
+            "Eigen: float = product(float, float)",
+        ),
+        (
+            _eigen(
+                "float",
+                "Eigen::TensorBroadcastingOp<Eigen::array<int, 2ul> const, "
+                f"{_MAP.format('float const')} const>",
+            ),
+            "Eigen: float = Broadcasting(array<int, 2>, float)",
+        ),
+        (
+            "void k::Fill<k::Uniform<k::Philox, Eigen::half> >(int*, long)",
+            "Fill<Uniform<Philox, half>>",
+        ),
+        ("fusion.123", "fusion.123"),
+        ("jit(<lambda>)/Dense_0", "jit(<lambda>)/Dense_0"),
+        ("operator<", "operator<"),  # unbalanced: as it is
+    ],
+)
+def test_compact_name_writes_templates_short(name: str, compact: str) -> None:
+    from tpuperf.render.fit import compact_name, display_name
+
+    assert compact_name(display_name(name)) == compact
+
+
+def test_v100_kernels_are_told_apart_at_80_columns() -> None:
+    """Each of the V100 profile's Eigen kernels shows, at 80 columns, what it computes (its
+    functor, or the types a conversion goes between), and no two rows read the same."""
+    from tpuperf.opstats import aggregate_table
+    from tpuperf.profile import load
+    from tpuperf.render.tables import render_ops
+
+    path = SHARED_PROFILES / "gpu" / "v100_8gpu_tf_training.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    table = aggregate_table(load(str(path)))
+    lines = _render(lambda c, wide: render_ops(table, "program_op", c, wide=wide), 80)
+    found = _one(lines, "op")
+    names = [r["op"] for r in table.records()]
+    cells = [key_cell(line, found.key_at) for line in lines[found.rule + 1 :][: len(names)]]
+    assert len(set(cells)) == len(cells) == len(names) > 10
+    for name, cell in zip(names, cells, strict=True):
+        assert "TensorMap" not in cell and "MakePointer" not in cell
+        # What the kernel computes, read from its raw name independently of the renderer.
+        functors = re.findall(r"internal::(?:scalar_(\w+?)_op|(greater_equal))<", name)
+        for functor in {a or b for a, b in functors}:
+            assert functor in cell, (functor, cell)
+        conversion = re.search(r"ConversionOp<(?:Eigen::)?(\w+), .*?Tensor<(?:Eigen::)?(\w+)", name)
+        if conversion:
+            assert f"{conversion[1]}({conversion[2]})" in cell, cell
 
 
 # --------------------------------------------------------------------------- golden text

@@ -41,3 +41,12 @@ class CaptureFailed(TpuperfError):
     """A capture from a running job did not produce a profile."""
 
     exit_code = 5
+
+
+class CannotWrite(TpuperfError, OSError):
+    """An output (``-o FILE``) could not be written: a directory, a file where a directory
+    should be, no permission, a full disk. Nothing is left behind (no half-written file, no
+    temporary). An ``OSError`` too, so code that tolerates a failed write (the cache) still
+    catches it."""
+
+    exit_code = 6

@@ -36,12 +36,15 @@ class Gate:
     op: str
     value: float | str
 
-    def trips(self, row: dict[str, Any]) -> bool:
-        """Whether ``row`` trips this gate; an unknown (null) value never does."""
+    def known(self, row: dict[str, Any]) -> bool:
+        """Whether ``row`` has this gate's value (null and NaN are unknown): a gate on an
+        unknown value is not evaluated, and passes; commands say so in a note."""
         actual = row.get(self.field)
-        if actual is None or (isinstance(actual, float) and math.isnan(actual)):
-            return False
-        return bool(_COMPARE[self.op](actual, self.value))
+        return not (actual is None or (isinstance(actual, float) and math.isnan(actual)))
+
+    def trips(self, row: dict[str, Any]) -> bool:
+        """Whether ``row`` trips this gate; an unknown value (:meth:`known`) never does."""
+        return self.known(row) and bool(_COMPARE[self.op](row[self.field], self.value))
 
 
 def parse_gate(

@@ -8,14 +8,15 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     Every output format is declared once, in ``Format``. A command offers its subset as its
     ``--format/-f`` option (``format: Format | None = format_option(Format.table,
     Format.json)``; help and shell completion list the subset) and resolves the user's choice
-    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...),
-    else the first offered. A format that needs a file (parquet) without ``-o`` is a usage
-    error, raised before any work is done.
+    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...;
+    one naming a format the command does not offer is a usage error), else the first offered.
+    A format that needs a file (parquet) without ``-o`` is a usage error, raised before any
+    work is done.
 ``View``
     What a command produced, as callables run only for the format asked for: ``document``
-    (json), ``rows`` (csv, parquet, ndjson: a :class:`Rows`, which may stream), ``table``
-    (``table(console, wide)`` draws on a rich console), ``markdown`` (md), ``html`` (one
-    self-contained page).
+    (json; a view with ``rows`` only is written as ``{"rows": [...]}``), ``rows`` (csv,
+    parquet, ndjson: a :class:`Rows`, which may stream), ``table`` (``table(console, wide)``
+    draws on a rich console), ``markdown`` (md), ``html`` (one self-contained page).
 ``emit(view, fmt, output, wide=False)``
     Renders ``view`` as ``fmt`` on stdout, or into ``output`` (a path or an fsspec URL such
     as ``gs://``) written whole or not at all, then ``tpuperf: wrote OUTPUT`` on stderr.
@@ -24,7 +25,9 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     member to ``Format``, a renderer here, and the ``View`` field it reads.
 ``write_atomic(path, data)``
     The one atomic writer: a temporary file in the target directory, fsync, rename; parent
-    directories created; the file mode follows the umask, as a shell redirect does.
+    directories created; the file mode follows the umask, as a shell redirect does. A path
+    that cannot be written is a :class:`~tpuperf.errors.CannotWrite` (exit 6), never an
+    internal error, and leaves nothing behind.
 ``console(file=None, stderr=False)``, ``text_width()``
     The one console factory and the one width rule: a terminal is drawn at its own width and
     colours; a pipe or a file at ``$COLUMNS`` columns, else ``FILE_WIDTH`` (100), in plain
@@ -44,6 +47,7 @@ at the top: rich, typer, pyarrow and fsspec are imported where they are used.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import math
@@ -52,12 +56,13 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tpuperf.errors import UsageError
+from tpuperf.errors import CannotWrite, UsageError
 from tpuperf.jsonout import SCHEMA_VERSION, clean
 
 if TYPE_CHECKING:
@@ -116,6 +121,7 @@ SUFFIXES = {
     ".ndjson": Format.ndjson,
     ".jsonl": Format.ndjson,
     ".txt": Format.table,
+    ".log": Format.table,
     ".html": Format.html,
     ".htm": Format.html,
 }
@@ -128,9 +134,7 @@ def format_option(*formats: Format, help: str | None = None) -> Any:
     them."""
     import typer
 
-    names = [f.value for f in formats]
-    listed = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
-    text = help or f"{listed} (default: from the -o suffix, else {names[0]})."
+    text = help or f"{_listed(formats)} (default: from the -o suffix, else {formats[0].value})."
     option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
     option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
     return option
@@ -155,7 +159,9 @@ def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> Format:
     """The format to write: ``value`` (one of ``formats``) when given, else the one the suffix
-    of ``output`` names (when offered), else ``formats[0]``. Checks that it can be written
+    of ``output`` names, else ``formats[0]`` (no suffix, ``.txt``, ``.log`` or one that names
+    no format). A suffix naming a format the command does not offer (``diff -o d.parquet``)
+    is a usage error, not a text table under that name. Checks that the format can be written
     there: a binary format needs ``output``; a URL needs a filesystem fsspec knows."""
     if value is not None:
         chosen = Format(getattr(value, "value", value))
@@ -163,15 +169,30 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
             offered = ", ".join(f.value for f in formats)
             raise UsageError(f"--format {chosen.value}: choose one of {offered}")
     else:
-        suffix = Path(output or "").suffix.lower()
-        chosen = SUFFIXES.get(suffix, formats[0]) if output else formats[0]
-        if chosen not in formats:
-            chosen = formats[0]
+        named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
+        if named is not None and named not in formats and named is not Format.table:
+            raise UsageError(
+                f"-o {output}: {_command_name()} writes {_listed(formats)}; use -f to choose"
+            )
+        chosen = named if named is not None and named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
     if output is not None and "://" in output:
         _check_url(output)
     return chosen
+
+
+def _listed(formats: Sequence[Format]) -> str:
+    names = [f.value for f in formats]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+
+# The command being run (``diff``), for messages; the CLI sets it as a command starts.
+COMMAND: ContextVar[str] = ContextVar("tpuperf_command", default="this command")
+
+
+def _command_name() -> str:
+    return COMMAND.get()
 
 
 def output_option(
@@ -270,8 +291,26 @@ def _render_table(view: View, destination: Destination) -> None:
 
 
 def _render_json(view: View, destination: Destination) -> None:
-    assert view.document is not None
-    destination.write_text(json_text(view.document()))
+    if view.document is not None:
+        destination.write_text(json_text(view.document()))
+        return
+    # A view of rows only (scan): one document ``{"schema_version": N, "rows": [...]}``,
+    # written row by row as they come, the same text json_text would make of the list.
+    assert view.rows is not None
+    handle = destination.binary
+    handle.write(json_text({"rows": []}).removesuffix("[]\n}\n").encode("utf-8") + b"[")
+    first = True
+    for record in view.rows().records:
+        text = json.dumps(clean(dict(record)), indent=2, allow_nan=False)
+        handle.write((("\n" if first else ",\n") + _indented(text, 4)).encode("utf-8"))
+        handle.flush()
+        first = False
+    handle.write(b"]\n}\n" if first else b"\n  ]\n}\n")
+
+
+def _indented(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in text.splitlines())
 
 
 def _render_markdown(view: View, destination: Destination) -> None:
@@ -427,34 +466,122 @@ def write_atomic(
     with mode 0666 less the umask, as ``>`` in a shell makes it (``tempfile.mkstemp`` would
     make it 0600). An fsspec URL (``gs://...``): written locally the same way, then
     uploaded; an object appears only once its upload completes.
+
+    A path that cannot be written (a directory, under a regular file, no permission, a full
+    disk) raises :class:`~tpuperf.errors.CannotWrite` naming ``path`` and why, and leaves
+    nothing behind; errors of ``write(handle)`` other than a failed write pass unchanged.
     """
     target = os.fspath(path)
     if "://" in target:
         local = _local_path(target)
         if local is None:
-            _upload(target, data)
+            try:
+                _upload(target, data)
+            except CannotWrite:
+                raise
+            except OSError as exc:
+                raise CannotWrite(f"cannot write {target}: {_reason(exc)}") from exc
             return
-        target = local
-    final = Path(target)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
+        final = Path(local)
+    else:
+        final = Path(target)
+
+    def cannot(exc: OSError) -> CannotWrite:
+        return CannotWrite(f"cannot write {target}: {_why_not(final, exc)}")
+
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        if final.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(final))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
+    except OSError as exc:
+        raise cannot(exc) from exc
+    try:
+        handle = os.fdopen(descriptor, "wb")
+        with handle:
             if callable(data):
-                data(handle)
+                # Only the writes are the file's: whatever else the renderer raises (an
+                # input it reads meanwhile) passes as it is.
+                data(_Guarded(handle, cannot))  # type: ignore[arg-type]
             else:
-                handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+                _checked(
+                    cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data
+                )
+            _checked(cannot, handle.flush)  # a failed write shows here, not as the file closes
             if fsync:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(temporary, final)
+                _checked(cannot, os.fsync, handle.fileno())
+        _checked(cannot, os.replace, temporary, final)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     if fsync:
         _fsync_directory(final.parent)
+
+
+def _checked(cannot: Callable[[OSError], CannotWrite], call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, an OSError of it raised as ``cannot(error)``."""
+    try:
+        return call(*args)
+    except OSError as exc:
+        raise cannot(exc) from exc
+
+
+class _Guarded(io.BufferedIOBase):
+    """The temporary file as ``write(handle)`` sees it: a write that fails (a full disk)
+    raises :class:`~tpuperf.errors.CannotWrite`."""
+
+    def __init__(self, handle: BinaryIO, cannot: Callable[[OSError], CannotWrite]) -> None:
+        super().__init__()
+        self._handle = handle
+        self._cannot = cannot
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return int(_checked(self._cannot, self._handle.write, data))
+
+    def flush(self) -> None:
+        if not self._handle.closed:  # this view closed after the file itself
+            _checked(self._cannot, self._handle.flush)
+
+    def fileno(self) -> int:
+        return self._handle.fileno()
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+
+def _why_not(final: Path, exc: OSError) -> str:
+    """Why ``final`` could not be written, in words: the part of the path in the way when a
+    file stands where a directory should be, else the system's reason."""
+    if isinstance(exc, IsADirectoryError) and final.is_dir():
+        return "it is a directory"
+    if isinstance(exc, FileNotFoundError) and final.parent.is_dir():  # /proc, /sys
+        return f"files cannot be created in {final.parent}"
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        for parent in final.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{parent} is a file, not a directory"
+                break
+    return _reason(exc)
+
+
+def _reason(exc: OSError) -> str:
+    """The system's reason (``permission denied``), and the directory it concerns when that
+    is not plain from the path the user gave (the temporary file's directory)."""
+    text = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    where = exc.filename
+    if isinstance(where, str) and where:
+        name = os.path.basename(where)
+        if name.startswith(".") and name.endswith(".tmp"):  # our temporary: name its directory
+            where = os.path.dirname(where) or "."
+        text += f" ({where})"
+    return text
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -593,7 +720,14 @@ def console(
         force_terminal=True if color else None,
     )
     drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
+    drawn.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return drawn
+
+
+def _broken_pipe() -> None:
+    """A closed stdout (``tpuperf ... | head -1``) is a BrokenPipeError, which the CLI ends
+    quietly, rather than rich's exit 1."""
+    raise BrokenPipeError(errno.EPIPE, "the output was closed")
 
 
 def _isatty(stream: Any) -> bool:

@@ -9,6 +9,7 @@ are reflowed to the terminal's width, indented blocks (the Example lines) kept a
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 import traceback
@@ -70,6 +71,17 @@ class _Command(TyperCommand):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _plain_flags(self, ctx)
         super().format_help(ctx, formatter)
+
+    def invoke(self, ctx: Any) -> Any:
+        output.COMMAND.set(self.name or "tpuperf")  # messages name the command
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:  # click would make it exit 1
+            raise _OutputClosed from exc
+
+
+class _OutputClosed(Exception):
+    """stdout was closed by its reader (``tpuperf ... | head -1``)."""
 
 
 class _Group(TyperGroup):
@@ -134,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return (and, as a console script, exit with) the exit code.
 
     Every error becomes its documented exit code (2 usage, 3 gate, 4 bad input, 5 capture,
-    1 internal) with one line on stderr; ``--debug`` adds the traceback, not another code.
+    6 cannot write the output, 1 internal) with one line on stderr; ``--debug`` adds the
+    traceback, not another code. A closed stdout ends quietly with 141.
     """
     args = argv if argv is not None else sys.argv[1:]
     debug = "--debug" in args
@@ -147,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
+    except _OutputClosed:
+        # The reader went away (`tpuperf ... | head -1`): end quietly, as a command killed by
+        # SIGPIPE does (128 + 13), so `set -o pipefail` still sees that the output was cut.
+        _stdout_to_devnull()
+        return _exit(141, argv)
     except (typer.Abort, KeyboardInterrupt):
         _traceback(debug)
         typer.echo("tpuperf: interrupted", err=True)
@@ -166,6 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(1, argv)
     # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.
     return _exit(result if isinstance(result, int) else 0, argv)
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
+    buffered does not fail again (and print "Exception ignored ...") on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (tests capture it)
+        pass
 
 
 def _traceback(debug: bool) -> None:

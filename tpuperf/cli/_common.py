@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 PROFILE_ARGUMENT_HELP = (
@@ -15,16 +16,32 @@ def profile_argument() -> Any:
     return typer.Argument(..., metavar="PROFILE", help=PROFILE_ARGUMENT_HELP, show_default=False)
 
 
-def load_profile(path: str, host: str | None = None, run: str | None = None) -> Any:
-    """Load with a spinner (on a terminal) and the profile's notices on stderr."""
+def run_option(name: str = "--run", of: str = "a logdir") -> Any:
+    import typer
+
+    return typer.Option(None, name, help=f"This run of {of} (default: the latest).")
+
+
+def load_profile(
+    path: str, host: str | None = None, run: str | None = None, run_flag: str = "--run"
+) -> Any:
+    """Load with a spinner (on a terminal) and the profile's notices on stderr. ``run_flag``
+    is the option that picks ``run`` (``diff`` has one per side): messages name it."""
     from tpuperf import output
+    from tpuperf.errors import UsageError
     from tpuperf.profile import load
 
+    def flag(message: str) -> str:
+        return re.sub(r"--run\b", run_flag, message)
+
     err = output.console(stderr=True)
-    with err.status(f"reading {path}", spinner="dots"):
-        profile = load(path, host=host, run=run)
+    try:
+        with err.status(f"reading {path}", spinner="dots"):
+            profile = load(path, host=host, run=run)
+    except UsageError as exc:
+        raise UsageError(flag(str(exc))) from None
     for warning in profile.warnings:
-        output.note(warning)
+        output.note(flag(warning))
     return profile
 
 

@@ -10,6 +10,7 @@ from tpuperf.cli._common import (
     analyzer_option,
     peak_options,
     profile_argument,
+    run_option,
     steps_option,
     warmup_option,
 )
@@ -35,6 +36,7 @@ def command(
     steps: str = steps_option(),
     warmup: int = warmup_option(),
     host: str = typer.Option(None, "--host", help="Analyse only this host of a multi-host run."),
+    run: str = run_option(),
     peak_tflops: float = PEAK_TFLOPS,
     peak_hbm_gbps: float = PEAK_HBM_GBPS,
     top: int = typer.Option(10, "--top", help="How many top ops to show."),
@@ -57,7 +59,7 @@ def command(
     from tpuperf.profile import load
 
     fmt = out.choose_format(format, output, FORMATS)
-    loaded = load(profile)
+    loaded = load(profile, run=run)
     report, config = analysis(
         loaded,
         analyzer=analyzer,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tpuperf.output import Format, format_option, output_option
+from tpuperf.output import Format, format_option, output_option, wide_option
 
 FORMATS = (Format.table, Format.json)
 
@@ -10,6 +10,7 @@ FORMATS = (Format.table, Format.json)
 def command(
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
+    wide: bool = wide_option(),
 ) -> None:
     """List the analyzers: the built-in ones and those plug-ins add (entry point group
     ``tpuperf.analyzers``), with what each reads.
@@ -43,4 +44,4 @@ def command(
         document=lambda: {"analyzers": rows},
         table=lambda console, wide: render_analyzers(rows, console, wide=wide),
     )
-    out.emit(view, fmt, output)
+    out.emit(view, fmt, output, wide=wide)

@@ -12,7 +12,7 @@ import typer
 
 from tpuperf.output import Format, format_option, wide_option
 
-FORMATS = (Format.table, Format.ndjson, Format.csv, Format.parquet)
+FORMATS = (Format.table, Format.ndjson, Format.csv, Format.parquet, Format.json)
 
 
 class Engine(str, Enum):
@@ -39,8 +39,8 @@ def command(
     ),
     format: Format | None = format_option(
         *FORMATS,
-        help="table, ndjson, csv or parquet (default: from the --out suffix: .ndjson/.jsonl, "
-        ".csv, .parquet; else table).",
+        help="table, ndjson, csv, parquet or json (one document of all rows; default: from "
+        "the --out suffix: .ndjson/.jsonl, .csv, .parquet, .json; else table).",
     ),
     wide: bool = wide_option(),
     workers: int = typer.Option(

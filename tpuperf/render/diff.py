@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console, Group
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
-from tpuperf.render.fit import display_name, shorten, shorten_apart
+from tpuperf.output import visible
+from tpuperf.render.fit import Column, fit, shorten
 from tpuperf.render.markdown import md_code, md_text
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
@@ -39,7 +39,9 @@ _SUMMARY_ROWS = (
     ("FLOP utilization", "flops_utilization_pct", "points"),
     ("MFU", "mfu_pct", "points"),
 )
-_MIN_NAME = 12  # an op name is never shortened below this many characters
+# Below this many ms, a change is floating-point noise (sums of the same times in another
+# order), shown as 0 rather than as -0.0 us.
+NOISE_MS = 1e-9
 
 
 def _finite(value: Any) -> float | None:
@@ -50,11 +52,11 @@ def _finite(value: Any) -> float | None:
 
 
 def signed_ms(value: Any) -> str:
-    """A change in ms with its sign: +80.0 us, -2.50 ms."""
+    """A change in ms with its sign: +80.0 us, -2.50 ms; 0 for no change (or noise)."""
     number = _finite(value)
     if number is None:
         return "-"
-    if number == 0:
+    if abs(number) < NOISE_MS:
         return "0"
     return ("+" if number > 0 else "-") + fmt_ms(abs(number))
 
@@ -63,7 +65,7 @@ def signed_pct(value: Any, unit: str = "%") -> str:
     number = _finite(value)
     if number is None:
         return "-"
-    return f"{number:+.1f}{unit}"
+    return f"{0.0 if abs(number) < NOISE_MS else number:+.1f}{unit}"
 
 
 def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, str, str]:
@@ -88,162 +90,149 @@ def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, s
     )
 
 
-def _run_line(label: str, run: dict[str, Any]) -> Text:
+def _run_line(label: str, run: dict[str, Any], width: int | None) -> Text:
+    """``BASE  source  chip, devices, steps``; the details on a line of their own, indented,
+    when the whole does not fit ``width``, and a source longer than the line shortened in the
+    middle (its last directories kept)."""
     line = Text()
     line.append(f"{label:<5}", style="bold")
-    line.append(str(run.get("source") or "?"))
+    source = visible(str(run.get("source") or "?"))
+    line.append(source if width is None else shorten(source, width - 5))
     steps = (
         f"{run.get('steps_analyzed')} steps from {run['step_source']}"
         if run.get("step_source")
         else "no steps"
     )
-    line.append(
-        f"  {run.get('chip') or 'unknown chip'}, {run.get('devices')} device(s), {steps}",
-        style="dim",
-    )
+    details = f"{run.get('chip') or 'unknown chip'}, {run.get('devices')} device(s), {steps}"
+    fits = width is None or line.cell_len + 2 + cell_len(details) <= width
+    line.append(("  " if fits else "\n     ") + details, style="dim")
     return line
 
 
-def _table(
-    width: int,
-    title: str | None,
-    name_header: str,
-    names: list[tuple[str, str]],
-    columns: list[tuple[str, list[str], list[str]]],
-) -> Table:
-    """A table of one name column and ``columns`` (header, cells, styles) of short text and
-    numbers. The short columns are as wide as their widest cell, so numbers are never cut;
-    the name column takes what is left of ``width`` and long names (and their dim second
-    line, ``names[i][1]``) are shortened in the middle."""
-    widths = [max(len(header), *(len(c) for c in cells)) for header, cells, _ in columns]
-    # Each column but the first adds a space, a divider and a space.
-    room = width - sum(widths) - 3 * len(columns)
-    longest = max(len(header) for header in [name_header, *(n for pair in names for n in pair)])
-    name_width = max(_MIN_NAME, min(room, longest))
-    table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
-    )
-    table.add_column(name_header, no_wrap=True, width=name_width)
-    for (header, _cells, _), w in zip(columns, widths, strict=True):
-        if header == "status":
-            table.add_column(header, no_wrap=True, min_width=w)
-        else:
-            table.add_column(header, justify="right", no_wrap=True, min_width=w)
-    firsts = shorten_apart([display_name(name) for name, _ in names], name_width)
-    for i, (_, second) in enumerate(names):
-        cell = Text(firsts[i])
-        if second:
-            cell.append("\n" + shorten(display_name(second), name_width), "dim")
-        table.add_row(cell, *(Text(cells[i], styles[i]) for _, cells, styles in columns))
-    return table
+def _heading(console: Console, head: str, tail: str, width: int | None) -> None:
+    """``head: tail`` on one line, or ``head`` and ``tail`` on two when it does not fit."""
+    one = f"{head}: {tail}"
+    fits = width is None or cell_len(one) <= width
+    console.print(Text(one if fits else f"{head}\n{tail}", style="italic"), soft_wrap=width is None)
 
 
-def render_diff_table(diff: DiffReport, console: Console, top: int = 10) -> None:
+def render_diff_table(
+    diff: DiffReport, console: Console, top: int = 10, wide: bool = False
+) -> None:
     """Write the diff to ``console``: runs, summary, the ``top`` ops by change, categories,
-    recommendations. Fits the console's width (80 columns and up): long op names are
-    shortened in the middle, numbers never."""
-    width = console.width
+    recommendations, in tables that fit the console's width (:mod:`tpuperf.render.fit`: op
+    names shortened in the middle, numbers never cut, one line per row); ``wide`` shows
+    every column and whole names."""
+    width = None if wide else console.width
     console.print(Text("tpuperf diff", style="bold"))
-    console.print(_run_line("BASE", diff.runs.get("base", {})), overflow="fold")
-    console.print(_run_line("NEW", diff.runs.get("new", {})), overflow="fold")
-    rows = [(label, *_summary_cells(diff.summary, key, kind)) for label, key, kind in _SUMMARY_ROWS]
-    summary = _table(
-        width,
-        "Summary (per step; the split per device, with its share of the step)",
-        "",
-        [(r[0], "") for r in rows],
-        [(h, [r[i] for r in rows], [""] * len(rows)) for i, h in enumerate(_CHANGE_HEADERS, 1)],
+    for label, side in (("BASE", "base"), ("NEW", "new")):
+        console.print(_run_line(label, diff.runs.get(side, {}), width), soft_wrap=wide)
+    console.print()
+    rows = [[label, *_summary_cells(diff.summary, key, kind)] for label, key, kind in _SUMMARY_ROWS]
+    columns = [Column("", "key"), *(Column(header) for header in _CHANGE_HEADERS)]
+    fit(columns, rows, width).print(
+        console, rows, title="Summary (per step; the split per device, with its share of the step)"
     )
-    for part in (
-        summary,
-        _ops(diff, top, width),
-        _categories(diff, width),
-        _recommendations(diff, width),
-    ):
-        console.print()
-        console.print(part)
+    console.print()
+    _ops(console, diff, top, width)
+    console.print()
+    _categories(console, diff, width)
+    console.print()
+    _recommendations(console, diff, width)
 
 
 _CHANGE_HEADERS = ("before", "after", "change")
 
 
-def _ops(diff: DiffReport, top: int, width: int) -> Group:
+def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> None:
     counts = diff.summary["ops"]
-    head = Text(
-        f"Ops by change (self time per step per device): {counts['changed']} changed, "
-        f"{counts['added']} added, {counts['removed']} removed, {counts['same']} same",
-        style="italic",
+    _heading(
+        console,
+        "Ops by change (self time per step per device)",
+        f"{counts['changed']} changed, {counts['added']} added, {counts['removed']} removed, "
+        f"{counts['same']} same",
+        width,
     )
     records = diff.ops.records()[:top]
     if not records:
-        return Group(head)
-    names = [
-        (
+        return
+    columns = [
+        Column("op", "key"),
+        Column("status", "text", drop=3),
+        Column("before", drop=2),
+        Column("after", drop=2),
+        Column("change"),
+        Column("%", drop=1),
+    ]
+    rows = [
+        [
             str(r["op"]),
-            f"was {r['base_op']} ({r['match']})"
-            if r["base_op"] and r["base_op"] != r["op"]
-            else "",
-        )
+            r["status"],
+            *_time_cells(r, "ms_per_step", "added", "removed"),
+            signed_pct(r["delta_pct"]),
+        ]
         for r in records
     ]
-    columns = [
-        ("status", [r["status"] for r in records], [STATUS_STYLES[r["status"]] for r in records]),
-        *_time_columns(records, "ms_per_step", "added", "removed"),
-        ("%", [signed_pct(r["delta_pct"]) for r in records], [""] * len(records)),
-    ]
-    return Group(head, _table(width, None, "op", names, columns))
+    if any(r["base_op"] and r["base_op"] != r["op"] for r in records):
+        # A renamed op: its name in BASE, and the rule that paired them (MATCH_RULES).
+        columns += [Column("was", "text", drop=4), Column("match", "text", drop=5)]
+        for row, r in zip(rows, records, strict=True):
+            row += [r["base_op"] if r["base_op"] != r["op"] else "-", r["match"] or "-"]
+    styles = [STATUS_STYLES[r["status"]] for r in records]
+    fit(columns, rows, width).print(console, rows, styles=styles)
 
 
-def _time_columns(
-    records: list[dict[str, Any]], prefix: str, no_before: str, no_after: str
-) -> list[tuple[str, list[str], list[str]]]:
-    """before, after and change columns of ``<prefix>_before`` / ``_after`` and ``delta_ms``
-    ("-" for the side a row does not exist on)."""
-    plain = [""] * len(records)
+def _time_cells(record: dict[str, Any], prefix: str, no_before: str, no_after: str) -> list[str]:
+    """before, after and change of ``<prefix>_before`` / ``_after`` and ``delta_ms`` ("-" for
+    the side a row does not exist on)."""
+    status = record.get("status")
     return [
-        (
-            "before",
-            [
-                fmt_ms(r[f"{prefix}_before"]) if r.get("status") != no_before else "-"
-                for r in records
-            ],
-            plain,
-        ),
-        (
-            "after",
-            [fmt_ms(r[f"{prefix}_after"]) if r.get("status") != no_after else "-" for r in records],
-            plain,
-        ),
-        ("change", [signed_ms(r["delta_ms"]) for r in records], plain),
+        fmt_ms(record[f"{prefix}_before"]) if status != no_before else "-",
+        fmt_ms(record[f"{prefix}_after"]) if status != no_after else "-",
+        signed_ms(record["delta_ms"]),
     ]
 
 
-def _categories(diff: DiffReport, width: int) -> Table | Text:
+def _categories(console: Console, diff: DiffReport, width: int | None) -> None:
     records = diff.categories.records()
     if not records:
-        return Text("")
+        return
     columns = [
-        *_time_columns(records, "ms_per_step", "", ""),
-        ("%", [signed_pct(r["delta_pct"]) for r in records], [""] * len(records)),
+        Column("category", "key"),
+        *(Column(header) for header in _CHANGE_HEADERS),
+        Column("%", drop=1),
     ]
-    names = [(str(r["category"]), "") for r in records]
-    return _table(width, "Categories (self time per step per device)", "category", names, columns)
+    rows = [
+        [str(r["category"]), *_time_cells(r, "ms_per_step", "", ""), signed_pct(r["delta_pct"])]
+        for r in records
+    ]
+    fit(columns, rows, width).print(
+        console, rows, title="Categories (self time per step per device)"
+    )
 
 
-def _recommendations(diff: DiffReport, width: int) -> Table | Text:
+def _recommendations(console: Console, diff: DiffReport, width: int | None) -> None:
     records = diff.recommendations.records()
     if not records:
-        return Text("Recommendations: none on either side", style="dim")
+        console.print(Text("Recommendations: none on either side", style="dim"))
+        return
     columns = [
-        (
-            "status",
-            [r["status"].replace("_", " ") for r in records],
-            [STATUS_STYLES[r["status"]] for r in records],
-        ),
-        *_time_columns(records, "est_savings_ms", "appeared", "went_away"),
+        Column("kind", "key"),
+        Column("status", "text", drop=3),
+        *(Column(header, drop=2 if header != "change" else 0) for header in _CHANGE_HEADERS),
     ]
-    names = [(str(r["kind"]), "") for r in records]
-    return _table(width, "Recommendations (estimated saving per step)", "kind", names, columns)
+    rows = [
+        [
+            str(r["kind"]),
+            r["status"].replace("_", " "),
+            *_time_cells(r, "est_savings_ms", "appeared", "went_away"),
+        ]
+        for r in records
+    ]
+    styles = [STATUS_STYLES[r["status"]] for r in records]
+    fit(columns, rows, width).print(
+        console, rows, title="Recommendations (estimated saving per step)", styles=styles
+    )
 
 
 # --------------------------------------------------------------------------- Markdown

@@ -4,7 +4,9 @@ Each column says what it holds (:class:`Column`):
 
 - ``key``: what names the row (an op, a profile, a chip). Never left out, never narrower than
   it needs to tell rows apart when there is room; long names are shortened in the middle
-  with an ellipsis, keeping their distinctive tail (``…/Dense_3/dot_general``).
+  with an ellipsis, keeping their distinctive tail (``…/Dense_3/dot_general``); C++
+  template kernels are first written compactly (``Eigen: half = half(float)``, see
+  :func:`compact_name`); rows that would still read the same show where they differ.
 - ``text``: other names (a category, a program): shortened the same way, left out when the
   width is short.
 - ``number``: formatted numbers, never cut: shown whole or left out whole.
@@ -80,14 +82,136 @@ def display_name(name: str) -> str:
     return re.sub(r"\b[A-Za-z_]\w*::", "", name).strip() or name
 
 
+# --------------------------------------------------------------------------- C++ templates
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One template argument (or a whole name): ``name<args>rest``; ``args`` None for a
+    plain name (``half``, ``16``), ``rest`` what follows the closing ``>`` (``::type``)."""
+
+    name: str
+    args: tuple[_Template, ...] | None = None
+    rest: str = ""
+
+
+# Templates that only wrap their first argument, as a kernel name shows them: an Eigen
+# tensor is its element type, an evaluator its expression.
+_WRAPPERS = frozenset({"TensorMap", "TensorEvaluator", "TensorRef", "TensorFixedSize", "Tensor"})
+
+
+def compact_name(name: str) -> str:
+    """A C++ template name (as :func:`display_name` gives it) written short enough to tell
+    kernels of one library apart at 80 columns; other names unchanged.
+
+    ``const`` and integer suffixes (``2ul``) are dropped; Eigen's wrappers (``TensorMap``,
+    ``Tensor``, ``TensorEvaluator``) become what they wrap; an Eigen expression is written
+    as one: ``TensorAssignOp<half, TensorConversionOp<half, float>>`` is ``half =
+    half(float)``, a unary op of ``scalar_right<bool, half, greater_equal<half>>`` on ``x``
+    is ``greater_equal(x, c)``; ``EigenMetaKernel<expression, index>`` is ``Eigen:
+    expression``. So ``EigenMetaKernel<TensorEvaluator<TensorAssignOp<TensorMap<Tensor<half,
+    1, 1, long>, 16, MakePointer>, TensorConversionOp<half, TensorMap<Tensor<float const,
+    1, 1, long>, 16, MakePointer> const> const> const, GpuDevice>, long>`` reads ``Eigen:
+    half = half(float)``."""
+    if "<" not in name:
+        return name
+    text = re.sub(r"\b(?:const|volatile)\b", " ", name)
+    text = re.sub(r"\b(\d+)(?:ull|ul|ll|u|l)\b", r"\1", text, flags=re.IGNORECASE)
+    text = re.sub(r"\s+", " ", text).strip()
+    try:
+        parsed, end = _parse_template(text, 0)
+    except ValueError:
+        return name
+    if end != len(text):
+        return name
+    return _compact(parsed)
+
+
+def _parse_template(text: str, i: int) -> tuple[_Template, int]:
+    """The template argument starting at ``text[i]`` and where it ends (at ``,``, ``>`` or
+    the end); ValueError when the brackets do not balance."""
+    j = i
+    while j < len(text) and text[j] not in "<>,":
+        j += 1
+    name = text[i:j].strip()
+    if j == len(text) or text[j] != "<":
+        return _Template(name), j
+    args = []
+    j += 1
+    while True:
+        arg, j = _parse_template(text, j)
+        args.append(arg)
+        if j >= len(text):
+            raise ValueError("unbalanced <")
+        j += 1
+        if text[j - 1] == ">":
+            break
+    k, depth = j, 0  # what follows the closing >, raw (``::type<...>``)
+    while k < len(text) and not (depth == 0 and text[k] in ",>"):
+        depth += {"<": 1, ">": -1}.get(text[k], 0)
+        k += 1
+    return _Template(name, tuple(args), text[j:k].strip()), k
+
+
+def _compact(t: _Template) -> str:
+    args = t.args
+    if args is None:
+        return t.name
+    if not t.rest:
+        if t.name in _WRAPPERS:
+            return _compact(args[0])
+        if t.name == "EigenMetaKernel":
+            return "Eigen: " + _compact(args[0])
+        expression = _eigen_expression(t.name, args)
+        if expression is not None:
+            return expression
+    inner = ", ".join(_compact(a) for a in args)
+    return f"{t.name}<{inner}>{t.rest}"
+
+
+def _eigen_expression(name: str, args: tuple[_Template, ...]) -> str | None:
+    """An Eigen expression template (``TensorCwiseBinaryOp<F, X, Y>``) written as the
+    expression it computes (``F(X, Y)``); None for other templates."""
+    if not (name.startswith("Tensor") and name.endswith("Op")):
+        return None
+    operands = [_compact(a) for a in args[1:]]
+    if name == "TensorAssignOp" and len(args) == 2:
+        return f"{_compact(args[0])} = {_compact(args[1])}"
+    if name == "TensorConversionOp" and len(args) == 2:
+        return f"{_compact(args[0])}({operands[0]})"
+    if name.startswith("TensorCwise") and args:
+        functor = args[0]
+        bound = {"scalar_left": 0, "bind1st_op": 0, "scalar_right": 1, "bind2nd_op": 1}
+        if functor.name in bound and functor.args and len(operands) == 1:
+            inner = next((a for a in functor.args if a.args is not None), functor.args[0])
+            pair = ["c", operands[0]] if bound[functor.name] == 0 else [operands[0], "c"]
+            return f"{_functor(inner)}({', '.join(pair)})"
+        return f"{_functor(functor)}({', '.join(operands)})"
+    return f"{name.removeprefix('Tensor').removesuffix('Op')}({', '.join(map(_compact, args))})"
+
+
+def _functor(t: _Template) -> str:
+    """A functor by its name, without its types: ``scalar_product_op<half, half>`` is
+    ``product``."""
+    if t.rest or any(a.args is not None for a in t.args or ()):
+        return _compact(t)
+    return t.name.removeprefix("scalar_").removesuffix("_op") or t.name
+
+
 def shorten(text: str, width: int) -> str:
-    """``text`` in at most ``width`` cells: whole when it fits, else shortened in the middle.
-    A path (``a/b/c``) keeps its last components whole after ``…/``; other names keep a third
-    of the room for their start and the rest for their end (``broadcast_…add_fusion.1``)."""
+    """``text`` in at most ``width`` cells: whole when it fits, else shortened: a C++ template
+    written compactly (:func:`compact_name`), then in the middle where still too long. A path
+    (``a/b/c``) keeps its last components whole after ``…/``, and its first ones whole before
+    it where they fit (``base/…/recompiled/host``); other names keep a third of the room for
+    their start and the rest for their end (``broadcast_…add_fusion.1``)."""
     if cell_len(text) <= width:
         return text
     if width <= 1:
         return ELLIPSIS[:width]
+    if "<" in text:  # a C++ template: its compact form first (compact_name)
+        text = compact_name(text)
+        if cell_len(text) <= width:
+            return text
     if "/" in text.rstrip("/"):
         parts = text.split("/")
         first = len(parts) - 1
@@ -96,7 +220,12 @@ def shorten(text: str, width: int) -> str:
         tail = "/".join(parts[first:])
         room = width - 2 - cell_len(tail)
         if room >= 0:
-            head = _head(text, room) if room >= 6 else ""
+            lead = ""  # the first components that fit whole (``base/…/run/host``)
+            for part in parts[:first]:
+                if cell_len(lead) + cell_len(part) + 1 > room:
+                    break
+                lead += part + "/"
+            head = lead or (_head(text, room) if room >= 6 else "")
             return f"{head}{ELLIPSIS}/{tail}"
     keep = width - 1
     head_cells = keep // 3
@@ -108,14 +237,51 @@ def shorten_apart(names: Sequence[str], width: int) -> list[str]:
     (C++ kernels of one library share long starts and ends), show instead the part where
     the name differs from the others: ``EigenM…TensorConversionOp<half, Tens…``."""
     short = [shorten(name, width) for name in names]
+    compact = {name: compact_name(name) if cell_len(name) > width else name for name in names}
     seen: dict[str, set[str]] = {}
     for name, text in zip(names, short, strict=True):
         seen.setdefault(text, set()).add(name)
     for i, (name, text) in enumerate(zip(names, short, strict=True)):
         others = seen[text] - {name}
-        if others:
-            short[i] = _window(name, others, width) or text
+        if not others:
+            continue
+        # Where the compact forms differ, show it in those; else in the names themselves.
+        tried = [(compact[name], {compact[o] for o in others}), (name, others)]
+        for own, other in tried:
+            if own in other:
+                continue
+            found = _path_apart(own, other, width) or _window(own, other, width)
+            if found:
+                short[i] = found
+                break
     return short
+
+
+def _path_apart(name: str, others: set[str], width: int) -> str | None:
+    """A path shortened to show the component where it differs from ``others`` and as many
+    of its last components as fit: ``base/…/recompiled/tpu-host-0`` beside
+    ``new/…/recompiled/tpu-host-0``. None when it is no path, or differs only in its last
+    component (which :func:`shorten` keeps), or that does not fit."""
+    parts = name.split("/")
+    if len(parts) < 2:
+        return None
+    first = max(_common_parts(parts, other.split("/")) for other in others)
+    if first >= len(parts) - 1:
+        return None
+    lead = ("…/" if first > 0 else "") + parts[first]
+    rest = parts[first + 1 :]
+    for keep in range(len(rest), 0, -1):
+        text = lead + ("/" if keep == len(rest) else "/…/") + "/".join(rest[-keep:])
+        if cell_len(text) <= width:
+            return text
+    return None
+
+
+def _common_parts(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def _window(name: str, others: set[str], width: int) -> str | None:
@@ -174,8 +340,14 @@ class Fit:
         shown = [w for w in self.widths if w is not None]
         return sum(shown) + GAP * (len(shown) - 1)
 
-    def table(self, rows: Sequence[Sequence[str]], title: str | None = None) -> Table:
-        """A rich table of ``rows`` (cells as strings, one per column) in this layout."""
+    def table(
+        self,
+        rows: Sequence[Sequence[str]],
+        title: str | None = None,
+        styles: Sequence[str | None] | None = None,
+    ) -> Table:
+        """A rich table of ``rows`` (cells as strings, one per column) in this layout,
+        each row in its style from ``styles`` (a colour, ``dim``), if given."""
         table = Table(
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -211,8 +383,8 @@ class Fit:
             else values
             for column, width, values in shown
         ]
-        for row in zip(*texts, strict=True):
-            table.add_row(*(Text(cell) for cell in row))
+        for i, row in enumerate(zip(*texts, strict=True)):
+            table.add_row(*(Text(cell) for cell in row), style=styles[i] if styles else None)
         return table
 
     def print(
@@ -221,11 +393,13 @@ class Fit:
         rows: Sequence[Sequence[str]],
         title: str | None = None,
         note_hidden: bool = True,
+        styles: Sequence[str | None] | None = None,
     ) -> None:
-        """Print the table of ``rows`` (and, when columns are left out, a line naming them)."""
+        """Print the table of ``rows`` (and, when columns are left out, a line naming them);
+        ``styles``: one per row, as :meth:`table` takes them."""
         if title:  # a line of its own: a table's title would be padded to the table's width
             console.print(Text(title, style="bold"))
-        table = self.table(rows)
+        table = self.table(rows, styles=styles)
         if self.total_width > console.width:  # --wide: let the terminal wrap long lines
             _wider(console, self.total_width).print(table)
         else:
@@ -246,7 +420,7 @@ class Fit:
 def _wider(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
-    return Console(
+    wider = Console(
         file=console.file,
         width=width,
         color_system=console.color_system,  # type: ignore[arg-type]
@@ -254,6 +428,8 @@ def _wider(console: Console, width: int) -> Console:
         no_color=console.no_color,
         highlight=False,
     )
+    wider.on_broken_pipe = console.on_broken_pipe  # type: ignore[method-assign]
+    return wider
 
 
 def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> Fit:

@@ -68,7 +68,13 @@ def _packed(head: Text, items: list[str], width: int) -> Text:
 
 
 def _size(size_bytes: float) -> str:
-    return f"{size_bytes / 1e6:.1f} MB"
+    """A size in B, kB, MB or GB with 3 significant digits: 44.0 kB, 1.23 MB, 784 MB."""
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if size_bytes >= scale * 0.9995:  # 999.6 kB rounds to 1.00 MB, not 1000 kB
+            value = size_bytes / scale
+            digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
+            return f"{value:.{digits}f} {unit}"
+    return f"{size_bytes:.0f} B"
 
 
 # --------------------------------------------------------------------------- info
@@ -297,11 +303,12 @@ _SCAN_COLUMNS = (
 
 
 def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = False) -> None:
-    """``tpuperf scan --format table``: one line per profile, errors listed below."""
+    """``tpuperf scan --format table``: one line per profile (named by :func:`scan_labels`),
+    errors listed below."""
     errors = []
     cells = []
-    for row in rows:
-        values = {**row, "profile": "/".join(p for p in (row["run"], row["host"]) if p)}
+    for row, label in zip(rows, scan_labels(rows, wide), strict=True):
+        values = {**row, "profile": label}
         if row["error"]:
             errors.append(f"{values['profile']}: {row['error']}")
             values["top_recommendation.kind"] = "error (below)"
@@ -318,6 +325,43 @@ def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = F
         _line(console, "errors:")
         for line in errors:
             console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+def scan_labels(rows: Sequence[dict[str, Any]], wide: bool = False) -> list[str]:
+    """What names each scan row: ``run/host`` (``run`` with ``--per-run``); where several
+    rows would read the same (runs of one name in two logdirs, ``base/`` and ``new/``), the
+    shortest end of their paths that tells them apart
+    (``base/plugins/profile/recompiled/tpu-host-0``). ``wide``: the full path of each."""
+    if wide:
+        return [str(row["path"]) for row in rows]
+    labels = ["/".join(p for p in (row["run"], row["host"]) if p) for row in rows]
+    same: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        same.setdefault(label, []).append(i)
+    for members in same.values():
+        if len(members) < 2:
+            continue
+        parts = {i: _path_parts(rows[i]) for i in members}
+        for i in members:
+            shared = max(_common_end(parts[i], parts[j]) for j in members if j != i)
+            labels[i] = "/".join(parts[i][-(shared + 1) :])
+    return labels
+
+
+def _path_parts(row: dict[str, Any]) -> list[str]:
+    """The components of a row's path, the file named by its host (as ``run/host`` is)."""
+    parts = str(row["path"]).rstrip("/").split("/")
+    if row["host"]:
+        parts[-1] = str(row["host"])
+    return parts
+
+
+def _common_end(a: list[str], b: list[str]) -> int:
+    """How many trailing components ``a`` and ``b`` share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
 def _scan_number(value: Any) -> str:
