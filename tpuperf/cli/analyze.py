@@ -17,6 +17,8 @@ from tpuperf.cli._common import (
 from tpuperf.output import Format, format_option, output_option, wide_option
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tpuperf.config import AnalysisConfig
     from tpuperf.profile import Profile
     from tpuperf.report import Report
@@ -70,14 +72,23 @@ def command(
         peak_hbm_gbps=peak_hbm_gbps,
         top=top,
     )
-    from tpuperf.render.markdown import render_markdown
-    from tpuperf.render.terminal import render_report
 
+    def markdown() -> str:
+        from tpuperf.render.markdown import render_markdown
+
+        return render_markdown(report)
+
+    def table(console: Console, wide: bool) -> None:
+        from tpuperf.render.terminal import render_report
+
+        render_report(report, console, wide=wide)
+
+    # Renderers are imported for the format asked for only (rich is not needed for JSON).
     view = out.View(
         document=report.to_dict,
-        markdown=lambda: render_markdown(report),
+        markdown=markdown,
         html=lambda: html_page(loaded, report, config),
-        table=lambda console, wide: render_report(report, console, wide=wide),
+        table=table,
     )
     out.emit(view, fmt, output, wide=wide)
 
