@@ -4,10 +4,11 @@ Inputs: ``--mutants N`` damaged copies of the real profiles in ``../shared/profi
 CPU fixture (:mod:`fixtures.mutate`: truncations, bit flips, varint and length overwrites,
 chunk duplication and deletion, garbage, gzip of mutants, broken gzip streams), plus every
 well-formed hostile XSpace of :mod:`fixtures.hostile`. Each input goes through ``info``,
-``ops --format json``, ``ops --format csv``, ``analyze --format json`` and ``analyze`` (table)
-on both decoders (C and numpy), and the inputs, in batches, through ``scan``. Every run is in a
-worker process with a 4 GB address-space cap; a run that takes over 30 s is a hang (its worker
-is killed and replaced).
+``ops --format json``, ``ops --format csv``, ``analyze --format json`` and ``analyze`` (table),
+the two decoders (C and numpy) taking turns so that each input and each command meets both
+(``--both-decoders``: every pair on both), and the inputs, in batches, through ``scan`` on
+both. Every run is in a worker process with a 4 GB address-space cap; a run that takes over
+30 s is a hang (its worker is killed and replaced).
 
 Each run is sorted into one outcome:
 
@@ -98,7 +99,9 @@ def _inputs(mutants: int, seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def run(mutants: int, seed: int, workers: int, save: Path | None) -> dict[str, Any]:
+def run(
+    mutants: int, seed: int, workers: int, save: Path | None, alternate: bool = True
+) -> dict[str, Any]:
     inputs = _inputs(mutants, seed)
     scratch = Path(tempfile.mkdtemp(prefix="tpuperf-fuzz-"))
     paths = {}
@@ -107,10 +110,13 @@ def run(mutants: int, seed: int, workers: int, save: Path | None) -> dict[str, A
         paths[key] = scratch / f"input_{i:05d}{suffix}"
         paths[key].write_bytes(data)
     tasks: list[tuple[str, str, str, list[str]]] = []
-    for key, path in paths.items():
-        for decoder in ("C", "numpy"):
-            for command, args in COMMANDS.items():
-                tasks.append((key, decoder, command, [args[0], str(path), *args[1:]]))
+    for n, (key, path) in enumerate(paths.items()):
+        for i, (command, args) in enumerate(COMMANDS.items()):
+            # Every input through every command, the decoders taking turns (by input and
+            # command): each input and each command meets both decoders.
+            decoder = ("C", "numpy")[(n + i) % 2] if alternate else None
+            for which in (decoder,) if decoder else ("C", "numpy"):
+                tasks.append((key, which, command, [args[0], str(path), *args[1:]]))
     # scan: batches of 50 inputs, each batch its own directory.
     keys = list(paths)
     for b in range(0, len(keys), 50):
@@ -204,8 +210,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--save", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
+    parser.add_argument(
+        "--both-decoders",
+        action="store_true",
+        help="every input and command on both decoders (twice the runs; by default they take "
+        "turns)",
+    )
     options = parser.parse_args()
-    result = run(options.mutants, options.seed, options.workers, options.save)
+    result = run(
+        options.mutants, options.seed, options.workers, options.save, not options.both_decoders
+    )
     print(
         f"{result['inputs']:,} inputs ({result['inputs'] - result['hostile']:,} mutants, "
         f"{result['hostile']} hostile), {result['runs']:,} runs, {result['seconds']:.0f} s\n"
