@@ -18,7 +18,8 @@ import pytest
 from browser import chromium_path, visit
 from conftest import shared_profile
 
-from fixtures.generate import generate, write_run
+from fixtures.generate import _xspace, generate, write_run
+from fixtures.hostile import _steady, _tpu_plane
 from tpuperf import _xspace_schema as xpb
 from tpuperf.cli import main
 from tpuperf.config import AnalysisConfig
@@ -178,6 +179,47 @@ def test_report_of_the_real_v6e_profile(tmp_path: Path) -> None:
     assert "TPU v6 Lite" in summary
     assert f"{report.summary['peak_tflops']:g} TFLOP/s" in summary
     assert "from profile" in summary
+
+
+def _figures(text: str) -> dict[str, Any]:
+    """The page's chart figures (the JSON its script draws)."""
+    found = re.search(r"const FIGURES = (\{.*?\});\n", text, re.S)
+    assert found is not None
+    figures: dict[str, Any] = json.loads(found.group(1))
+    return figures
+
+
+def _section(text: str, anchor: str) -> str:
+    section = text[text.index(f'<section id="{anchor}">') :]
+    return section[: section.index("</section>")]
+
+
+def test_report_where_no_op_has_flops_draws_no_roofline(tmp_path: Path) -> None:
+    """Ops that record bytes but no FLOPs have no place on log axes: the section names them and
+    draws no chart (this page was an internal error: the axes' range of no point)."""
+    path = tmp_path / "no_flops.xplane.pb"
+    plane = _tpu_plane(
+        0,
+        ["fusion.0", "fusion.1"],
+        _steady(ops=2),
+        op_stats=lambda i: [("hlo_category", "loop fusion"), ("bytes_accessed", 1000 + i)],
+    )
+    path.write_bytes(_xspace([plane], "host"))
+    report, timeline = _report(path)
+    ops = report.results["roofline"].tables["ops"]
+    assert sorted(ops.strings("op").tolist()) == ["fusion.0", "fusion.1"]
+    assert not (ops.array("flops") > 0).any()
+    text = render_html(report, timeline)
+    assert ROOFLINE_CHART not in _figures(text)
+    section = _section(text, "roofline")
+    assert "2 op(s) with no FLOPs or no bytes cannot be placed" in section
+    assert "fusion.0" in section and "fusion.1" in section
+    assert "no chart is drawn" in section
+    # The other charts are still there, and the CLI writes the page.
+    assert STEPS_CHART not in _figures(text)  # no steps in this profile: said in a note
+    page = tmp_path / "no_flops.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    assert "no chart is drawn" in page.read_text()
 
 
 def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ string can close the ``<script>`` element that carries it.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -29,6 +30,7 @@ import numpy as np
 
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
+from tpuperf.output import visible
 from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ def render_html(report: Report, timeline: Timeline) -> str:
     )
 
 
+@functools.cache  # 4.6 MB, read and checked once per process (tests render many pages)
 def _plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
@@ -133,8 +136,9 @@ def _plotly_js() -> str:
 
 
 def _e(value: Any) -> str:
-    """Text for HTML content or a quoted attribute."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML content or a quoted attribute, control characters written out
+    (``\\x1b``): a page printed to a terminal must not clear it, and a browser shows them."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _script_json(value: Any) -> str:
@@ -329,7 +333,8 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
     if steps is not None:
         for s in steps.metrics.get("stragglers") or []:
             stragglers[(s["host"], int(s["device"]))] = s
-    names = [v.name for v in views]
+    # The category values are shown too (in the unified hover's title): escaped as labels.
+    names = [_e(v.name) for v in views]
     labels = []
     for view in views:
         straggler = stragglers.get(view.key)
@@ -466,6 +471,23 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
     intensity = ops.array("intensity_flop_per_byte")
     achieved = ops.array("achieved_tflops")
     placeable = np.isfinite(intensity) & (intensity > 0) & np.isfinite(achieved) & (achieved > 0)
+    left_out = int((~placeable).sum())
+    if left_out:
+        notes.append(
+            _note(
+                f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
+                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
+                + ("…" if left_out > 10 else "")
+            )
+        )
+    if not placeable.any():
+        notes.append(
+            _note(
+                "No op has both FLOPs and bytes accessed, so none can be placed on a log-log "
+                "roofline: no chart is drawn."
+            )
+        )
+        return _section("roofline", title, *notes)
     ms = ops.array("ms_per_step")
     max_ms = float(ms.max()) if len(ms) else 1.0
     by_category: dict[str, list[int]] = {}
@@ -498,15 +520,6 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
                     "line": {"width": 0.5, "color": "#333"},
                 },
             }
-        )
-    left_out = int((~placeable).sum())
-    if left_out:
-        notes.append(
-            _note(
-                f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
-                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
-                + ("…" if left_out > 10 else "")
-            )
         )
     x_values = intensity[placeable]
     y_values = achieved[placeable]
@@ -622,8 +635,8 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
         title,
         _note(
             source
-            + f"Every op with FLOPs and bytes ({ops.n}) is a point: area by its time per step, "
-            "colour by its HLO category. Hover for the numbers."
+            + f"Every op with FLOPs and bytes ({int(placeable.sum())}) is a point: area by its "
+            "time per step, colour by its HLO category. Hover for the numbers."
         ),
         *notes,
         f'<div class="chart" id="{ROOFLINE_CHART}"></div>',
