@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -548,3 +549,76 @@ def test_a_damaged_hlo_module_costs_its_scopes_and_is_noted() -> None:
     (note,) = data.notes
     assert note.startswith(f"{host}: HLO module {key} could not be read")
     assert sc.tree_report(profile)["notes"] == list(data.notes)
+
+
+# --------------------------------------------------------------------------- tpuperf tree
+
+# A row of the rendered tree: the name cell ends in a source line (file:line) right before the
+# time per step and the share.
+_LEAF_SOURCE = re.compile(r" (\S*):(\d+) +[\d.,]+ +[\d.]+%")
+
+
+def _tree_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, width: int, *args: str
+) -> str:
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["tree", *args]) == 0
+    return capsys.readouterr().out
+
+
+def _leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node] if node["kind"] == "op" else []
+    for child in node["children"]:
+        found += _leaves(child)
+    return found
+
+
+@pytest.mark.parametrize(
+    "relative", ["gpu/mi300_jax_te_fused_attn.xplane.pb", "gpu/mi300_jax_conv.xplane.pb", None]
+)
+@pytest.mark.parametrize("width", [80, 100])
+def test_every_leaf_keeps_its_source_line_at_the_terminal_width(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    relative: str | None,
+    width: int,
+) -> None:
+    """A leaf whose name and source do not both fit is shortened, name first: each leaf shows
+    the line number of its source (mi300_jax_te_fused_attn at 80 columns lost it on 4 of 7)."""
+    path = str(shared_profile(relative) if relative else CPU_FIXTURE)
+    document = json.loads(_tree_cli(capsys, monkeypatch, width, path, "--format", "json"))
+    want = sorted(
+        int(leaf["source"].rsplit(":", 1)[1])
+        for leaf in _leaves(document["tree"])
+        if leaf["source"]
+    )
+    assert want
+    text = _tree_cli(capsys, monkeypatch, width, path)
+    shown = sorted(int(match.group(2)) for match in _LEAF_SOURCE.finditer(text))
+    assert shown == want
+    assert all(len(line) <= width for line in text.splitlines())
+
+
+def test_tree_wide_shows_every_name_whole_and_o_takes_the_format_from_the_suffix(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = str(shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb"))
+    document = json.loads(_tree_cli(capsys, monkeypatch, 80, path, "-f", "json", "--min-pct", "0"))
+    leaves = _leaves(document["tree"])
+    narrow = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0")
+    wide = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0", "--wide")
+    for leaf in leaves:
+        whole = f"{leaf['name']} {leaf['source'].rsplit('/', 1)[-1]}"
+        assert whole in wide, whole
+    assert "te_fused_attn_backward_ffi attention.py:1110" not in narrow
+    assert "te_fused_attn_backward_ffi attention.py:1110" in wide
+    assert max(len(line) for line in wide.splitlines()) > 80
+    # -o: JSON for .json, the table for .txt (at the file width), unless --format says.
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tree", path, "--min-pct", "0", "-o", str(tmp_path / "tree.json")]) == 0
+    assert json.loads((tmp_path / "tree.json").read_text())["tree"] == document["tree"]
+    assert main(["tree", path, "--min-pct", "0", "-o", str(tmp_path / "tree.txt")]) == 0
+    assert (tmp_path / "tree.txt").read_text() == narrow
+    assert main(["tree", path, "-f", "table", "-o", str(tmp_path / "table.json")]) == 0
+    assert (tmp_path / "table.json").read_text().startswith("Scope tree ")
+    capsys.readouterr()
