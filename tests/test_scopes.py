@@ -685,3 +685,23 @@ def test_ops_outside_every_scope_are_named_alike_everywhere(outside: Profile) ->
     # x and the op without a path have no source: the line's scopes are named as above.
     assert by_source["(no source)"]["scope"] == "(no scope) +1"
     assert round(by_source["(no source)"]["total_time_ms"] * 1e9) == 12 * us
+
+
+@pytest.mark.parametrize(
+    ("by", "named"), [("scope", "scope"), ("pass", "pass"), ("source", "source line")]
+)
+def test_without_scope_information_the_line_names_the_grouping_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], by: str, named: str
+) -> None:
+    from fixtures.generate import _xspace
+    from fixtures.hostile import _steady, _tpu_plane
+
+    path = tmp_path / "plain.xplane.pb"
+    path.write_bytes(_xspace([_tpu_plane(0, ["fusion.0", "fusion.1"], _steady(ops=2))], "host"))
+    assert not sc.scopes(load(path)).has_scopes
+    assert main(["ops", str(path), "--by", by]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"tpuperf: note: {path}: no scope information")
+    assert line.endswith(f"; nothing to group by {named}")

@@ -649,9 +649,14 @@ def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0
     }
 
 
-def no_scopes_message(source: str) -> str:
-    """The one line said for a profile whose ops carry no scope information."""
+# What each grouping of op time by the model's code groups by, as the one line says it.
+_GROUPINGS = {"scope": "scope", "pass": "pass", "source": "source line"}
+
+
+def no_scopes_message(source: str, by: str = "scope") -> str:
+    """The one line said for a profile whose ops carry no scope information, naming the
+    grouping asked for (``scope``, ``pass`` or ``source``)."""
     return (
         f"{source}: no scope information (its ops carry no tf_op/source metadata and no HLO "
-        "module of the profile names them); nothing to group by scope"
+        f"module of the profile names them); nothing to group by {_GROUPINGS.get(by, by)}"
     )
