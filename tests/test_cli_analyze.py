@@ -149,3 +149,60 @@ def test_analyzers_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> Non
     assert "ops" in data["analyzers"][0]["requires"]
     assert main(["analyzers"]) == 0
     assert "collectives" in capsys.readouterr().out
+
+
+def _code_section(text: str) -> list[str]:
+    """The lines of "Top ops in the code", up to the recommendations."""
+    lines = text.splitlines()
+    start = lines.index("Top ops in the code (pass, name scope, source line)")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("Recommendations"))
+    return lines[start + 1 : end]
+
+
+def test_top_ops_in_the_code_fit_the_width_and_wide_shows_them_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 5,000-character scope and source (a hostile profile's) take one line per op at 80
+    columns, shortened; --wide prints them whole."""
+    from fixtures.hostile import HOSTILE_NAMES, cases
+
+    long_name = HOSTILE_NAMES[-1]
+    assert len(long_name) == 5000
+    path = tmp_path / "long.xplane.pb"
+    path.write_bytes(dict(cases(0))["category_14"])  # tf_op and source are the long name
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["analyze", str(path), "--format", "json"]) == 0
+    top = json.loads(capsys.readouterr().out)["top_ops"]
+    assert [(r["scope"], r["primitive"], r["source"]) for r in top] == [
+        ("", long_name, long_name)
+    ] * 2
+    assert main(["analyze", str(path)]) == 0
+    lines = _code_section(capsys.readouterr().out)
+    assert [line.split()[0] for line in lines] == [r["op"] for r in top]  # one line per op
+    for line in lines:
+        assert len(line) <= 80
+        path_text, source_text = line.split()[2:]
+        assert path_text.count("…") == source_text.count("…") == 1
+        # Of the 56 cells left after op and pass, the path keeps a third, the source the rest.
+        assert (len(path_text), len(source_text)) == (18, 38)
+    assert main(["analyze", str(path), "--wide"]) == 0
+    wide = "".join(_code_section(capsys.readouterr().out))
+    assert wide.count(long_name) == 4  # scope and source of each op, whole
+
+
+def test_scope_and_source_fit_the_room_path_first() -> None:
+    from tpuperf.render.terminal import code_text
+
+    path = "jit(train_step)/Transformer/Block_0/Attention/softmax/exp"
+    assert code_text(path, "model.py:212", 80) == (path, "model.py:212")
+    short_path, source = code_text(path, "model.py:212", 40)
+    assert source == "model.py:212" and len(short_path) <= 40 - 2 - 12
+    assert short_path.endswith("/Attention/softmax/exp")
+    # A long source leaves the path a third of the room, and keeps its line number.
+    assert code_text(path, "a" * 100 + ".py:7", 60)[1].endswith("aaa.py:7")
+    assert len(code_text(path, "a" * 100 + ".py:7", 60)[1]) == 60 - 20
+    # A short path leaves its room to a long source.
+    assert code_text("jit(f)/add", "a_very_long_module_name_for_tests.py:1234", 30) == (
+        "jit(f)/add",
+        "a_very…tests.py:1234",  # 20 cells: the 30 less the path
+    )

@@ -262,3 +262,163 @@ def test_a_profile_of_more_than_a_million_events_exports_completely(tmp_path: Pa
     for device in profile.device_tables:
         host_track, device_track = _device_track(view, device.host, device.device)
         assert lines[(host_track, device_track, "XLA Ops")] == device.ops.n
+
+
+STEP_TRACKS = ("Steps", "Steps (host step markers)", "Steps (dominant module period)")
+
+
+def _every_line_is_exported(profile: object, view: TraceView) -> dict[tuple[str, ...], int]:
+    """Check that each line of the profile with events is in the trace whole: on a track of
+    its name under its host (its device's, or its plane's) holding exactly its events. Returns
+    the tracks of lines written as recorded: path -> slices."""
+    lines: dict[tuple[str, str, str], int] = collections.Counter()
+    table = profile.line_table  # type: ignore[attr-defined]
+    for row in table.records():
+        if row["events"]:
+            lines[(row["host"], row["plane"], row["line"])] += row["events"]
+    tracks = view.by_line()
+    from_tables: dict[tuple[str, str], set[str]] = {}  # (host, plane) -> its table tracks
+    for device in profile.device_tables:  # type: ignore[attr-defined]
+        names = set(device.ops.strings("line").tolist())
+        names |= {MODULES_TRACK, ASYNC_TRACK} | {n for n in STEP_TRACKS}
+        from_tables.setdefault((device.host, device.row["plane"]), set()).update(names)
+    recorded = {}
+    for (host, plane, line), events in lines.items():
+        candidates = {
+            path: n
+            for path, n in tracks.items()
+            if len(path) == 3
+            and path[0] == f"host {host}"
+            and (path[1] == plane or path[1].startswith(f"{plane} ("))
+            and path[2] in (line, f"{line} (as recorded)")
+        }
+        assert events in candidates.values(), (host, plane, line, events, candidates)
+        for path, n in candidates.items():
+            # Under the plane's own track, or a device's track but no line of its tables.
+            on_plane = path[1] == plane
+            if n == events and (on_plane or path[2] not in from_tables.get((host, plane), ())):
+                recorded[path] = n
+    return recorded
+
+
+def test_every_line_of_a_cpu_capture_is_exported(tmp_path: Path) -> None:
+    """The host threads of a real CPU capture are exported whole, one track per thread under
+    the host plane, with the names and relative times the file records; the XLA ops of the
+    threads are also on the device's op tracks."""
+    from tests.conftest import CPU_FIXTURE
+    from tpuperf import xspace
+
+    profile = load(CPU_FIXTURE)
+    target = tmp_path / "cpu.pftrace"
+    counts = export_perfetto(profile, target)
+    view = read_trace(target)
+    recorded = _every_line_is_exported(profile, view)
+    host = profile.hosts[0].host
+    space = xspace.decode(CPU_FIXTURE.read_bytes())
+    (cpu,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = [d or n for d, n in zip(cpu.metadata.display_names, cpu.metadata.names, strict=True)]
+    lanes: dict[tuple[str, ...], list[int]] = {}  # a line's events may nest on several
+    for uuid in view.slices:
+        lanes.setdefault(view.path(uuid), []).append(uuid)
+    starts = {}
+    for line in cpu.lines:
+        path = (f"host {host}", "/host:CPU", line.name)
+        assert recorded[path] == len(line) == counts.recorded[(host, "/host:CPU", line.name)]
+        got: collections.Counter[str] = collections.Counter()
+        for uuid in lanes[path]:
+            got += view.slice_names[uuid]
+        rows = cpu.metadata.rows(line.metadata_id)
+        assert got == collections.Counter(names[r] for r in rows.tolist())
+        first_ns = min(view.first_begin_ns[uuid] for uuid in lanes[path])
+        starts[line.name] = (first_ns, int(line.start_ps.min()))
+    # Threads keep the host's clock: their first events lie apart as recorded (ns, floored).
+    (a, (a_ns, a_ps)), (b, (b_ns, b_ps)) = sorted(starts.items())[:2]
+    assert abs((b_ns - a_ns) - (b_ps - a_ps) / 1000) <= 1, (a, b)
+    # And every slice is a line's event or a row of the analysis tables.
+    device = profile.device_tables[0]
+    assert counts.slices == sum(recorded.values()) + sum(
+        n for key, n in counts.per_track.items() if key[:2] == (host, device.device)
+    )
+    assert sum(view.slices.values()) == counts.slices
+
+
+def test_every_line_of_the_real_profiles_is_exported(tmp_path: Path) -> None:
+    """TPU: `XLA TraceMe` under each device, the `/host:CPU` threads under the host; GPU
+    (TensorFlow): the `TensorFlow Ops` and `TensorFlow Name Scope` lines under their GPU."""
+    from tests.conftest import shared_profile
+
+    tpu = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    gpu = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    for source, wanted in (
+        (tpu, {"XLA TraceMe", "main/3116817"}),
+        (gpu, {"TensorFlow Ops", "TensorFlow Name Scope", "python3"}),
+    ):
+        profile = load(source)
+        target = tmp_path / f"{source.stem}.pftrace"
+        counts = export_perfetto(profile, target)
+        view = read_trace(target, names=False)
+        recorded = _every_line_is_exported(profile, view)
+        assert wanted <= {path[2] for path in recorded}
+        assert sum(recorded.values()) == sum(counts.recorded.values())
+        assert sum(view.slices.values()) == counts.slices
+    # A TPU's TraceMe events are placed on its device clock, as its ops: inside the capture's
+    # device tracks, not hundreds of ms away as its host clock would put them.
+    profile = load(tpu)
+    target = tmp_path / "tpu.pftrace"
+    export_perfetto(profile, target)
+    view = read_trace(target, names=False)
+    first: dict[tuple[str, ...], int] = {}
+    for uuid, ns in view.first_begin_ns.items():
+        path = view.path(uuid)
+        first[path] = min(ns, first.get(path, ns))
+    for path, ns in first.items():
+        if path[-1] == "XLA TraceMe":
+            modules = first[(*path[:2], MODULES_TRACK)]
+            assert abs(ns - modules) < 1_000_000, path  # within 1 ms of the first module
+
+
+def test_a_file_name_that_says_another_format_is_refused(
+    straggler: tuple[Path, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = straggler
+    for name, said in (
+        ("trace.json.gz", "not JSON compressed with gzip"),
+        ("trace.json", "not JSON"),
+        ("trace.pftrace.gz", "not gzip"),
+        ("report.html", "not HTML"),
+    ):
+        assert main(["export", str(run_dir), "-o", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "name it .pftrace (or .perfetto-trace, .pb)" in err, err
+        assert not (tmp_path / name).exists()
+    # Perfetto's names, and a name without a suffix, are written: the same trace each time.
+    slices = set()
+    for name in ("t.pftrace", "t.perfetto-trace", "t.pb", "trace"):
+        assert main(["export", str(run_dir), "-o", str(tmp_path / name)]) == 0
+        slices.add(sum(read_trace(tmp_path / name, names=False).slices.values()))
+    capsys.readouterr()
+    assert len(slices) == 1 and slices.pop() > 0
+
+
+def test_a_host_without_devices_has_its_threads_exported(tmp_path: Path) -> None:
+    """A run where one host recorded only host threads (no device, no XLA op): its threads
+    are in the trace under its own host, whole."""
+    from fixtures.generate import US, _host_cpu_plane, _xspace
+
+    run_dir, _ = write_run("collective_training", tmp_path / "run", steps=3)
+    dispatch = [(k * 100 * US, 20 * US) for k in range(7)]
+    (run_dir / "input-host.xplane.pb").write_bytes(
+        _xspace([_host_cpu_plane(0, dispatch)], "input-host")
+    )
+    profile = load(run_dir)
+    assert "input-host" in profile.host_names
+    assert "input-host" not in {d.host for d in profile.device_tables}
+    target = tmp_path / "trace.pftrace"
+    counts = export_perfetto(profile, target)
+    view = read_trace(target)
+    recorded = _every_line_is_exported(profile, view)
+    assert recorded[("host input-host", "/host:CPU", "python3")] == 7
+    assert counts.recorded[("input-host", "/host:CPU", "python3")] == 7
+    thread = ("host input-host", "/host:CPU", "python3")
+    (uuid,) = [u for u in view.slices if view.path(u) == thread]
+    assert view.slice_names[uuid] == {"PjitFunction(train_step)": 7}

@@ -180,3 +180,43 @@ def test_markdown_report() -> None:
     assert "### 1. Host-bound: devices wait for input before each step (`host_bound`)" in text
     assert "### 2. Exposed collectives: all-reduce time compute does not hide" in text
     assert "**Saves up to 160.0 us per step (16.0%)**" in text
+
+
+@pytest.mark.parametrize("scenario", ["memory_bound", "host_bound"])
+def test_evidence_text_accounts_for_every_op_whose_code_it_cites(
+    scenario: str, tmp_path: Any
+) -> None:
+    """Each op of ``evidence.scopes`` is named in the text at its place in the code, or
+    counted in "and N more ops in M other places" (the text named the first 3 ops' code while
+    evidence.scopes listed 5)."""
+    import re
+
+    from fixtures.generate import write_run
+    from tpuperf.profile import load
+    from tpuperf.report import EVIDENCE_SCOPES
+
+    run_dir, _ = write_run(scenario, tmp_path / "run", steps=4)
+    report = analyze(load(run_dir))
+    checked = 0
+    for rec in report.recommendations:
+        if not rec.scopes:
+            continue
+        text = rec.evidence.split("; in the code: ", 1)[1]
+        places: dict[tuple[str, ...], list[str]] = {}
+        for cited in rec.scopes:
+            key = (cited["scope"], cited["primitive"], cited["pass"], cited["source"])
+            places.setdefault(key, []).append(cited["op"])
+        named = list(places.items())[:EVIDENCE_SCOPES]
+        for (scope, primitive, _, _), ops in named:
+            path = "/".join(p for p in (scope, primitive) if p)
+            assert f"{', '.join(ops)} at {path}" in text, (rec.kind, text)
+        more = re.search(r"and (\d+) more ops? in (\d+) other places?$", text)
+        rest = list(places.values())[EVIDENCE_SCOPES:]
+        if rest:
+            assert more is not None, text
+            assert int(more.group(1)) == sum(len(ops) for ops in rest)
+            assert int(more.group(2)) == len(rest)
+            checked += 1
+        else:
+            assert more is None, text
+    assert checked  # a recommendation that cites ops at more places than the text names

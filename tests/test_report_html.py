@@ -16,15 +16,24 @@ from typing import Any
 
 import pytest
 from browser import chromium_path, visit
-from conftest import shared_profile
+from conftest import CPU_FIXTURE, shared_profile
 
-from fixtures.generate import generate, write_run
+from fixtures.generate import _xspace, generate, generate_scoped, write_run
+from fixtures.hostile import _steady, _tpu_plane
 from tpuperf import _xspace_schema as xpb
 from tpuperf.cli import main
 from tpuperf.config import AnalysisConfig
 from tpuperf.profile import load
-from tpuperf.render.html import DEVICES_CHART, ROOFLINE_CHART, STEPS_CHART, render_html
+from tpuperf.render.html import (
+    DEVICES_CHART,
+    ROOFLINE_CHART,
+    SCOPES_CHART,
+    STEPS_CHART,
+    render_html,
+)
+from tpuperf.render.terminal import fmt_ms, fmt_pct
 from tpuperf.report import analyze
+from tpuperf.schema import PASSES
 from tpuperf.timeline import build_timeline
 
 pytest.importorskip("plotly", reason="the HTML report needs plotly")
@@ -91,9 +100,10 @@ SORTED_TIMES = """(() => {
 })()"""
 
 
-def _open(page: Path, tmp_path: Path, name: str, *extra: str) -> Any:
-    """Visit ``page``; check that it made no request and logged no error; keep screenshots."""
-    shots = {f"#{ROOFLINE_CHART}": tmp_path / f"{name}-roofline.png"}
+def _open(page: Path, tmp_path: Path, name: str, *extra: str, element: str = ROOFLINE_CHART) -> Any:
+    """Visit ``page``; check that it made no request and logged no error; keep screenshots
+    (of the page, and of the chart ``element``)."""
+    shots = {f"#{element}": tmp_path / f"{name}-{element}.png"}
     result = visit(
         page,
         screenshot=tmp_path / f"{name}.png",
@@ -178,6 +188,199 @@ def test_report_of_the_real_v6e_profile(tmp_path: Path) -> None:
     assert "TPU v6 Lite" in summary
     assert f"{report.summary['peak_tflops']:g} TFLOP/s" in summary
     assert "from profile" in summary
+
+
+def _figures(text: str) -> dict[str, Any]:
+    """The page's chart figures (the JSON its script draws)."""
+    found = re.search(r"const FIGURES = (\{.*?\});\n", text, re.S)
+    assert found is not None
+    figures: dict[str, Any] = json.loads(found.group(1))
+    return figures
+
+
+def _section(text: str, anchor: str) -> str:
+    section = text[text.index(f'<section id="{anchor}">') :]
+    return section[: section.index("</section>")]
+
+
+def test_report_where_no_op_has_flops_draws_no_roofline(tmp_path: Path) -> None:
+    """Ops that record bytes but no FLOPs have no place on log axes: the section names them and
+    draws no chart (this page was an internal error: the axes' range of no point)."""
+    path = tmp_path / "no_flops.xplane.pb"
+    plane = _tpu_plane(
+        0,
+        ["fusion.0", "fusion.1"],
+        _steady(ops=2),
+        op_stats=lambda i: [("hlo_category", "loop fusion"), ("bytes_accessed", 1000 + i)],
+    )
+    path.write_bytes(_xspace([plane], "host"))
+    report, timeline = _report(path)
+    ops = report.results["roofline"].tables["ops"]
+    assert sorted(ops.strings("op").tolist()) == ["fusion.0", "fusion.1"]
+    assert not (ops.array("flops") > 0).any()
+    text = render_html(report, timeline)
+    assert ROOFLINE_CHART not in _figures(text)
+    section = _section(text, "roofline")
+    assert "2 op(s) with no FLOPs or no bytes cannot be placed" in section
+    assert "fusion.0" in section and "fusion.1" in section
+    assert "no chart is drawn" in section
+    # The other charts are still there, and the CLI writes the page.
+    assert STEPS_CHART not in _figures(text)  # no steps in this profile: said in a note
+    page = tmp_path / "no_flops.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    assert "no chart is drawn" in page.read_text()
+
+
+# --------------------------------------------------------------------------- scopes
+
+ICICLE_SLICES = f"document.querySelectorAll('#{SCOPES_CHART} g.slice').length"
+ICICLE_LABELS = (
+    f"Array.from(document.querySelectorAll('#{SCOPES_CHART} g.slice text')).map(t => t.textContent)"
+)
+PASSES_CARD = "document.querySelector('#passes-card').textContent"
+TOP_OPS_HEAD = "Array.from(document.querySelectorAll('#top-ops-table th')).map(h => h.textContent)"
+SOURCE_TITLES = (
+    "Array.from(document.querySelectorAll('#top-ops-table tbody tr'))"
+    ".map(r => r.cells[r.cells.length - 1].title)"
+)
+
+
+def _icicle_paths(figure: dict[str, Any]) -> dict[str, int]:
+    """Each icicle node's scope path (labels of its ancestors, the root left out) -> value."""
+    trace = figure["data"][0]
+    assert trace["type"] == "icicle" and trace["branchvalues"] == "total"
+    index = {node_id: i for i, node_id in enumerate(trace["ids"])}
+    out = {}
+    for i in range(len(trace["ids"])):
+        names, j = [], i
+        while trace["parents"][j]:
+            names.append(trace["labels"][j])
+            j = index[trace["parents"][j]]
+        out["/".join(reversed(names))] = trace["values"][i]
+    assert len(out) == len(trace["ids"])  # no two nodes at one path
+    return out
+
+
+def _check_code_columns(report: Any, rows: list[list[str]], head: list[str]) -> None:
+    """The top-ops table's scope / pass / source cells are the report's."""
+    assert head[-3:] == ["scope / primitive", "pass", "source"]
+    for row, record in zip(rows, report.top_ops.records(), strict=True):
+        path = "/".join(p for p in (record["scope"], record["primitive"]) if p)
+        assert row[-3:] == [path, record["pass"], record["source"].rsplit("/", 1)[-1]]
+
+
+def _check_passes_card(report: Any, text: str) -> None:
+    passes = report.summary["passes"]
+    for name in PASSES:
+        value = passes[name]
+        assert f"{name} {fmt_ms(value['ms_per_step'])} ({fmt_pct(value['pct'])})" in text
+
+
+@needs_chromium
+def test_report_of_a_scoped_run_draws_the_scope_tree(tmp_path: Path) -> None:
+    """The icicle of a generated run with known scopes: one box per node of the scope tree,
+    each as long as the time the truth gives its scope; the pass card and the top ops' code
+    columns are the report's."""
+    run = generate_scoped(steps=4, devices=2)
+    source = tmp_path / "tpu-host-0.xplane.pb"
+    source.write_bytes(run.xspaces["tpu-host-0"])
+    truth = run.truth.notes["scopes"]
+    page = tmp_path / "scoped.html"
+    assert main(["report", str(source), "-o", str(page)]) == 0
+    report, _ = _report(source, top_ops=25)  # as `report` (--top 25)
+
+    paths = _icicle_paths(_figures(page.read_text())[SCOPES_CHART])
+    assert paths[""] == sum(o["time_ps"] for o in truth["ops"].values())  # the root
+    for scope, time_ps in truth["scope_time_ps"].items():
+        assert paths[scope] == time_ps, scope
+    assert paths["(no scope)"] == truth["pass_time_ps"]["other"]
+    leaves: dict[str, int] = {}
+    for o in truth["ops"].values():
+        if o["levels"]:
+            leaf = "/".join([*o["levels"], o["primitive"]])
+            leaves[leaf] = leaves.get(leaf, 0) + o["time_ps"]
+    for leaf, time_ps in leaves.items():
+        assert paths[leaf] == time_ps, leaf
+    deepest = max(len(p.split("/")) for p in paths)
+
+    result = _open(
+        page,
+        tmp_path,
+        "scoped",
+        ICICLE_SLICES,
+        ICICLE_LABELS,
+        PASSES_CARD,
+        TOP_OPS_CELLS,
+        TOP_OPS_HEAD,
+        SOURCE_TITLES,
+        element=SCOPES_CHART,
+    )
+    values = result.values
+    # Six levels show at once (root, jit(train_step), Transformer, Block_0, Attention, softmax),
+    # and the seventh as unlabelled boxes: every node is drawn.
+    assert deepest == 6
+    assert values[ICICLE_SLICES] == len(paths)
+    assert {"Transformer", "Block_0", "Block_1", "MLP", "Attention", "adam"} <= set(
+        values[ICICLE_LABELS]
+    )
+    _check_passes_card(report, values[PASSES_CARD])
+    _check_code_columns(report, values[TOP_OPS_CELLS], values[TOP_OPS_HEAD])
+    assert values[SOURCE_TITLES] == report.top_ops.strings("source").tolist()
+
+
+@needs_chromium
+def test_report_of_the_real_cpu_capture_draws_its_scope_tree(tmp_path: Path) -> None:
+    page = tmp_path / "cpu.html"
+    assert main(["report", str(CPU_FIXTURE), "-o", str(page)]) == 0
+    report, _ = _report(CPU_FIXTURE, top_ops=25)
+    profile = load(CPU_FIXTURE)
+    paths = _icicle_paths(_figures(page.read_text())[SCOPES_CHART])
+    # Against the profile's own data: op self time, all of it and that of jit(train_step).
+    scopes = profile.scopes
+    in_step = set(
+        scopes.index[scopes["scope"].astype(str).str.startswith("jit(train_step)")].tolist()
+    )
+    from tpuperf import scopes as sc
+
+    data = sc.scopes(profile)
+    total = step = 0
+    for device in profile.device_tables:
+        rows = data.rows(device)
+        self_ps = device.ops.array("self_ps")
+        total += int(self_ps.sum())
+        in_scope = [r in in_step for r in rows.tolist()]
+        step += int(self_ps[in_scope].sum())
+    assert paths[""] == total
+    assert paths["jit(train_step)"] == step > 0.9 * total
+    result = _open(
+        page,
+        tmp_path,
+        "cpu",
+        ICICLE_SLICES,
+        PASSES_CARD,
+        TOP_OPS_CELLS,
+        TOP_OPS_HEAD,
+        element=SCOPES_CHART,
+    )
+    values = result.values
+    assert values[ICICLE_SLICES] == len(paths)  # three levels: all drawn
+    assert report.summary["passes"]["backward"]["pct"] > 30  # a training step
+    _check_passes_card(report, values[PASSES_CARD])
+    _check_code_columns(report, values[TOP_OPS_CELLS], values[TOP_OPS_HEAD])
+
+
+def test_report_without_scope_information_says_so_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "no_scopes.xplane.pb"
+    path.write_bytes(_xspace([_tpu_plane(0, ["fusion.0", "fusion.1"], _steady(ops=2))], "host"))
+    report, timeline = _report(path)
+    assert report.summary["passes"] is None
+    text = render_html(report, timeline)
+    section = _section(text, "scopes")
+    assert section.count('<p class="note">') == 1
+    assert "No scope information in this profile" in section
+    assert SCOPES_CHART not in _figures(text) and SCOPES_CHART not in section
+    assert "passes-card" not in text
+    assert "scope / primitive" not in _section(text, "top-ops")
 
 
 def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:

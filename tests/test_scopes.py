@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,8 @@ def test_ops_by_scope_source_and_pass_equal_the_truth(
     by_source = aggregate_table(profile, by="source").records()
     want_sources = {s or "(no source)": t for s, t in truth["source_time_ps"].items()}
     assert {r["source"]: round(r["total_time_ms"] * 1e9) for r in by_source} == want_sources
-    # A line's scope is the one with most of its time (model.py:45 is both blocks' MLP).
+    # A line's scope is the one with most of its time (model.py:45 is both blocks' MLP), and
+    # how many more it spans.
     line_45: dict[str, int] = {}
     for o in truth["ops"].values():
         if o["source"] == "model.py:45":
@@ -175,7 +177,7 @@ def test_ops_by_scope_source_and_pass_equal_the_truth(
             line_45[scope] = line_45.get(scope, 0) + o["time_ps"]
     assert len(line_45) == 2
     row = next(r for r in by_source if r["source"] == "model.py:45")
-    assert row["scope"] == max(line_45, key=line_45.__getitem__)
+    assert row["scope"] == f"{max(line_45, key=line_45.__getitem__)} +1"
 
     per_device = aggregate_table(profile, by="pass", per_device=True).records()
     assert sum(round(r["total_time_ms"] * 1e9) for r in per_device) == sum(
@@ -548,3 +550,158 @@ def test_a_damaged_hlo_module_costs_its_scopes_and_is_noted() -> None:
     (note,) = data.notes
     assert note.startswith(f"{host}: HLO module {key} could not be read")
     assert sc.tree_report(profile)["notes"] == list(data.notes)
+
+
+# --------------------------------------------------------------------------- tpuperf tree
+
+# A row of the rendered tree: the name cell ends in a source line (file:line) right before the
+# time per step and the share.
+_LEAF_SOURCE = re.compile(r" (\S*):(\d+) +[\d.,]+ +[\d.]+%")
+
+
+def _tree_cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, width: int, *args: str
+) -> str:
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["tree", *args]) == 0
+    return capsys.readouterr().out
+
+
+def _leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node] if node["kind"] == "op" else []
+    for child in node["children"]:
+        found += _leaves(child)
+    return found
+
+
+@pytest.mark.parametrize(
+    "relative", ["gpu/mi300_jax_te_fused_attn.xplane.pb", "gpu/mi300_jax_conv.xplane.pb", None]
+)
+@pytest.mark.parametrize("width", [80, 100])
+def test_every_leaf_keeps_its_source_line_at_the_terminal_width(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    relative: str | None,
+    width: int,
+) -> None:
+    """A leaf whose name and source do not both fit is shortened, name first: each leaf shows
+    the line number of its source (mi300_jax_te_fused_attn at 80 columns lost it on 4 of 7)."""
+    path = str(shared_profile(relative) if relative else CPU_FIXTURE)
+    document = json.loads(_tree_cli(capsys, monkeypatch, width, path, "--format", "json"))
+    want = sorted(
+        int(leaf["source"].rsplit(":", 1)[1])
+        for leaf in _leaves(document["tree"])
+        if leaf["source"]
+    )
+    assert want
+    text = _tree_cli(capsys, monkeypatch, width, path)
+    shown = sorted(int(match.group(2)) for match in _LEAF_SOURCE.finditer(text))
+    assert shown == want
+    assert all(len(line) <= width for line in text.splitlines())
+
+
+def test_tree_wide_shows_every_name_whole_and_o_takes_the_format_from_the_suffix(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = str(shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb"))
+    document = json.loads(_tree_cli(capsys, monkeypatch, 80, path, "-f", "json", "--min-pct", "0"))
+    leaves = _leaves(document["tree"])
+    narrow = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0")
+    wide = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0", "--wide")
+    for leaf in leaves:
+        whole = f"{leaf['name']} {leaf['source'].rsplit('/', 1)[-1]}"
+        assert whole in wide, whole
+    assert "te_fused_attn_backward_ffi attention.py:1110" not in narrow
+    assert "te_fused_attn_backward_ffi attention.py:1110" in wide
+    assert max(len(line) for line in wide.splitlines()) > 80
+    # -o: JSON for .json, the table for .txt (at the file width), unless --format says.
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tree", path, "--min-pct", "0", "-o", str(tmp_path / "tree.json")]) == 0
+    assert json.loads((tmp_path / "tree.json").read_text())["tree"] == document["tree"]
+    assert main(["tree", path, "--min-pct", "0", "-o", str(tmp_path / "tree.txt")]) == 0
+    assert (tmp_path / "tree.txt").read_text() == narrow
+    assert main(["tree", path, "-f", "table", "-o", str(tmp_path / "table.json")]) == 0
+    assert (tmp_path / "table.json").read_text().startswith("Scope tree ")
+    capsys.readouterr()
+
+
+# --------------------------------------------------------------------------- one naming rule
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory: pytest.TempPathFactory) -> Profile:
+    """One TPU, 10 steps of four ops: two dot_generals of one source line in two scopes, an op
+    whose path is its primitive alone (`x`), and one without a path."""
+    from fixtures.generate import US, _xspace
+    from fixtures.hostile import _tpu_plane
+
+    stats = [
+        ("jit(f)/jit(main)/Block_1/MLP/dot_general:", "model.py:45"),
+        ("jit(f)/jit(main)/Block_2/MLP/dot_general:", "model.py:45"),
+        ("x:", ""),
+        ("", ""),
+    ]
+    durations_us = (20, 10, 5, 7)
+    events = []
+    start = 0
+    for _ in range(10):
+        for op, dur in enumerate(durations_us):
+            events.append((op, start, dur * US))
+            start += (dur + 1) * US
+
+    def op_stats(i: int) -> list[tuple[str, Any]]:
+        tf_op, source = stats[i]
+        return [("hlo_category", "loop fusion"), ("tf_op", tf_op), ("source", source)]
+
+    plane = _tpu_plane(0, ["fusion.0", "fusion.1", "copy.2", "copy.3"], events, op_stats=op_stats)
+    path = tmp_path_factory.mktemp("outside") / "outside.xplane.pb"
+    path.write_bytes(_xspace([plane], "host"))
+    return load(path)
+
+
+def test_ops_outside_every_scope_are_named_alike_everywhere(outside: Profile) -> None:
+    """`x` (a path of its primitive alone) is in (top level), the op without a path in (no
+    scope): in the tree, in ops --by scope and in ops --by source (mi300_jax_conv showed `x`
+    and `kernel` as tree nodes, (top level) by scope and (no scope) by source)."""
+    us = 10 * 1_000_000  # ps of 1 us per step, over the 10 executions
+    tree = sc.scope_tree(outside)
+    first = {(n["name"], n["kind"]): n for n in tree["children"]}
+    assert set(first) == {("jit(f)", "scope"), ("(top level)", "none"), ("(no scope)", "none")}
+    top = first[("(top level)", "none")]
+    assert [(c["name"], c["kind"], c["time_ps"]) for c in top["children"]] == [("x", "op", 5 * us)]
+    assert [c["name"] for c in first[("(no scope)", "none")]["children"]] == ["copy"]
+
+    by_scope = {r["scope"]: r for r in aggregate_table(outside, by="scope").records()}
+    for name, kind in first:
+        row = by_scope[name]
+        assert row["depth"] == 1, name
+        assert round(row["total_time_ms"] * 1e9) == first[(name, kind)]["time_ps"], name
+    assert round(by_scope["(top level)"]["self_time_ms"] * 1e9) == 5 * us
+
+    by_source = {r["source"]: r for r in aggregate_table(outside, by="source").records()}
+    # One line, two scopes: the one with most time, and how many more.
+    assert by_source["model.py:45"]["scope"] == "jit(f)/Block_1/MLP +1"
+    assert round(by_source["model.py:45"]["total_time_ms"] * 1e9) == 30 * us
+    # x and the op without a path have no source: the line's scopes are named as above.
+    assert by_source["(no source)"]["scope"] == "(no scope) +1"
+    assert round(by_source["(no source)"]["total_time_ms"] * 1e9) == 12 * us
+
+
+@pytest.mark.parametrize(
+    ("by", "named"), [("scope", "scope"), ("pass", "pass"), ("source", "source line")]
+)
+def test_without_scope_information_the_line_names_the_grouping_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], by: str, named: str
+) -> None:
+    from fixtures.generate import _xspace
+    from fixtures.hostile import _steady, _tpu_plane
+
+    path = tmp_path / "plain.xplane.pb"
+    path.write_bytes(_xspace([_tpu_plane(0, ["fusion.0", "fusion.1"], _steady(ops=2))], "host"))
+    assert not sc.scopes(load(path)).has_scopes
+    assert main(["ops", str(path), "--by", by]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"tpuperf: note: {path}: no scope information")
+    assert line.endswith(f"; nothing to group by {named}")

@@ -6,10 +6,19 @@ profile's size, and every event is written: there is no event cap (XProf's trace
 stops at 1M events). README, "Export", says why this format and not Chrome's JSON.
 
 Layout: one track per host, under it one per device, and under each device one track per
-line: ``Steps``, ``XLA Modules`` (module executions), each op line (``XLA Ops`` on TPU,
-the ``Stream #N`` lines on GPU, host threads for CPU-only profiles) and ``Async XLA Ops``
-(async windows). All hosts share one time axis: each event's time on its device
-(:mod:`tpuperf.tables`), less one origin for the whole run, in nanoseconds.
+line as the analysis reads it (:mod:`tpuperf.tables`): ``Steps``, ``XLA Modules`` (module
+executions), each op line (``XLA Ops`` on TPU, the ``Stream #N`` lines on GPU, host threads
+for CPU-only profiles) and ``Async XLA Ops`` (async windows). Every other line with events
+is written as recorded, one track per line: a device plane's (``XLA TraceMe``, TensorFlow's
+op and name-scope lines) under its device, a host plane's (``/host:CPU``: one per thread)
+under a track of the plane under the host. A line is written as recorded when the analysis
+tables do not hold every one of its events: on a CPU-only profile the XLA ops of a thread are
+on the device's op track, and again, with the thread's other events, on the thread's track.
+Those lines are read again from the host's file, one at a time.
+
+All hosts share one time axis, in nanoseconds, less one origin for the whole run: a device's
+events on its clock (a TPU's recorded lines mapped onto it as the tables map its host-clock
+windows), host threads on the host's clock.
 
 Slices on one track must nest. Ops on one line only nest (a ``while`` around its body),
 but async windows overlap one another; an event that would cross one already open goes
@@ -28,7 +37,7 @@ import numpy as np
 from tpuperf.errors import TpuperfError, UsageError
 
 if TYPE_CHECKING:
-    from tpuperf.columns import Strings
+    from tpuperf.columns import Strings, Table
     from tpuperf.profile import Profile
     from tpuperf.tables import DeviceTables
 
@@ -55,6 +64,8 @@ class ExportCounts:
     slices: int = 0
     # (host, device, line track name) -> slices, the overflow tracks of a line included
     per_track: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    # (host, plane, line) -> slices of the lines written as recorded
+    recorded: dict[tuple[str, str, str], int] = field(default_factory=dict)
     shift_ns: dict[str, int] = field(default_factory=dict)  # host -> ns it was moved back by
 
 
@@ -112,45 +123,226 @@ def _write(profile: Profile, handle: BinaryIO, counts: ExportCounts, align: str)
     hosts: dict[str, list[DeviceTables]] = {}
     for device in profile.device_tables:
         hosts.setdefault(device.host, []).append(device)
+    for info in profile.hosts:  # a host without devices may still have lines
+        hosts.setdefault(info.host, [])
     shifts = _step_shifts_ps(hosts) if align == ALIGN_STEPS else dict.fromkeys(hosts, 0)
     counts.shift_ns = {host: shift // 1000 for host, shift in shifts.items()}
-    origin_ps = _origin_ps(hosts, shifts)
+    files = {info.host: info.path for info in profile.hosts}
+    recorded = {
+        host: _Recorded.plan(profile, host, devices, files.get(host))
+        for host, devices in hosts.items()
+    }
+    firsts = [
+        first - shifts[host]
+        for host, devices in hosts.items()
+        if (first := _first_ps(devices)) is not None
+    ]
+    firsts += [r.first_ps - shifts[r.host] for r in recorded.values() if r.lines]
+    # 1 us before the first event of the run (a timestamp of 0 would read as "no timestamp").
+    origin_ps = min(firsts, default=0) - 1_000_000
     for host_rank, (host, devices) in enumerate(hosts.items()):
         host_uuid = writer.track(f"host {host}", None, host_rank)
         counts.tracks += 1
-        for device_rank, device in enumerate(sorted(devices, key=lambda d: d.device)):
+        parents: dict[str, _Parent] = {}  # device plane -> its track
+        rank = 0
+        for device in sorted(devices, key=lambda d: d.device):
             tracks = list(_tracks(device, origin_ps + shifts[host]))
             if not tracks:
                 continue
             chip = device.row.get("chip") or ""
             plane = device.row.get("plane") or f"device {device.device}"
-            device_uuid = writer.track(
-                f"{plane} ({chip})" if chip else plane, host_uuid, device_rank
-            )
+            parent = _Parent(writer.track(f"{plane} ({chip})" if chip else plane, host_uuid, rank))
+            rank += 1
             counts.tracks += 1
-            rank = 0
             for track in tracks:
-                lanes = _lanes(track.start_ns, track.end_ns)
-                for lane_rows in lanes:
-                    uuid = writer.track(track.name, device_uuid, rank)
-                    rank += 1
+                for lane_rows in _lanes(track.start_ns, track.end_ns):
+                    uuid = writer.track(track.name, parent.uuid, parent.next_rank())
                     counts.tracks += 1
                     writer.slices(uuid, track, lane_rows)
+                parent.names.add(track.name)
                 key = (host, device.device, track.name)
                 counts.per_track[key] = counts.per_track.get(key, 0) + len(track.start_ns)
                 counts.slices += len(track.start_ns)
+            if plane.startswith("/device:"):  # a CPU-only profile's device is its host plane
+                parents[plane] = parent
+        recorded[host].write(writer, counts, host_uuid, rank, parents, origin_ps + shifts[host])
 
 
-def _origin_ps(hosts: dict[str, list[DeviceTables]], shifts: dict[str, int]) -> int:
-    """One origin for every host: 1 us before the first event of the run (a timestamp of 0
-    would read as "no timestamp")."""
-    firsts = []
-    for host, devices in hosts.items():
+def _first_ps(devices: list[DeviceTables]) -> int | None:
+    """The earliest start in the devices' tables (None without any)."""
+    firsts = [
+        int(table.array("start_ps").min())
+        for device in devices
+        for table in (device.ops, device.modules, device.async_ops, device.steps)
+        if table is not None and table.n
+    ]
+    return min(firsts) if firsts else None
+
+
+@dataclass
+class _Parent:
+    """A track that lines go under, and the rank of its next child."""
+
+    uuid: int
+    names: set[str] = field(default_factory=set)  # its children's names
+    children: int = 0
+
+    def next_rank(self) -> int:
+        self.children += 1
+        return self.children - 1
+
+
+@dataclass
+class _Recorded:
+    """The lines of one host's file that the analysis tables do not hold whole: written as
+    the file records them."""
+
+    host: str
+    path: str | None
+    lines: dict[str, set[str]]  # plane -> line names
+    first_ps: int  # the earliest start among them, on the clock each is written on
+    space: Any = None  # the decoded file (events are read line by line, when written)
+
+    @classmethod
+    def plan(
+        cls, profile: Profile, host: str, devices: list[DeviceTables], path: str | None
+    ) -> _Recorded:
+        from tpuperf import sources, xspace
+
+        in_tables: dict[tuple[str, str], int] = {}
         for device in devices:
-            for table in (device.ops, device.modules, device.async_ops, device.steps):
-                if table is not None and table.n:
-                    firsts.append(int(table.array("start_ps").min()) - shifts[host])
-    return (min(firsts) if firsts else 0) - 1_000_000
+            plane = device.row.get("plane") or ""
+            for name, n in _table_lines(device).items():
+                in_tables[(plane, name)] = in_tables.get((plane, name), 0) + n
+        events: dict[tuple[str, str], int] = {}
+        first: dict[tuple[str, str], int] = {}
+        table = profile.line_table
+        for h, plane, line, n, first_ps in zip(
+            table.strings("host").tolist(),
+            table.strings("plane").tolist(),
+            table.strings("line").tolist(),
+            table.array("events").tolist(),
+            table.array("first_ps").tolist(),
+            strict=True,
+        ):
+            if h == host and n:
+                key = (plane, line)
+                events[key] = events.get(key, 0) + int(n)
+                first[key] = min(first.get(key, first_ps), first_ps)
+        wanted = [key for key, n in events.items() if in_tables.get(key) != n]
+        lines: dict[str, set[str]] = {}
+        for plane, line in wanted:
+            lines.setdefault(plane, set()).add(line)
+        if not wanted:
+            return cls(host, path, {}, 0)
+        if path is None:
+            raise TpuperfError(
+                f"{host}: this profile was not read from a file, so the lines the analysis "
+                "tables do not hold cannot be exported"
+            )
+        space = xspace.decode_or_bad_input(sources.read_profile(path), path)
+        recorded = cls(host, path, lines, min(first[key] for key in wanted), space)
+        # A TPU's lines go on its device clock, which may move them earlier than recorded.
+        for plane in space.planes:
+            clock = recorded.clock(plane)
+            if clock is None:
+                continue
+            for recorded_line in plane.lines:
+                if recorded_line.name in lines[plane.name] and len(recorded_line):
+                    start, _ = recorded.times(recorded_line, clock)
+                    recorded.first_ps = min(recorded.first_ps, int(start.min()))
+                    recorded_line.release()
+        return recorded
+
+    def clock(self, plane: Any) -> Any:
+        """The device clock of a TPU plane with lines to write (from its ``XLA Ops`` line's
+        device times, as the analysis tables build it); None for any other plane."""
+        from tpuperf import tables
+
+        if not plane.name.startswith("/device:") or plane.name not in self.lines:
+            return None
+        ops = next((line for line in plane.lines if line.name == "XLA Ops" and len(line)), None)
+        if ops is None:
+            return None
+        events = ops.int_events(("device_offset_ps", "device_duration_ps"))
+        _, _, clock = tables._device_clock(events, ops.timestamp_ns)
+        ops.release()
+        return clock
+
+    def times(self, line: Any, clock: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end of a line's events: as recorded, or placed on a device ``clock``."""
+        from tpuperf import tables
+
+        if clock is not None:
+            start, duration = tables._placed_times(line, clock)
+        else:
+            start, duration = line.start_ps, line.duration_ps
+        return start, start + np.maximum(duration, 0)
+
+    def write(
+        self,
+        writer: _Writer,
+        counts: ExportCounts,
+        host_uuid: int,
+        rank: int,
+        devices: dict[str, _Parent],
+        origin_ps: int,
+    ) -> None:
+        """Write the lines under their device's track (a device plane that has one) or under a
+        track of their plane, from ``rank`` on under the host."""
+        if not self.lines:
+            return
+        from tpuperf import xspace
+
+        groups: dict[str, _Parent] = {}
+        for plane in self.space.planes:
+            names = self.lines.get(plane.name)
+            if not names:
+                continue
+            clock = self.clock(plane)
+            for line in plane.lines:
+                if line.name not in names or not len(line):
+                    continue
+                parent = devices.get(plane.name)
+                name = line.name
+                if parent is None:
+                    if plane.name not in groups:
+                        groups[plane.name] = _Parent(writer.track(plane.name, host_uuid, rank))
+                        rank += 1
+                        counts.tracks += 1
+                    parent = groups[plane.name]
+                elif name in parent.names:  # also on a track from the tables, in part
+                    name = f"{name} (as recorded)"
+                try:
+                    track = self.track(plane, line, name, clock, origin_ps)
+                except xspace.DecodeError as exc:
+                    raise TpuperfError(
+                        f"{self.path}: line {line.name!r} of {plane.name}: {exc}"
+                    ) from None
+                for lane_rows in _lanes(track.start_ns, track.end_ns):
+                    uuid = writer.track(name, parent.uuid, parent.next_rank())
+                    counts.tracks += 1
+                    writer.slices(uuid, track, lane_rows)
+                key = (self.host, plane.name, line.name)
+                counts.recorded[key] = counts.recorded.get(key, 0) + len(track.start_ns)
+                counts.slices += len(track.start_ns)
+                line.release()
+
+    def track(self, plane: Any, line: Any, name: str, clock: Any, origin_ps: int) -> _Track:
+        """A line's events, named by their metadata (display name, else name)."""
+        from tpuperf.columns import Strings
+
+        start_ps, end_ps = self.times(line, clock)
+        start, end = _ns(start_ps, end_ps, origin_ps)
+        meta = plane.metadata
+        values = [
+            d or n or "(unnamed)" for d, n in zip(meta.display_names, meta.names, strict=True)
+        ]
+        rows = meta.rows(line.metadata_id)
+        codes = np.where(rows < 0, len(values), rows)
+        return _Track(
+            name, start, end, Strings.from_values([*values, "(no metadata)"], codes), None
+        )
 
 
 def _step_shifts_ps(hosts: dict[str, list[DeviceTables]]) -> dict[str, int]:
@@ -190,11 +382,10 @@ def _tracks(device: DeviceTables, origin_ps: int) -> Iterator[_Track]:
 
     steps = device.steps
     if steps is not None and steps.n:
-        sources = steps.strings("source").tolist() if "source" in steps else []
         start, end = _ns(steps.array("start_ps"), steps.array("end_ps"), origin_ps)
         numbers = steps.array("step").tolist()
         yield _Track(
-            _STEP_TRACK.get(sources[0], "Steps") if sources else "Steps",
+            _steps_track_name(steps),
             start,
             end,
             Strings.from_list([f"step {n}" for n in numbers]),
@@ -232,6 +423,29 @@ def _tracks(device: DeviceTables, origin_ps: int) -> Iterator[_Track]:
         start_ps = windows.array("start_ps")
         start, end = _ns(start_ps, start_ps + windows.array("dur_ps"), origin_ps)
         yield _Track(ASYNC_TRACK, start, end, windows.strings("op"), windows.strings("category"))
+
+
+def _steps_track_name(steps: Table) -> str:
+    sources = steps.strings("source").tolist() if "source" in steps else []
+    return _STEP_TRACK.get(sources[0], "Steps") if sources else "Steps"
+
+
+def _table_lines(device: DeviceTables) -> dict[str, int]:
+    """The line tracks :func:`_tracks` writes for a device, and their slices."""
+    out: dict[str, int] = {}
+    if device.steps is not None and device.steps.n:
+        out[_steps_track_name(device.steps)] = device.steps.n
+    if device.modules.n:
+        out[MODULES_TRACK] = device.modules.n
+    if device.ops.n:
+        lines = device.ops.strings("line")
+        per_line = np.bincount(lines.codes, minlength=len(lines.values))
+        for code in np.flatnonzero(per_line).tolist():
+            name = lines.values[code]
+            out[name] = out.get(name, 0) + int(per_line[code])
+    if device.async_ops.n:
+        out[ASYNC_TRACK] = out.get(ASYNC_TRACK, 0) + device.async_ops.n
+    return out
 
 
 def _lanes(start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:

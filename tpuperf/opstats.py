@@ -257,10 +257,11 @@ def scope_groups(
     - ``scope``: one row per scope, every level down to ``depth`` (all levels by default):
       ``scope``, ``depth``, ``total_time_ms`` (the scope and the scopes inside it),
       ``self_time_ms`` (its own ops only), their ``ms_per_step`` / ``self_ms_per_step``.
-      Ops without a scope are the row ``(no scope)``, ops whose path is only their primitive
-      ``(top level)``.
+      Ops outside every scope are the rows ``(no scope)`` (no path) and ``(top level)`` (a
+      path that is only their primitive), each of depth 1, as in the scope tree.
     - ``source``: one row per source line (``source``, ``(no source)`` for none), with the
-      ``scope`` that has most of its time.
+      ``scope`` that has most of its time (named as ``--by scope`` names it), followed by
+      `` +N`` when the line's ops are in N more scopes.
     - ``pass``: one row per pass (forward, backward, optimizer, other).
 
     Every table has ``occurrences``, ``total_time_ms``, ``ms_per_step`` (over the step windows
@@ -283,7 +284,7 @@ def scope_groups(
     device_total: dict[tuple[Any, ...], int] = {}
     device_windows: dict[tuple[Any, ...], int] = {}
     devices = [d for d in profile.device_tables if d.ops.n]
-    scope_names = data.table.strings("scope").tolist()
+    scope_names = [sc.scope_label(data, row) for row in range(data.n)] if by == "source" else []
     labels = data.table.strings(by).tolist() if by != "scope" else []
     for device in devices if per_device else [None]:
         times = sc.scope_time(profile, device)
@@ -299,7 +300,7 @@ def scope_groups(
                 if own:
                     group.self_ps += time_ps
                 if by == "source":
-                    scope = scope_names[row] or sc.NO_SCOPE
+                    scope = scope_names[row]
                     group.labels[scope] = group.labels.get(scope, 0) + time_ps
     names = list(groups)
     rows = list(groups.values())
@@ -312,7 +313,7 @@ def scope_groups(
     if by == "scope":
         columns["depth"] = np.array([_scope_depth(n[width]) for n in names], dtype=np.int64)
     if by == "source":
-        columns["scope"] = Strings.from_list([_dominant(r.labels) for r in rows])
+        columns["scope"] = Strings.from_list([_scopes_text(r.labels) for r in rows])
     total_ps = np.array([r.total_ps for r in rows], dtype=np.int64)
     self_ps = np.array([r.self_ps for r in rows], dtype=np.int64)
     windows = np.array([device_windows[n[:width]] for n in names], dtype=np.int64)
@@ -383,9 +384,7 @@ def _scope_keys(
         return [(labels[row], True)]
     if by == "source":
         return [(labels[row] or "(no source)", True)]
-    levels, _ = sc.tree_path(data, row)
-    if not levels:
-        return [(sc.TOP_LEVEL, True)]
+    levels, _ = sc.tree_path(data, row)  # (no scope) and (top level) are levels here
     shown = levels if depth is None else levels[:depth]
     return [("/".join(levels[: i + 1]), i + 1 == len(levels)) for i in range(len(shown))]
 
@@ -393,9 +392,13 @@ def _scope_keys(
 def _scope_depth(scope: str) -> int:
     from tpuperf import scopes as sc
 
-    if scope in (sc.TOP_LEVEL,):
-        return 0
-    return len(sc.split_levels(scope))
+    return len(sc.split_levels(scope))  # (no scope) and (top level) are one level, as a scope
+
+
+def _scopes_text(per_scope: dict[str, int]) -> str:
+    """The scope with the most time, and `` +N`` for the N other scopes (``Block_1/MLP +1``)."""
+    best = _dominant(per_scope)
+    return f"{best} +{len(per_scope) - 1}" if len(per_scope) > 1 else best
 
 
 def _top_rows(table: Table, per_device: bool, top: int | None) -> Table:

@@ -126,7 +126,9 @@ TOP_OP_MIN_SHARE = 1e-4
 # Tables in JSON are cut to this many rows (total_rows says how many there were).
 JSON_TABLE_ROWS = 50
 
-# A recommendation's evidence names the code of at most this many of the ops it cites.
+# A recommendation's evidence text names at most this many places in the code (scope, primitive,
+# pass, source line) of the ops it cites, each with its ops; it counts the ops at the others
+# (evidence.scopes lists every cited op's place).
 EVIDENCE_SCOPES = 3
 
 
@@ -458,11 +460,20 @@ class _Code:
         ]
         if not cited:
             return rec
-        # Ops made by the same code are named together: "a, b at jit(f)/add (forward, f.py:29)".
+        # Ops made by the same code are named together: "a, b at jit(f)/add (forward, f.py:29)";
+        # past EVIDENCE_SCOPES places, the text counts the ops (evidence.scopes has them all).
         places: dict[tuple[str, ...], list[str]] = {}
-        for c in cited[:EVIDENCE_SCOPES]:
+        for c in cited:
             places.setdefault(tuple(c[k] for k in _CODE_COLUMNS), []).append(c["op"])
-        text = "; ".join(_where_text(ops, place) for place, ops in places.items())
+        named = list(places.items())[:EVIDENCE_SCOPES]
+        text = "; ".join(_where_text(ops, place) for place, ops in named)
+        rest = list(places.values())[EVIDENCE_SCOPES:]
+        if rest:
+            more = sum(len(ops) for ops in rest)
+            text += (
+                f"; and {more} more op{'s' if more > 1 else ''} in {len(rest)} other "
+                f"place{'s' if len(rest) > 1 else ''}"
+            )
         return dataclasses.replace(
             rec, evidence=f"{rec.evidence}; in the code: {text}", scopes=cited
         )

@@ -32,6 +32,10 @@ forward and the backward ops of one layer fall in the same scope, told apart by 
 - ``other``: ops without a scope (async copies, kernels no HLO op names), or whose path is a bare
   name and no function (``x``: XLA's layout change of the argument ``x``).
 
+Ops outside every scope are counted in one of two groups, by the tree, ``ops --by scope`` and
+``ops --by source`` alike (:func:`tree_path`, :func:`scope_label`): (top level) when their path
+is their primitive alone, (no scope) without a path.
+
 Nothing here runs unless scope data is asked for: :func:`scopes` builds the table on first use
 and keeps it with the profile.
 """
@@ -54,8 +58,10 @@ if TYPE_CHECKING:
     from tpuperf.profile import Profile
     from tpuperf.tables import DeviceTables
 
-NO_SCOPE = "(no scope)"  # the tree node and scope of ops without a name-scope path
-TOP_LEVEL = "(top level)"  # the scope of ops whose path is their primitive alone
+# The two groups of ops outside every scope, as the tree, `ops --by scope` and `ops --by source`
+# all name them (each a node of the tree's first level, a row of depth 1):
+NO_SCOPE = "(no scope)"  # ops without a name-scope path (async copies, kernels no op names)
+TOP_LEVEL = "(top level)"  # ops whose path is their primitive alone (`x`: an argument's layout)
 
 ORIGIN_OP_METADATA = "op_metadata"
 ORIGIN_HLO_PROTO = "hlo_proto"
@@ -501,14 +507,22 @@ def op_base(op: str) -> str:
 
 
 def tree_path(data: Scopes, row: int) -> tuple[tuple[str, ...], str]:
-    """Where a scope row sits in the tree: its scope levels and its leaf (the primitive; for an
-    op without a scope, the (no scope) node and the op's base name)."""
+    """Where a scope row sits in the tree: its scope levels and its leaf, the primitive. An op
+    outside every scope is under one of two nodes: (top level) when its path is its primitive
+    alone, (no scope) without a path (its leaf: the op's base name)."""
     table = data.table
     levels = data.levels[row]
     primitive = _value(table, "primitive", row)
-    if not levels and not primitive:
-        return (NO_SCOPE,), op_base(_value(table, "op", row)) or "?"
-    return levels, primitive
+    if levels:
+        return levels, primitive
+    if primitive:
+        return (TOP_LEVEL,), primitive
+    return (NO_SCOPE,), op_base(_value(table, "op", row)) or "?"
+
+
+def scope_label(data: Scopes, row: int) -> str:
+    """The scope an op is counted in: its levels joined by ``/``, or (top level), (no scope)."""
+    return "/".join(tree_path(data, row)[0])
 
 
 def _value(table: Table, column: str, row: int) -> str:
@@ -520,7 +534,8 @@ def scope_tree(profile: Profile) -> dict[str, Any]:
     """The scope tree of the profile's op time, as plain data (for renderers and JSON).
 
     Each node: ``name``, ``kind`` (``root``, ``scope``, ``op`` for a primitive leaf, ``none``
-    for the node of ops without a scope), ``path`` (levels joined by ``/``), ``depth``,
+    for the nodes of ops outside every scope, (no scope) and (top level)), ``path`` (levels
+    joined by ``/``), ``depth``,
     ``time_ps`` and ``self_ps`` (op self time over the capture: all of the node, and its own
     ops outside its sub-scopes), ``ms_per_step`` and ``self_ms_per_step`` (the same over the
     step windows of every device: per step per device), ``pct`` (of all op time),
@@ -539,7 +554,7 @@ def scope_tree(profile: Profile) -> dict[str, Any]:
         node = root
         nodes = [root]
         for depth in range(len(levels)):
-            kind = "none" if levels[depth] == NO_SCOPE else "scope"
+            kind = "none" if not depth and levels[0] in (NO_SCOPE, TOP_LEVEL) else "scope"
             node = node.child(levels[depth], kind, levels[: depth + 1])
             nodes.append(node)
         node.self_ps += time_ps
@@ -634,9 +649,14 @@ def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0
     }
 
 
-def no_scopes_message(source: str) -> str:
-    """The one line said for a profile whose ops carry no scope information."""
+# What each grouping of op time by the model's code groups by, as the one line says it.
+_GROUPINGS = {"scope": "scope", "pass": "pass", "source": "source line"}
+
+
+def no_scopes_message(source: str, by: str = "scope") -> str:
+    """The one line said for a profile whose ops carry no scope information, naming the
+    grouping asked for (``scope``, ``pass`` or ``source``)."""
     return (
         f"{source}: no scope information (its ops carry no tf_op/source metadata and no HLO "
-        "module of the profile names them); nothing to group by scope"
+        f"module of the profile names them); nothing to group by {_GROUPINGS.get(by, by)}"
     )

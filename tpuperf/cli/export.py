@@ -6,6 +6,28 @@ import typer
 
 from tpuperf.cli._common import profile_argument
 
+# Names a Perfetto protobuf trace goes by (the first is the one to use); ui.perfetto.dev opens
+# each of them.
+TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
+# Suffixes that say a file is something else: another output format, or compressed.
+_OTHER_SUFFIXES = {
+    ".json": "JSON",
+    ".md": "Markdown",
+    ".csv": "CSV",
+    ".parquet": "Parquet",
+    ".ndjson": "JSON lines",
+    ".jsonl": "JSON lines",
+    ".txt": "text",
+    ".html": "HTML",
+    ".htm": "HTML",
+    ".gz": "gzip",
+    ".bz2": "bzip2",
+    ".xz": "xz",
+    ".zst": "zstd",
+    ".zip": "zip",
+}
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
 
 def command(
     profile: str = profile_argument(),
@@ -13,7 +35,10 @@ def command(
         "perfetto", "--format", "-f", metavar="FORMAT", help="perfetto (a .pftrace file)."
     ),
     output: str = typer.Option(
-        None, "--output", "-o", help="The trace file to write (e.g. trace.pftrace); required."
+        None,
+        "--output",
+        "-o",
+        help="The trace file to write, NAME.pftrace (.perfetto-trace or .pb also); required.",
     ),
     host: str = typer.Option(None, "--host", help="Only this host of a run (default: all)."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
@@ -24,7 +49,9 @@ def command(
     ),
 ) -> None:
     """Export every event of a profile as a Perfetto trace: all hosts of a run on one
-    timeline, one track per device and line (steps, module executions, ops, async windows).
+    timeline; under each host its devices, each with a track per line as the analysis reads
+    it (steps, module executions, ops, async windows) and every other line as recorded
+    (XLA TraceMe, TensorFlow ops and name scopes), then the host threads (/host:CPU).
 
     The trace has no event cap and is written as a stream; open it at
     https://ui.perfetto.dev (Open trace file). Needs the perfetto package (the `report`
@@ -44,9 +71,30 @@ def command(
         raise UsageError(f"--format {format}: choose perfetto")
     if not output:
         raise UsageError("-o/--output: name the trace file to write, e.g. -o trace.pftrace")
+    check_trace_name(output)
     counts = export_perfetto(load_profile(profile, host, run), output, align=align)
     typer.echo(
         f"tpuperf: wrote {output}: {counts.slices:,} slices on {counts.tracks:,} tracks; "
         "open it at https://ui.perfetto.dev",
         err=True,
+    )
+
+
+def check_trace_name(output: str) -> None:
+    """Refuse a file name whose suffix says another format (``trace.json.gz``): the file would
+    hold an uncompressed Perfetto protobuf under a name that promises something else."""
+    from pathlib import PurePosixPath
+
+    from tpuperf.errors import UsageError
+
+    suffixes = [s.lower() for s in PurePosixPath(output).suffixes]
+    suffix = suffixes[-1] if suffixes else ""
+    if suffix in TRACE_SUFFIXES or suffix not in _OTHER_SUFFIXES:
+        return
+    named = _OTHER_SUFFIXES[suffix]
+    if suffix in _COMPRESSED and len(suffixes) > 1 and suffixes[-2] in _OTHER_SUFFIXES:
+        named = f"{_OTHER_SUFFIXES[suffixes[-2]]} compressed with {named}"  # .json.gz
+    raise UsageError(
+        f"-o {output}: the export writes an uncompressed Perfetto protobuf trace, not "
+        f"{named}; name it {TRACE_SUFFIXES[0]} (or {', '.join(TRACE_SUFFIXES[1:])})"
     )

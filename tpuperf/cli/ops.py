@@ -68,7 +68,7 @@ def command(
 
         has_scopes = scopes(loaded).has_scopes
         if not has_scopes:
-            out.note(no_scopes_message(loaded.source))
+            out.note(no_scopes_message(loaded.source, by))
     if by == "op" and (table.array("programs") > 1).any():
         merged = int((table.array("programs") > 1).sum())
         out.note(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import typer
 
 from tpuperf.cli._common import profile_argument
-from tpuperf.output import Format, format_option, output_option
+from tpuperf.output import Format, format_option, output_option, wide_option
 
 FORMATS = (Format.table, Format.json)
 
@@ -18,6 +18,7 @@ def command(
     ),
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
+    wide: bool = wide_option(),
     host: str = typer.Option(None, "--host", help="Only this host of a run."),
     run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
 ) -> None:
@@ -25,7 +26,9 @@ def command(
 
     Each node shows its time per step per device, its share of all op time and a bar split
     into forward, backward, optimizer and other (ops without a scope); primitives are the
-    leaves, with the source line that has most of their time.
+    leaves, with the source line that has most of their time (at the terminal's width a long
+    name is shortened before its source line is; --wide shows every name whole). The format
+    follows the -o suffix (.json, .txt) unless --format says it.
 
     Example:
 
@@ -52,6 +55,6 @@ def command(
 
     view = out.View(
         document=lambda: document,
-        table=lambda console, wide: render_tree(document, console),
+        table=lambda console, wide: render_tree(document, console, wide=wide),
     )
-    out.emit(view, fmt, output)
+    out.emit(view, fmt, output, wide=wide)

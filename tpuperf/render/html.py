@@ -6,20 +6,23 @@ can be attached to a bug. A Content-Security-Policy in the page forbids every
 network request; a browser blocks any that something would try, and says so in
 its console.
 
-Nothing here computes analysis: the numbers come from the report (summary,
-recommendations, top ops, the roofline analyzer's op table and peaks) and from
-the timeline's per-window breakdown, which is only averaged for display.
+Nothing here computes analysis: the numbers come from the report (summary with its
+split by pass, recommendations, top ops with where the code made them, the roofline
+analyzer's op table and peaks), from the timeline's per-window breakdown, which is
+only averaged for display, and from the scope tree (:func:`tpuperf.scopes.scope_tree`),
+drawn as an icicle.
 
-Profile strings (op, module, host names) are untrusted. They reach the page in
-two ways, each escaped for where it lands: HTML text and attributes through
-:func:`html.escape`; chart labels through :func:`html.escape` too (Plotly reads
-its labels as a small subset of HTML and turns entities back into literal text),
-inside JSON whose ``<``, ``>`` and ``&`` are written as ``\\u`` escapes, so no
+Profile strings (op, module, host, scope names, source paths) are untrusted. They
+reach the page in two ways, each escaped for where it lands: HTML text and attributes
+through :func:`html.escape`, control characters written out; chart labels the same
+way (Plotly reads its labels as a small subset of HTML and turns entities back into
+literal text), inside JSON whose ``<``, ``>`` and ``&`` are written as ``\\u`` escapes, so no
 string can close the ``<script>`` element that carries it.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -29,6 +32,7 @@ import numpy as np
 
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
+from tpuperf.output import visible
 from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
@@ -70,12 +74,32 @@ _CSP = (
 STEPS_CHART = "steps-chart"
 DEVICES_CHART = "devices-chart"
 ROOFLINE_CHART = "roofline-chart"
+SCOPES_CHART = "scopes-chart"
+
+# Pass -> colour, in the order passes are listed (the terminal tree's colours).
+PASS_COLOURS = {
+    "forward": "#2ca02c",
+    "backward": "#b0279b",
+    "optimizer": "#e0a500",
+    "other": "#9e9e9e",
+}
+_ROOT_COLOUR = "#dde2e8"
+# Scope trees deeper than this show this many levels at once (a click on a node zooms in).
+_ICICLE_LEVELS = 6
 
 
-def render_html(report: Report, timeline: Timeline) -> str:
-    """The whole report as one HTML document (text)."""
+def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None = None) -> str:
+    """The whole report as one HTML document (text).
+
+    ``tree``: the scope tree to draw (:func:`tpuperf.scopes.scope_tree`); by default that of
+    the timeline's profile, when the report has scope information (``summary["passes"]``).
+    """
     plotly_js = _plotly_js()
     figures: dict[str, dict[str, Any]] = {}
+    if tree is None and report.summary.get("passes") is not None and timeline.profile is not None:
+        from tpuperf.scopes import scope_tree
+
+        tree = scope_tree(timeline.profile)
     body = [
         _header(report),
         _cards(report),
@@ -84,6 +108,7 @@ def render_html(report: Report, timeline: Timeline) -> str:
         _roofline_section(report, timeline, figures),
         _recommendations_section(report),
         _top_ops_section(report),
+        _scopes_section(report, tree, figures),
         _notes_section(report),
     ]
     title = f"tpuperf report: {report.source}" if report.source else "tpuperf report"
@@ -116,6 +141,7 @@ def render_html(report: Report, timeline: Timeline) -> str:
     )
 
 
+@functools.cache  # 4.6 MB, read and checked once per process (tests render many pages)
 def _plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
@@ -133,8 +159,9 @@ def _plotly_js() -> str:
 
 
 def _e(value: Any) -> str:
-    """Text for HTML content or a quoted attribute."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML content or a quoted attribute, control characters written out
+    (``\\x1b``): a page printed to a terminal must not clear it, and a browser shows them."""
+    return html.escape(visible(str(value)), quote=True)
 
 
 def _script_json(value: Any) -> str:
@@ -227,12 +254,38 @@ def _cards(report: Report) -> str:
             f"MFU {_e(_small_pct(s.get('mfu_pct')))}" if s.get("mfu_pct") is not None else "",
         ),
     ]
+    passes = s.get("passes")
+    if passes is not None:
+        cards.append(_passes_card(passes))
     return (
         '<section id="summary"><div class="cards">'
         + "".join(cards)
         + "</div>"
         + _split_bar(s)
         + "</section>"
+    )
+
+
+def _passes_card(passes: dict[str, dict[str, Any]]) -> str:
+    """Op time of the analysed steps by pass: the largest as the value, a bar of the split,
+    and each pass's time per step and share."""
+    shares = {name: _number(v.get("pct")) or 0.0 for name, v in passes.items()}
+    top = max(shares, key=lambda name: shares[name])
+    bar = "".join(
+        f'<span style="width:{max(share, 0.0):.3f}%;background:{PASS_COLOURS.get(name, "#777")}" '
+        f'title="{_e(name)} {_e(fmt_pct(share))}"></span>'
+        for name, share in shares.items()
+    )
+    rows = "".join(
+        f'<span class="pass-row" data-pass="{_e(name)}"><i style="background:'
+        f'{PASS_COLOURS.get(name, "#777")}"></i>{_e(name)} '
+        f"<b>{_e(fmt_ms(v.get('ms_per_step')))}</b> ({_e(fmt_pct(v.get('pct')))})</span>"
+        for name, v in passes.items()
+    )
+    return (
+        '<div class="card" id="passes-card"><div class="label">Op time by pass</div>'
+        f'<div class="value">{_e(top)} {_e(fmt_pct(shares[top]))}</div>'
+        f'<div class="minibar">{bar}</div><div class="detail">{rows}</div></div>'
     )
 
 
@@ -329,7 +382,8 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
     if steps is not None:
         for s in steps.metrics.get("stragglers") or []:
             stragglers[(s["host"], int(s["device"]))] = s
-    names = [v.name for v in views]
+    # The category values are shown too (in the unified hover's title): escaped as labels.
+    names = [_e(v.name) for v in views]
     labels = []
     for view in views:
         straggler = stragglers.get(view.key)
@@ -466,6 +520,23 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
     intensity = ops.array("intensity_flop_per_byte")
     achieved = ops.array("achieved_tflops")
     placeable = np.isfinite(intensity) & (intensity > 0) & np.isfinite(achieved) & (achieved > 0)
+    left_out = int((~placeable).sum())
+    if left_out:
+        notes.append(
+            _note(
+                f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
+                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
+                + ("…" if left_out > 10 else "")
+            )
+        )
+    if not placeable.any():
+        notes.append(
+            _note(
+                "No op has both FLOPs and bytes accessed, so none can be placed on a log-log "
+                "roofline: no chart is drawn."
+            )
+        )
+        return _section("roofline", title, *notes)
     ms = ops.array("ms_per_step")
     max_ms = float(ms.max()) if len(ms) else 1.0
     by_category: dict[str, list[int]] = {}
@@ -498,15 +569,6 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
                     "line": {"width": 0.5, "color": "#333"},
                 },
             }
-        )
-    left_out = int((~placeable).sum())
-    if left_out:
-        notes.append(
-            _note(
-                f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
-                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
-                + ("…" if left_out > 10 else "")
-            )
         )
     x_values = intensity[placeable]
     y_values = achieved[placeable]
@@ -622,8 +684,8 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
         title,
         _note(
             source
-            + f"Every op with FLOPs and bytes ({ops.n}) is a point: area by its time per step, "
-            "colour by its HLO category. Hover for the numbers."
+            + f"Every op with FLOPs and bytes ({int(placeable.sum())}) is a point: area by its "
+            "time per step, colour by its HLO category. Hover for the numbers."
         ),
         *notes,
         f'<div class="chart" id="{ROOFLINE_CHART}"></div>',
@@ -702,12 +764,18 @@ def _top_ops_section(report: Report) -> str:
     top = report.top_ops
     if not top.n:
         return _section("top-ops", "Top ops", _note("No op ran in the analysed windows."))
+    records = top.records()
+    # Where the model's code made each op, when the profile says it for any of them.
+    code = any(r.get("scope") or r.get("primitive") or r.get("source") for r in records)
+    headers = [(header, numeric) for _, header, numeric, _ in _TOP_OPS_COLUMNS]
+    if code:
+        headers += [(header, False) for header in _CODE_HEADERS]
     head = "".join(
         f'<th data-type="{"number" if numeric else "text"}" title="sort">{_e(header)}</th>'
-        for _, header, numeric, _ in _TOP_OPS_COLUMNS
+        for header, numeric in headers
     )
     rows = []
-    for record in top.records():
+    for record in records:
         cells = []
         for column, _, numeric, fmt in _TOP_OPS_COLUMNS:
             value = record[column]
@@ -715,16 +783,149 @@ def _top_ops_section(report: Report) -> str:
                 number = _number(value)
                 sort = "" if number is None else repr(number)
                 cells.append(f'<td class="num" data-sort="{sort}">{_e(fmt(value))}</td>')
+            elif column in _SHORT_TEXT:
+                cells.append(f'<td class="short">{_e(fmt(value))}</td>')
             else:
                 cells.append(f"<td>{_e(fmt(value))}</td>")
+        if code:
+            cells += _code_cells(record)
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return _section(
         "top-ops",
         "Top ops (self time per step per device)",
-        _note("Click a column to sort."),
-        f'<table class="sortable" id="top-ops-table"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>",
+        _note(
+            "Click a column to sort."
+            + (
+                " Scope is the op's name-scope path and primitive; source the line of the "
+                "model's code that made it (hover for the whole path)."
+                if code
+                else ""
+            )
+        ),
+        # A name too long for the page scrolls the table, not the page.
+        f'<div class="table-wrap"><table class="sortable" id="top-ops-table"><thead><tr>{head}'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>",
     )
+
+
+# Text columns of a few short words, kept on one line (names wrap anywhere instead).
+_SHORT_TEXT = ("kind", "bound")
+
+# The top-ops table's columns of where the code made an op (see _code_cells).
+_CODE_HEADERS = ("scope / primitive", "pass", "source")
+
+
+def _code_cells(record: dict[str, Any]) -> list[str]:
+    """A top op's scope and primitive, pass, and source line (the file's name and line in the
+    cell, its whole path on hover)."""
+    path = "/".join(p for p in (record.get("scope"), record.get("primitive")) if p)
+    source = str(record.get("source") or "")
+    return [
+        # A line may break after each level (<wbr> adds no text).
+        f'<td class="code">{_e(path).replace("/", "/<wbr>")}</td>',
+        f'<td class="short">{_e(record.get("pass") or "")}</td>',
+        f'<td class="code" title="{_e(source)}">{_e(source.rsplit("/", 1)[-1])}</td>',
+    ]
+
+
+def _scopes_section(report: Report, tree: dict[str, Any] | None, figures: dict[str, Any]) -> str:
+    """The scope tree as an icicle: each node a box as long as its op time, under its parent,
+    coloured by the pass with most of its time (as ``tpuperf tree``)."""
+    title = "Time by model code"
+    if tree is None or not tree["children"]:
+        return _section(
+            "scopes",
+            title,
+            _note(
+                "No scope information in this profile: its ops carry no name-scope path or "
+                "source line, so there is no scope tree and no forward/backward split."
+            ),
+        )
+    ids: list[str] = []
+    labels: list[str] = []
+    parents: list[str] = []
+    values: list[int] = []
+    colours: list[str] = []
+    hovers: list[str] = []
+    depth = 0
+    stack: list[tuple[dict[str, Any], str, int]] = [(tree, "", 0)]
+    while stack:  # depth first, children most time first (as the tree lists them)
+        node, parent, level = stack.pop()
+        node_id = f"n{len(ids)}"
+        ids.append(node_id)
+        labels.append(_e(node["name"]) if node["kind"] != "root" else "all ops")
+        parents.append(parent)
+        values.append(int(node["time_ps"]))
+        colours.append(_pass_colour(node) if node["kind"] != "root" else _ROOT_COLOUR)
+        hovers.append(_scope_hover(node))
+        depth = max(depth, level)
+        stack.extend((child, node_id, level + 1) for child in reversed(node["children"]))
+    figures[SCOPES_CHART] = {
+        "data": [
+            {
+                "type": "icicle",
+                "ids": ids,
+                "labels": labels,
+                "parents": parents,
+                "values": values,
+                # A node's time includes its children's: boxes nest, the rest is its own ops.
+                "branchvalues": "total",
+                "marker": {"colors": colours, "line": {"color": "#fff", "width": 1}},
+                "customdata": hovers,
+                "hovertemplate": "%{customdata}<extra></extra>",
+                "textinfo": "label",
+                "maxdepth": min(depth + 1, _ICICLE_LEVELS),
+                "sort": False,
+            }
+        ],
+        "layout": {
+            "margin": {"t": 10, "r": 10, "b": 10, "l": 10},
+            "height": 140 + 60 * min(depth + 1, _ICICLE_LEVELS),
+        },
+    }
+    key = "".join(
+        f'<span class="key"><i style="background:{colour}"></i>{_e(name)}</span>'
+        for name, colour in PASS_COLOURS.items()
+    )
+    windows = "per step per device" if report.summary.get("step_source") else "per device"
+    total = _e(fmt_ms(tree["ms_per_step"]))
+    return _section(
+        "scopes",
+        title,
+        _note(
+            f"Op time by JAX name scope, as <code>tpuperf tree</code> shows it: {total} of op time "
+            f"{windows} over the whole capture. Each box is as long as its time "
+            "and sits under the scope around it; primitives are the leaves. Colour: the pass "
+            "with most of the node's time. Click a box to zoom in, the top bar to zoom out."
+        ),
+        f'<div class="legend passes-key">{key}</div>',
+        f'<div class="chart" id="{SCOPES_CHART}"></div>',
+    )
+
+
+def _pass_colour(node: dict[str, Any]) -> str:
+    passes = node.get("passes") or {}
+    if not passes or not any(passes.values()):
+        return PASS_COLOURS["other"]
+    return PASS_COLOURS.get(max(passes, key=lambda p: passes[p]), PASS_COLOURS["other"])
+
+
+def _scope_hover(node: dict[str, Any]) -> str:
+    lines = [f"<b>{_e(node['path'] or node['name'])}</b>"]
+    lines.append(
+        f"{_e(fmt_ms(node['ms_per_step']))} per step ({node['pct']:.1f}% of op time), "
+        f"run {node['occurrences']:,}x"
+    )
+    if node["self_ps"] and node["children"]:
+        lines.append(f"its own ops: {_e(fmt_ms(node['self_ms_per_step']))} per step")
+    split = [
+        f"{_e(name)} {_e(fmt_ms(ms))}" for name, ms in (node.get("passes") or {}).items() if ms
+    ]
+    if split:
+        lines.append(" · ".join(split))
+    if node.get("source"):
+        lines.append(f"source {_e(node['source'])}")
+    return "<br>".join(lines)
 
 
 def _notes_section(report: Report) -> str:
@@ -765,6 +966,13 @@ h2 { font-size: 17px; margin: 28px 0 6px; padding-top: 8px; border-top: 1px soli
 .split .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden;
               border: 1px solid var(--line); background: #fff; }
 .split .legend { margin-top: 6px; display: flex; flex-wrap: wrap; gap: 16px; }
+.minibar { display: flex; height: 8px; border-radius: 3px; overflow: hidden; margin: 4px 0; }
+.pass-row { display: block; }
+.pass-row i, .passes-key .key i { display: inline-block; width: 10px; height: 10px;
+    border-radius: 2px; margin-right: 5px; vertical-align: -1px; }
+.passes-key { display: flex; flex-wrap: wrap; gap: 16px; margin: 2px 0 6px; }
+table.sortable td.short { white-space: nowrap; }
+td.code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 .split .key i { display: inline-block; width: 11px; height: 11px; border-radius: 2px;
                 margin-right: 5px; vertical-align: -1px; }
 .note { color: var(--dim); margin: 4px 0 8px; }
@@ -783,7 +991,8 @@ ol.recs li { margin-bottom: 14px; }
 .dim { color: var(--dim); }
 table.sortable { border-collapse: collapse; width: 100%; font-size: 13px; }
 table.sortable th, table.sortable td { padding: 5px 8px; border-bottom: 1px solid var(--line);
-                                       text-align: left; overflow-wrap: anywhere; }
+                                       text-align: left; overflow-wrap: break-word; }
+.table-wrap { overflow-x: auto; }
 table.sortable th { cursor: pointer; background: var(--bg); user-select: none;
                     white-space: nowrap; }
 table.sortable th[data-dir="asc"]::after { content: " \\25B2"; }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -164,9 +165,10 @@ def _passes(passes: dict[str, Any] | None, width: int) -> Text:
     return Text(("\n" + " " * 9).join(lines))
 
 
-def _top_ops_code(report: Report, width: int) -> Group | None:
-    """One line per top op: where the model's code made it (pass, scope/primitive, file:line);
-    None when no top op has scope information."""
+def _top_ops_code(report: Report, width: int | None) -> Group | None:
+    """One line per top op: where the model's code made it (pass, scope/primitive, file:line),
+    scope and source shortened to fit ``width`` (None: whole); None when no top op has scope
+    information."""
     rows = [
         r
         for r in report.top_ops.records()
@@ -174,19 +176,42 @@ def _top_ops_code(report: Report, width: int) -> Group | None:
     ]
     if not rows:
         return None
-    op_width = min(max(len(str(r["op"])) for r in rows), 28)
+    op_width = min(max(cell_len(str(r["op"])) for r in rows), 28)
     lines: list[Any] = [Text("Top ops in the code (pass, name scope, source line)", style="bold")]
     for r in rows:
         path = "/".join(p for p in (r["scope"], r["primitive"]) if p)
         source = str(r["source"]).rsplit("/", 1)[-1]
+        if width is not None:
+            # "  op  pass      path  source": what is left after the op and the pass.
+            path, source = code_text(path, source, width - (op_width + 16))
         line = Text("  ")
         line.append(shorten(str(r["op"]), op_width).ljust(op_width), style="cyan")
         line.append(f"  {r['pass']:<9} ")
-        room = max(8, width - (op_width + 14) - (2 + len(source)) - 1)
-        line.append(shorten(path, room))
+        line.append(path)
         line.append(f"  {source}", style="dim")
         lines.append(line)
     return Group(*lines)
+
+
+# A source line is never shortened below this many cells; a scope path keeps at least a third
+# of the room (and this many cells).
+_MIN_SOURCE = 12
+_MIN_PATH = 8
+
+
+def code_text(path: str, source: str, room: int) -> tuple[str, str]:
+    """A scope path and a source line in ``room`` cells (two more go between them): both
+    whole when they fit; else the source whole as long as it leaves the path a third of the
+    room, shortened beyond (keeping its line number), and the path shortened to the rest
+    (keeping its last levels)."""
+    path_cells, source_cells = cell_len(path), cell_len(source)
+    if path_cells + source_cells <= room:
+        return path, source
+    source_room = min(source_cells, max(_MIN_SOURCE, room - max(_MIN_PATH, room // 3)))
+    path_room = max(_MIN_PATH, room - source_room)
+    if path_cells < path_room:  # a short path leaves its room to the source
+        source_room = min(source_cells, max(_MIN_SOURCE, room - path_cells))
+    return shorten(path, path_room), shorten(source, source_room)
 
 
 def _top_ops(report: Report, width: int | None) -> tuple[Fit, list[list[str]]]:
@@ -344,7 +369,7 @@ def render_report(report: Report, console: Console, wide: bool = False) -> None:
     if report.top_ops.n:
         layout, rows = _top_ops(report, width)
         layout.print(console, rows, title="Top ops (self time per step per device)")
-        code = _top_ops_code(report, console.width if width is not None else 10_000)
+        code = _top_ops_code(report, width)
         if code is not None:
             console.print(code)
     console.print(_recommendations(report))

@@ -1,8 +1,10 @@
 """Render the scope tree (:func:`tpuperf.scopes.tree_report`) for a terminal with rich.
 
 One line per node: the name under tree guides (shortened in the middle to fit), time per step,
-share of all op time, and a bar of that share split by pass. Names come from the profile, so
-they go in as Text, never as markup.
+share of all op time, and a bar of that share split by pass. A primitive leaf keeps its source
+line: where both do not fit, the name is shortened first (down to a few cells), then the
+source (keeping its end, the line number). ``wide`` shows every name whole. Names come from the
+profile, so they go in as Text, never as markup.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +31,10 @@ _TIME_WIDTH = 9
 _PCT_WIDTH = 6
 _MIN_NAME_WIDTH = 16
 _MAX_BAR_WIDTH = 24
+# A leaf's name is shortened down to this many cells before its source line is.
+_MIN_LEAF_NAME = 12
+# A source line shorter than this says too little to show (file and line number).
+_MIN_SOURCE = 8
 
 
 def pass_bar(passes: dict[str, float], total: float, cells: int) -> Text:
@@ -61,13 +68,37 @@ def _short_source(source: str) -> str:
     return source.rsplit("/", 1)[-1]
 
 
-def render_tree(document: dict[str, Any], console: Console) -> None:
-    """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``."""
+def leaf_text(label: str, source: str, room: int) -> tuple[str, str]:
+    """An op leaf's name and source line in ``room`` cells (a space between them): both whole
+    when they fit; else the name shortened, down to ``_MIN_LEAF_NAME`` cells; then the source
+    too (its end, the line number, kept); the name alone when even that does not fit."""
+    if not source or cell_len(label) + 1 + cell_len(source) <= room:
+        return (label, source) if source else (shorten(label, room), "")
+    keep = min(cell_len(label), _MIN_LEAF_NAME)
+    name_room = room - 1 - cell_len(source)
+    if name_room >= keep:
+        return shorten(label, name_room), source
+    source_room = room - 1 - keep
+    if source_room >= _MIN_SOURCE:
+        return shorten(label, keep), shorten(source, source_room)
+    return shorten(label, room), ""
+
+
+def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
+    """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``; ``wide``:
+    every name whole, however wide the lines get."""
     root = document["tree"]
+    rows = [(prefix, node) for prefix, node in _walk(root) if node is not root]
     width = console.width
     bar_width = max(8, min(_MAX_BAR_WIDTH, width // 4))
-    # Columns are separated by one space; the name takes what is left.
-    name_width = max(_MIN_NAME_WIDTH, width - _TIME_WIDTH - _PCT_WIDTH - bar_width - 3)
+    fixed = _TIME_WIDTH + _PCT_WIDTH + bar_width + 3  # columns are separated by one space
+    if wide:
+        needed = max(
+            (cell_len(prefix) + cell_len(_label(node)) for prefix, node in rows), default=0
+        )
+        name_width = max(_MIN_NAME_WIDTH, needed, width - fixed)
+    else:
+        name_width = max(_MIN_NAME_WIDTH, width - fixed)
     head = Text()
     head.append("Scope tree ", style="bold")
     head.append(str(document["source"]))
@@ -83,21 +114,17 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
     table.add_column("%", justify="right", no_wrap=True, width=_PCT_WIDTH)
     table.add_column("by pass", no_wrap=True, width=bar_width)
     total_ms = root["ms_per_step"] or 1.0
-    hidden = 0
-    for prefix, node in _walk(root):
+    hidden = root.get("hidden", 0)
+    for prefix, node in rows:
         hidden += node.get("hidden", 0)
-        if node is root:
-            continue
         name = Text(prefix, style="grey50")
         label = display_name(node["name"])
-        room = name_width - len(prefix)
-        if node["kind"] == "op" and node["source"]:
-            source = _short_source(node["source"])
-            if len(label) + 1 + len(source) <= room:
-                name.append(label, style="cyan")
+        room = name_width - cell_len(prefix)
+        if node["kind"] == "op":
+            text, source = leaf_text(label, _short_source(node["source"]), room)
+            name.append(text, style="cyan")
+            if source:
                 name.append(" " + source, style="dim")
-            else:
-                name.append(shorten(label, room), style="cyan")
         else:
             style = "bold" if node["kind"] == "scope" else "italic"
             name.append(shorten(label, room), style=style)
@@ -108,7 +135,10 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
             fmt_pct(node["pct"]),
             pass_bar(node["passes"], node["ms_per_step"], cells),
         )
-    console.print(table)
+    if name_width + fixed > width:  # --wide: lines as long as the names (the terminal wraps)
+        _wider(console, name_width + fixed).print(table)
+    else:
+        console.print(table)
     for note in document.get("notes", []):
         console.print(Text(f"note: {note}", style="yellow"))
     if hidden:
@@ -123,6 +153,26 @@ def render_tree(document: dict[str, Any], console: Console) -> None:
                 style="dim",
             )
         )
+
+
+def _label(node: dict[str, Any]) -> str:
+    """A node's name as shown whole, with its source line for an op leaf."""
+    label = display_name(node["name"])
+    source = _short_source(node["source"]) if node["kind"] == "op" else ""
+    return f"{label} {source}" if source else label
+
+
+def _wider(console: Console, width: int) -> Console:
+    """A console like ``console`` on the same file, ``width`` wide (rich never prints a line
+    wider than its console)."""
+    return Console(
+        file=console.file,
+        width=width,
+        color_system=console.color_system,  # type: ignore[arg-type]
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
+        highlight=False,
+    )
 
 
 def fmt_step_ms(value: float) -> str:
