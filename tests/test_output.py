@@ -561,3 +561,11 @@ def test_analyzers_wide_shows_every_column(
     assert wide[0].split() == ["analyzer", "origin", "summary"]
     for name, analyzer in base.available().items():  # one line each, the summary whole
         assert any(line.split()[0] == name and analyzer.summary in line for line in wide)
+
+
+def test_report_refuses_a_suffix_of_another_format(tmp_path: Path, capsys) -> None:
+    """``report -o x.json`` would have written HTML under a JSON name."""
+    target = tmp_path / "x.json"
+    assert main(["report", str(CPU_FIXTURE), "-o", str(target)]) == 2
+    assert "report writes html" in capsys.readouterr().err
+    assert not target.exists()

@@ -265,7 +265,7 @@ class _Recorded:
         if ops is None:
             return None
         events = ops.int_events(("device_offset_ps", "device_duration_ps"))
-        _, _, clock = tables._device_clock(events, ops.timestamp_ns)
+        _, _, clock = tables.device_clock(events, ops.timestamp_ns)
         ops.release()
         return clock
 
@@ -274,7 +274,7 @@ class _Recorded:
         from tpuperf import tables
 
         if clock is not None:
-            start, duration = tables._placed_times(line, clock)
+            start, duration = tables.placed_times(line, clock)
         else:
             start, duration = line.start_ps, line.duration_ps
         return start, start + np.maximum(duration, 0)

@@ -171,9 +171,8 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
     else:
         named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
         if named is not None and named not in formats and named is not Format.table:
-            raise UsageError(
-                f"-o {output}: {_command_name()} writes {_listed(formats)}; use -f to choose"
-            )
+            hint = "; use -f to choose" if len(formats) > 1 else ""
+            raise UsageError(f"-o {output}: {_command_name()} writes {_listed(formats)}{hint}")
         chosen = named if named is not None and named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")

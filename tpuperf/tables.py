@@ -500,7 +500,7 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         # Metadata row of each event; an unknown id points at the extra last row ("", NaN).
         rows = meta.rows(events.metadata_id).astype(np.int32)
         rows[rows < 0] = n_meta
-        start, dur, clock = _device_clock(events, line.timestamp_ns)
+        start, dur, clock = device_clock(events, line.timestamp_ns)
         # The ops' host-clock times: what async windows are matched to them by.
         host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
@@ -577,7 +577,7 @@ def _device_times(offset: np.ndarray, duration: np.ndarray) -> np.ndarray:
     return (offset >= 0) & (duration >= 0) & (offset < _LATEST_PS) & (duration < _LATEST_PS)
 
 
-def _device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
+def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
     """Start and duration of TPU ops on the device clock, and that clock (see DeviceClock)."""
     host_start = events.start_ps(timestamp_ns)
     host_dur = events.duration_ps
@@ -612,7 +612,7 @@ def _device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarra
     return start, dur, DeviceClock(clock_start, start_offset, end_offset, shift)
 
 
-def _placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:
+def placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:
     """Start and duration of a TPU line's events on the device clock: from their own device
     times where they carry them (as Steps events do), else mapped by ``clock``."""
     events = line.int_events(("device_offset_ps", "device_duration_ps"))
@@ -686,7 +686,7 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
     for row in np.unique(rows[rows < n_meta]).tolist():  # only the module entries
         name = plane.metadata.names[row]
         names[row], program_ids[row] = split_module_name(name) or (name, "")
-    start, dur = _placed_times(line, clock)
+    start, dur = placed_times(line, clock)
     used = np.unique(rows).tolist()
     return Table(
         {
@@ -719,7 +719,7 @@ def _tpu_async(
     used = np.unique(rows).tolist()
     done_codes, done_names = line.stat_strings("hlo_op")
     done = Strings.from_values(done_names, done_codes)
-    start, dur = _placed_times(line, clock)
+    start, dur = placed_times(line, clock)
     # The event's display name is generic ("async-copy"); its HLO text names the start op.
     names = plane.metadata.names
     per_row = ["" for _ in range(n_meta + 1)]
@@ -809,7 +809,7 @@ def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
         position = np.flatnonzero(unnumbered)
         numbers = step_num.copy()
         numbers[unnumbered] = np.where(by_name >= 0, by_name, position)
-    start, dur = _placed_times(line, clock)
+    start, dur = placed_times(line, clock)
     return _in_order(
         Table(
             {

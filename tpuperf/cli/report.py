@@ -46,7 +46,7 @@ def command(
     from tpuperf.cli._common import load_profile
     from tpuperf.cli.analyze import analysis, html_page
 
-    out.choose_format(Format.html, output, (Format.html,))
+    out.choose_format(None, output, (Format.html,))  # -o x.json is refused, not HTML in it
     loaded = load_profile(profile, None, run)
     report, config = analysis(
         loaded,
