@@ -2,7 +2,7 @@
 
 Each page is loaded the way a person opens an attached file: no console errors, no
 request beyond the file itself, one roofline point per op of the roofline's op table,
-one bar per analysed step, and a screenshot (saved next to the test's files) to look at.
+one bar per analysed step, and screenshots to look at, kept in test-artifacts/report/.
 Without a chromium binary these tests skip; the checks that need no browser still run.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import chromium_path, visit
-from conftest import CPU_FIXTURE, shared_profile
+from conftest import CPU_FIXTURE, REPO, shared_profile
 
 from fixtures.generate import _xspace, generate, generate_scoped, write_run
 from fixtures.hostile import _steady, _tpu_plane
@@ -35,6 +36,8 @@ from tpuperf.render.terminal import fmt_ms, fmt_pct
 from tpuperf.report import analyze
 from tpuperf.schema import PASSES
 from tpuperf.timeline import build_timeline
+
+ARTIFACTS = REPO / "test-artifacts" / "report"
 
 pytest.importorskip("plotly", reason="the HTML report needs plotly")
 
@@ -117,6 +120,10 @@ def _open(page: Path, tmp_path: Path, name: str, *extra: str, element: str = ROO
     assert (tmp_path / f"{name}.png").stat().st_size > 10_000
     # Two scripts: Plotly and the page's own (nothing a profile string could have added).
     assert result.values[SCRIPTS] == 2
+    # Kept where a person (or CI, as artifacts) can look at them after the run.
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for shot in (tmp_path / f"{name}.png", *shots.values()):
+        shutil.copyfile(shot, ARTIFACTS / shot.name)
     return result
 
 
