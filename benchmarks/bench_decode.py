@@ -2,7 +2,7 @@
 
 Run by hand (never as a timed test), after `pip install -e ".[dev]"`:
 
-    python benchmarks/bench_decode.py            # generates benchmarks/out/large.xplane.pb once
+    python benchmarks/bench_decode.py   # generates benchmarks/out/large_80mb.xplane.pb once
     python benchmarks/bench_decode.py --repeat 5
     python benchmarks/bench_decode.py --profile ../shared/profiles/tpu/v6e_4chip_inference.xplane.pb
 
@@ -12,21 +12,18 @@ events/s and peak RSS (ru_maxrss) for:
   decode  - bytes -> columnar XSpace (tpuperf.xspace.decode)
   load    - file -> validated Profile tables (tpuperf.load), the figure the target is about
   numpy   - load with the numpy decoder instead of the C loop (where the C module is not built)
-  analyze - load + tpuperf.analyze: the whole of `tpuperf analyze`
-  xprof   - XProf's own overview_page and hlo_stats tools on the same file (when xprof is
-            installed), the nearest thing XProf has to `tpuperf analyze`
+  analyze - load + tpuperf.analyze: the whole of `tpuperf analyze`, imports aside
+
+Side by side with XProf and xprof-rs, as users run them, is bench_engine.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -40,8 +37,6 @@ import tpuperf
 from tpuperf import profile as _profile, report, tables as _tables, xspace  # imports are not timed
 if stage == "numpy":
     xspace._native = None
-if stage == "xprof":
-    from xprof.convert import raw_to_tool_data
 t0 = time.perf_counter()
 c0 = time.process_time()
 events = 0
@@ -52,14 +47,10 @@ if stage == "decode":
 elif stage in ("load", "numpy"):
     profile = tpuperf.load(path)
     events = int(profile.lines["events"].sum())
-elif stage == "analyze":
+else:
     profile = tpuperf.load(path)
     report.analyze(profile).to_dict()
     events = int(profile.lines["events"].sum())
-else:
-    # XProf caches its op stats beside the profile; time it cold, on a fresh copy.
-    for tool in ("overview_page", "hlo_stats"):
-        raw_to_tool_data.xspace_to_tool_data([path], tool, {{}})
 seconds = time.perf_counter() - t0
 cpu_seconds = time.process_time() - c0
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": events,
@@ -69,15 +60,9 @@ print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": eve
 
 def measure(path: Path, stage: str) -> dict[str, float]:
     code = _CHILD.format(repo=str(REPO))
-    with tempfile.TemporaryDirectory() as scratch:
-        if stage == "xprof":  # XProf writes a cache beside the profile: give it a fresh copy
-            path = Path(shutil.copy(path, scratch))
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(path), stage],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), stage], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -86,7 +71,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--profile", type=Path, default=HERE / "out" / "large.xplane.pb")
+    parser.add_argument("--profile", type=Path, default=HERE / "out" / "large_80mb.xplane.pb")
     args = parser.parse_args()
     if not args.profile.exists():
         sys.path.insert(0, str(REPO))
@@ -98,8 +83,6 @@ def main() -> None:
     size_mb = args.profile.stat().st_size / 1e6
     print(f"profile: {args.profile} ({size_mb:.1f} MB)")
     stages = ["decode", "load", "numpy", "analyze"]
-    if importlib.util.find_spec("xprof") is not None:
-        stages.append("xprof")
     for stage in stages:
         runs = [measure(args.profile, stage) for _ in range(args.repeat)]
         seconds = statistics.median(r["seconds"] for r in runs)
