@@ -801,10 +801,12 @@ def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
     if unnumbered.any():  # steps without a step_num stat: their name, else their position
         rows = plane.metadata.rows(events.metadata_id[unnumbered])
         named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
-        for row in np.unique(rows[rows >= 0]).tolist():
-            name = plane.metadata.names[row].strip()
-            if name.isdecimal() and len(name) <= 18:  # an int64, as int() reads it
-                named[row] = int(name)
+        used = np.unique(rows[rows >= 0])
+        names = [plane.metadata.names[row].strip() for row in used.tolist()]
+        numeric = np.fromiter(  # decimal digits that fit an int64, as int() reads them
+            (name.isdecimal() and len(name) <= 18 for name in names), dtype=bool, count=len(names)
+        )
+        named[used[numeric]] = [int(name) for name, ok in zip(names, numeric, strict=True) if ok]
         by_name = named[np.where(rows >= 0, rows, len(named) - 1)]
         position = np.flatnonzero(unnumbered)
         numbers = step_num.copy()

@@ -550,6 +550,23 @@ def _strings(
 ) -> list[str]:
     out = [""] * n
     rows, starts, stops = _field(fields, number, _WIRE_LEN)
+    if not len(rows):
+        return out
+    # The strings' bytes gathered into one buffer and decoded at once: when it is ASCII (as
+    # names nearly always are) character offsets are byte offsets, and each string a slice.
+    lengths = stops - starts
+    ends = np.cumsum(lengths)
+    gather = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(
+        starts - (ends - lengths), lengths
+    )
+    blob = np.frombuffer(data, dtype=np.uint8)[gather].tobytes()
+    if blob.isascii():
+        text = blob.decode("ascii")
+        for row, begin, end in zip(
+            rows.tolist(), (ends - lengths).tolist(), ends.tolist(), strict=True
+        ):
+            out[row] = text[begin:end]
+        return out
     for row, begin, end in zip(rows.tolist(), starts.tolist(), stops.tolist(), strict=True):
         out[row] = data[begin:end].decode("utf-8", "replace")
     return out
