@@ -1276,12 +1276,13 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     if not nested.any():
         return dur  # the usual case: self time is the duration, and shares its array
     result = d.astype(np.int64, copy=True)
-    if nested.any():
-        cluster_starts = np.flatnonzero(~nested)
-        cluster_ends = np.append(cluster_starts[1:], n)
-        for begin, end in zip(cluster_starts.tolist(), cluster_ends.tolist(), strict=True):
-            if end - begin > 1:
-                _subtract_children(s, e, result, begin, end)
+    cluster_starts = np.flatnonzero(~nested)
+    cluster_ends = np.append(cluster_starts[1:], n)
+    several = cluster_ends - cluster_starts > 1  # only clusters that nest are walked
+    for begin, end in zip(
+        cluster_starts[several].tolist(), cluster_ends[several].tolist(), strict=True
+    ):
+        _subtract_children(s, e, result, begin, end)
     out = np.empty(n, dtype=np.int64)
     out[order] = result
     return out
