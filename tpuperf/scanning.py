@@ -523,20 +523,15 @@ def _run_serial(
         yield index, fn(target, options)
 
 
-_DIED = (
-    "the worker process died while analysing this profile (out of memory, or a crash in a native "
-    "library); run `tpuperf analyze` on it alone to see why"
-)
-
-
 def _run_pool(
     fn: _ScanFn, jobs: list[_Job], options: ScanOptions, workers: int
 ) -> Generator[_Result, None, None]:
     """Run ``fn`` in a pool of ``workers`` processes, yielding results as they finish.
 
     At most two jobs per worker are queued, so a huge scan holds little in flight. When a worker
-    dies (the OS killed it for memory, a native crash), every job it shared the pool with is
-    retried alone in a fresh process, and only one that kills its process alone becomes a failure.
+    dies (the OS killed it for memory, a native crash), the pool cannot say which job it was
+    running: every job still in flight is retried alone in a fresh process once the others are
+    done, and only one that kills its process alone becomes a failure.
     """
     import concurrent.futures as cf
     import multiprocessing
@@ -559,7 +554,7 @@ def _run_pool(
             while queue and len(in_flight) < 2 * workers:
                 job = queue.popleft()
                 in_flight[pool.submit(fn, job[1], options)] = job
-            finished, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+            finished, _ = cf.wait(in_flight, timeout=_WAKE_S, return_when=cf.FIRST_COMPLETED)
             broken = False
             for future in finished:
                 job = in_flight.pop(future)
@@ -582,13 +577,66 @@ def _run_pool(
         else:
             _stop(pool)
     for index, target in suspects:
-        alone = new_pool(1)
+        yield index, _run_alone(context, fn, target, options)
+
+
+# How often a process waiting for its workers wakes up. A Ctrl-C that the kernel hands to another
+# of its threads (numpy's, pyarrow's) is turned into a KeyboardInterrupt only when the main thread
+# runs again, not while it sleeps on a lock.
+_WAKE_S = 0.5
+
+
+def _run_alone(
+    context: Any, fn: _ScanFn, target: Target, options: ScanOptions
+) -> dict[str, Any] | _Failure:
+    """``fn(target, options)`` in a process of its own: its row, or a failure that says how the
+    process died (a process rather than a pool of one, to read its exit status)."""
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_alone_main, args=(sender, fn, target, options), daemon=True)
+    process.start()
+    sender.close()  # the child holds the only writer: reading gives EOF once it is gone
+    try:
+        while not receiver.poll(_WAKE_S):
+            pass
+        result: dict[str, Any] | _Failure = receiver.recv()
+    except EOFError:
+        process.join()
+        return _Failure(_died_message(process.exitcode))
+    finally:
+        receiver.close()
+        if process.is_alive():  # Ctrl-C while it ran, or it lingers after sending
+            process.terminate()
+        process.join()
+    return result
+
+
+def _alone_main(sender: Any, fn: _ScanFn, target: Target, options: ScanOptions) -> None:
+    _worker_init()
+    try:
+        result: dict[str, Any] | _Failure = fn(target, options)
+    except Exception as exc:  # as a pool reports a function that raised
+        result = _Failure(f"{type(exc).__name__}: {exc}")
+    sender.send(result)
+
+
+def _died_message(exitcode: int | None) -> str:
+    """The row's error when a worker died while analysing the profile: how, and what to do."""
+    import signal
+
+    if exitcode is not None and exitcode < 0:
         try:
-            yield index, alone.submit(fn, target, options).result()
-        except BrokenProcessPool:
-            yield index, _Failure(_DIED)
-        finally:
-            _stop(alone)
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown"
+        how = f"killed by signal {-exitcode} ({name})"
+        if -exitcode == signal.SIGKILL:
+            how += ", as the out-of-memory killer does"
+    else:
+        how = f"exited with status {exitcode}"
+    return (
+        f"the worker process died while analysing this profile: {how}; "
+        "run `tpuperf analyze` on it alone to see why"
+    )
 
 
 def _worker_init() -> None:
@@ -652,7 +700,7 @@ def _run_ray(
             while queue and len(in_flight) < limit:
                 job = queue.popleft()
                 in_flight[remote.remote(job[1], options)] = job
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=_WAKE_S)
             for ref in ready:
                 job = in_flight.pop(ref)
                 try:

@@ -67,6 +67,11 @@ def _plain_flags(command: Any, ctx: Any) -> None:
             param.metavar = ""
 
 
+class _Interrupted(Exception):
+    """Ctrl-C in a command, carried to :func:`main` (typer turns a ``KeyboardInterrupt`` into a
+    silent exit 130)."""
+
+
 class _Command(TyperCommand):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _plain_flags(self, ctx)
@@ -88,6 +93,12 @@ class _Group(TyperGroup):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _plain_flags(self, ctx)
         super().format_help(ctx, formatter)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Interrupted from exc
 
 
 app = typer.Typer(
@@ -165,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         # SIGPIPE does (128 + 13), so `set -o pipefail` still sees that the output was cut.
         _stdout_to_devnull()
         return _exit(141, argv)
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt, _Interrupted):
         _traceback(debug)
         typer.echo("tpuperf: interrupted", err=True)
         return _exit(130, argv)
