@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -35,6 +36,36 @@ def test_help_imports_nothing_heavy() -> None:
     assert "HEAVY []" in result.stdout
     for command in ("info", "ops"):
         assert command in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "{profile}", "--format", "json"],
+        ["analyze", "{profile}", "--format", "json"],
+        ["scan", "{profile}", "--no-cache", "-j", "1", "--format", "ndjson"],
+    ],
+    ids=["info", "analyze", "scan"],
+)
+def test_hot_path_needs_no_pandas(args: list[str], tmp_path: Path) -> None:
+    """info, analyze and scan run on the columnar tables: pandas is for the Python API only."""
+    out = tmp_path / "out.txt"
+    code = (
+        "import sys\n"
+        "from tpuperf.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "print('RC', rc, [m for m in ('pandas',) if m in sys.modules], file=sys.stderr)\n"
+    )
+    argv = [a.replace("{profile}", str(CPU_FIXTURE)) for a in args]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *argv, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    assert "RC 0 []" in result.stderr
+    assert out.stat().st_size > 0
 
 
 @pytest.mark.parametrize("command", ["info", "ops"])

@@ -288,7 +288,7 @@ def test_fail_on_gates(
     assert f"gate idle_pct>20: tripped by {len(tripping)} profile" in err
     for path in tripping["path"]:
         assert f"{path}: idle_pct=" in err
-    assert "step_time_ms.median>=1000" not in err  # a gate no row trips is not listed
+    assert "gate step_time_ms.median>=1000: tripped" not in err  # no row trips it: not listed
     assert len(out.read_text().splitlines()) == len(baseline)  # the output is still complete
 
     assert main(["scan", str(tree), "--fail-on", "idle_pct>99", *cache]) == 0
@@ -298,6 +298,26 @@ def test_fail_on_gates(
     assert main(["scan", str(tree), "--fail-on", "error!=''", *cache]) == 3
     err = capsys.readouterr().err
     assert "truncated.xplane.pb: error=" in err
+
+
+def test_a_gate_on_an_unknown_value_says_it_was_not_evaluated(
+    tree: Path, baseline: pd.DataFrame, warm_cache: str, capsys
+) -> None:
+    """A gate passes where its field has no value (an error row has no idle_pct, a CPU profile
+    no MFU); the scan says on how many profiles, as diff does."""
+    cache = ["--cache-dir", warm_cache, "-j", "1"]
+    capsys.readouterr()
+    assert main(["scan", str(tree), "--fail-on", "idle_pct>99", "-f", "ndjson", *cache]) == 0
+    err = capsys.readouterr().err
+    missing = int(baseline["idle_pct"].isna().sum())
+    assert missing >= 1  # the truncated file's row
+    plural = "s" if missing != 1 else ""
+    assert (
+        f"tpuperf: note: gate idle_pct>99 not evaluated on {missing} profile{plural}: "
+        "idle_pct is unknown there"
+    ) in err
+    assert main(["scan", str(tree), "--fail-on", "error!=''", "-f", "ndjson", *cache]) == 3
+    assert "not evaluated" not in capsys.readouterr().err  # error is known on every row
 
 
 @pytest.mark.parametrize(

@@ -218,16 +218,18 @@ def wide_option() -> Any:
 @dataclass
 class Rows:
     """Rows for csv, parquet and ndjson: field names and records (a list, or an iterator
-    that streams). ``arrow_schema`` fixes the Parquet column types (else the first batch's)."""
+    that streams). ``arrow_schema`` makes the Parquet column types (else the first batch's):
+    a function, called only when Parquet is written, so that csv and ndjson import neither
+    pyarrow nor pandas."""
 
     fields: Sequence[str]
     records: Iterable[Mapping[str, Any]]
-    arrow_schema: Any = None
+    arrow_schema: Callable[[], Any] | None = None
 
     @classmethod
     def from_table(cls, table: Any) -> Rows:
         """The rows of a :class:`tpuperf.columns.Table`, with its column types."""
-        return cls(list(table), table.records(), _arrow_schema(table))
+        return cls(list(table), table.records(), lambda: _arrow_schema(table))
 
 
 @dataclass
@@ -371,7 +373,7 @@ def _render_parquet(view: View, destination: Destination) -> None:
 
     assert view.rows is not None
     rows = view.rows()
-    schema = rows.arrow_schema
+    schema = rows.arrow_schema() if rows.arrow_schema is not None else None
     writer = None
     batch: list[Mapping[str, Any]] = []
 

@@ -117,6 +117,7 @@ def command(
 
     stats = scan_mod.ScanStats()
     tripped: list[tuple[Any, dict[str, Any]]] = []
+    unknown: dict[int, int] = {}  # gate index -> profiles where its field has no value
     started = time.perf_counter()
     # The progress bar shares the terminal with the rows only when they go to a file; a table
     # is drawn once the bar is gone.
@@ -134,7 +135,7 @@ def command(
             stats=stats,
         )
         with contextlib.closing(rows):
-            gated = _gate(rows, gates, tripped)
+            gated = _gate(rows, gates, tripped, unknown)
             if chosen is Format.table:
                 collected = list(gated)
             else:
@@ -146,6 +147,12 @@ def command(
         f"scanned {stats.total} profile{'s' if stats.total != 1 else ''} in {seconds:.1f} s: "
         f"{stats.from_cache} from the cache, {stats.errors} with errors"
     )
+    for index, count in sorted(unknown.items()):
+        gate = gates[index]
+        output.note(
+            f"gate {gate.text} not evaluated on {count} profile{'s' if count != 1 else ''}: "
+            f"{gate.field} is unknown there"
+        )
     if tripped:
         _report_trips(gates, tripped)
         raise GateFailed(
@@ -161,7 +168,7 @@ def _view(rows: Any) -> Any:
     from tpuperf.scanning import ROW_FIELDS
 
     return output.View(
-        rows=lambda: output.Rows(list(ROW_FIELDS), rows, _arrow_schema()),
+        rows=lambda: output.Rows(list(ROW_FIELDS), rows, _arrow_schema),
         table=lambda console, wide: render_scan(list(rows), console, wide=wide),
     )
 
@@ -196,11 +203,19 @@ def _progress(console: Any, total: int, show: bool = True) -> Any:
         yield lambda done, total: bar.update(task, completed=done)
 
 
-def _gate(rows: Any, gates: list[Any], tripped: list[tuple[Any, dict[str, Any]]]) -> Any:
-    """Pass rows through, keeping those that trip a gate (only those are held in memory)."""
+def _gate(
+    rows: Any,
+    gates: list[Any],
+    tripped: list[tuple[Any, dict[str, Any]]],
+    unknown: dict[int, int],
+) -> Any:
+    """Pass rows through, keeping those that trip a gate (only those are held in memory) and
+    counting, per gate, the rows where its value is unknown (a gate there passes: say so)."""
     for row in rows:
-        for gate in gates:
-            if gate.trips(row):
+        for index, gate in enumerate(gates):
+            if not gate.known(row):
+                unknown[index] = unknown.get(index, 0) + 1
+            elif gate.trips(row):
                 tripped.append((gate, row))
         yield row
 
