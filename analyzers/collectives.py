@@ -19,7 +19,15 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.steps import modified_z
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, concat_strings, factorize, group_index, sum_by
+from tpuperf.columns import (
+    Strings,
+    Table,
+    concat_strings,
+    distinct,
+    factorize,
+    group_index,
+    sum_by,
+)
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 
 COLLECTIVE_KINDS = (
@@ -463,7 +471,7 @@ def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, floa
     size_by_op: dict[str, float] = {}
     nbytes = starts.array("bytes_accessed")
     codes = op.codes
-    for code in np.unique(codes).tolist():
+    for code in distinct(codes).tolist():
         values = nbytes[codes == code]
         values = values[~np.isnan(values)]
         size_by_op[op.values[code]] = float(np.median(values)) if len(values) else float("nan")

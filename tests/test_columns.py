@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuperf.columns import Lookup, Strings, Table, group_index, sum_by
+from tpuperf.columns import Lookup, Strings, Table, distinct, group_index, sum_by
 
 NAMES = ["fusion.1", "fusion.2", "all-reduce", "copy-start", ""]
 
@@ -78,3 +78,25 @@ def test_sum_by_is_exact_for_large_integers() -> None:
     group = np.array([0, 1, 0, 1])
     values = np.array([2**60, 1, 2**60, 3], dtype=np.int64)
     assert sum_by(group, 2, values).tolist() == [2**61, 4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-(2**62), 2**62), max_size=60)
+    | st.lists(st.integers(0, 300), max_size=60),
+    st.sampled_from(["int64", "int32", "uint64"]),
+)
+def test_distinct_equals_numpy_unique(values: list[int], dtype: str) -> None:
+    """Counting (small non-negative ids) and sorting give np.unique's values and dtype."""
+    if dtype != "int64":
+        values = [v % 2**31 for v in values]
+    array = np.array(values, dtype=dtype)
+    got, want = distinct(array), np.unique(array)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_distinct_of_floats_keeps_one_nan() -> None:
+    got = distinct(np.array([3.0, np.nan, 1.0, np.nan, 3.0]))
+    np.testing.assert_array_equal(got, np.unique(np.array([3.0, np.nan, 1.0, np.nan, 3.0])))
+    assert len(got) == 3

@@ -327,6 +327,30 @@ def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.nd
     return rank[inverse.reshape(-1)], first[order]
 
 
+def distinct(values: Any) -> np.ndarray:
+    """The distinct values of a 1-d array, sorted (``np.unique`` without its options).
+
+    Small non-negative integers (ids, codes, metadata rows: nearly every caller) are counted
+    in one pass instead of sorted; the rest are sorted.
+    """
+    values = np.asarray(values).reshape(-1)
+    if not len(values):
+        return values.copy()
+    if values.dtype.kind in "iu":
+        low, high = int(values.min()), int(values.max())
+        if low >= 0 and high <= 4 * len(values) + 1024:
+            counts = np.bincount(values.astype(np.intp, copy=False), minlength=high + 1)
+            return np.flatnonzero(counts).astype(values.dtype)
+    ordered = np.sort(values, kind="stable")
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    if ordered.dtype.kind == "f":  # every NaN is one value, as np.unique makes it
+        nan = np.isnan(ordered)
+        keep[1:] &= ~(nan[1:] & nan[:-1])
+    return ordered[keep]
+
+
 def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`group_index` of keys already packed into ``combined`` (0 <= key < ``size``)."""
     n = len(combined)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from tpuperf.columns import distinct
 from tpuperf.errors import TpuperfError, UsageError
 
 if TYPE_CHECKING:
@@ -408,7 +409,7 @@ def _tracks(device: DeviceTables, origin_ps: int) -> Iterator[_Track]:
         codes = lines.codes
         start_ps = ops.array("start_ps")
         end_ps = start_ps + ops.array("dur_ps")
-        for code in np.unique(codes).tolist():
+        for code in distinct(codes).tolist():
             rows = np.flatnonzero(codes == code)
             start, end = _ns(start_ps[rows], end_ps[rows], origin_ps)
             yield _Track(
@@ -573,7 +574,7 @@ class _Interned:
 def _interned(strings: Strings, rows: np.ndarray, known: dict[str, int]) -> _Interned:
     """The iid of each row's string; strings not seen before get new iids."""
     codes = strings.codes[rows] if len(rows) else np.zeros(0, dtype=np.int64)
-    used = np.unique(codes)
+    used = distinct(codes)
     iid_of_code = np.zeros(len(strings.values) + 1, dtype=np.int64)
     new: dict[int, str] = {}
     for code in used.tolist():

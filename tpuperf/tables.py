@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.columns import Lookup, Strings, Table, concat_strings, factorize
+from tpuperf.columns import Lookup, Strings, Table, concat_strings, distinct, factorize
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.steps import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
@@ -312,7 +312,7 @@ def _module_names(planes: list[Plane]) -> dict[str, str]:
             line = _line(plane, _TPU_MODULES_LINE)
             if line is None or not len(line):
                 continue
-            rows = np.unique(plane.metadata.rows(line.int_events(()).metadata_id))
+            rows = distinct(plane.metadata.rows(line.int_events(()).metadata_id))
             candidates = [plane.metadata.names[r] for r in rows.tolist() if r >= 0]
         else:
             continue
@@ -505,7 +505,7 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
 
-        used = np.unique(rows).tolist()
+        used = distinct(rows).tolist()
 
         def per_meta(values: list[str], default: str = "") -> Strings:
             return _meta_strings([*values, default], rows, used)
@@ -559,7 +559,7 @@ def _meta_strings(values: list[str], rows: np.ndarray, used: list[int] | None = 
     in use are factorized: a plane's metadata also names every step and module execution,
     thousands on a long capture."""
     if used is None:
-        used = np.unique(rows).tolist()
+        used = distinct(rows).tolist()
     codes, unique = factorize([values[row] for row in used])
     mapping = np.zeros(len(values), dtype=np.int32)
     mapping[used] = codes
@@ -683,11 +683,11 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
     rows = np.where(rows < 0, n_meta, rows)
     names = [""] * (n_meta + 1)
     program_ids = [""] * (n_meta + 1)
-    for row in np.unique(rows[rows < n_meta]).tolist():  # only the module entries
+    for row in distinct(rows[rows < n_meta]).tolist():  # only the module entries
         name = plane.metadata.names[row]
         names[row], program_ids[row] = split_module_name(name) or (name, "")
     start, dur = placed_times(line, clock)
-    used = np.unique(rows).tolist()
+    used = distinct(rows).tolist()
     return Table(
         {
             "module": _meta_strings(names, rows, used),
@@ -716,7 +716,7 @@ def _tpu_async(
     n_meta = len(plane.metadata.names)
     rows = plane.metadata.rows(line.metadata_id)
     rows = np.where(rows < 0, n_meta, rows)
-    used = np.unique(rows).tolist()
+    used = distinct(rows).tolist()
     done_codes, done_names = line.stat_strings("hlo_op")
     done = Strings.from_values(done_names, done_codes)
     start, dur = placed_times(line, clock)
@@ -767,7 +767,7 @@ def _nearest_named(
     out = np.full(len(names), -1, dtype=np.int64)
     name_codes = names.codes
     op_codes = op_names.codes
-    for code in np.unique(name_codes).tolist():
+    for code in distinct(name_codes).tolist():
         name = names.values[code]
         op_code = op_names.code(name)
         if not name or op_code < 0:
@@ -801,7 +801,7 @@ def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
     if unnumbered.any():  # steps without a step_num stat: their name, else their position
         rows = plane.metadata.rows(events.metadata_id[unnumbered])
         named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
-        used = np.unique(rows[rows >= 0])
+        used = distinct(rows[rows >= 0])
         names = [plane.metadata.names[row].strip() for row in used.tolist()]
         numeric = np.fromiter(  # decimal digits that fit an int64, as int() reads them
             (name.isdecimal() and len(name) <= 18 for name in names), dtype=bool, count=len(names)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, concat_strings
+from tpuperf.columns import Strings, Table, concat_strings, distinct
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.steps import dominant_module_steps, window_of
@@ -118,7 +118,7 @@ def _membership(a: Intervals, points: np.ndarray) -> np.ndarray:
 
 
 def _combine(a: Intervals, b: Intervals, both: bool) -> Intervals:
-    bounds = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    bounds = distinct(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
     if len(bounds) < 2:
         return EMPTY
     lo, hi = bounds[:-1], bounds[1:]
@@ -707,7 +707,7 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
     is_other_all = kind.isin(_OTHER_KINDS)
     is_comp_all = kind.eq(schema.KIND_COMPUTE)
     lines = ops.strings("line")
-    if len(lines.values) == 1 or len(np.unique(lines.codes)) == 1:
+    if len(lines.values) == 1 or len(distinct(lines.codes)) == 1:
         taken = end > start
         s, e = start[taken], end[taken]
         if not len(s) or (np.all(s[1:] >= e[:-1])):
@@ -720,7 +720,7 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
             return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     line = lines.codes
     comp_parts, coll_parts, other_parts = [], [], []
-    for code in np.unique(line):
+    for code in distinct(line):
         on = line == code
         is_coll = on & is_coll_all
         coll = union(start[is_coll], end[is_coll])

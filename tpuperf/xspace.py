@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf import _xspace_schema as pb
+from tpuperf.columns import distinct
 from tpuperf.errors import BadInput
 
 try:  # the hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built
@@ -925,7 +926,7 @@ def _distinct(values: np.ndarray) -> list[int]:
         return [low]
     if high < 4096:
         return np.flatnonzero(np.bincount(values.astype(np.int64))).tolist()
-    return [int(v) for v in np.unique(values)]
+    return [int(v) for v in distinct(values)]
 
 
 def _varints(
