@@ -114,6 +114,7 @@ def measure(tool: str, source: Path) -> dict[str, float]:
         run_dir.mkdir()
         copy = run_dir / source.name
         shutil.copyfile(source, copy)
+        os.sync()  # the copy's write-back must not overlap the measured run
         tmp = Path(scratch) / "tmp"
         tmp.mkdir()
         env = {**os.environ, "TMPDIR": str(tmp)}

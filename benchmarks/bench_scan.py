@@ -20,7 +20,7 @@ row equal to `tpuperf.analyze(tpuperf.load(path))` of its file (the numbers `tpu
 prints), field by field.
 
 With --large it also scans the decode benchmark's ~86 MB, 2M-event profile
-(benchmarks/out/large.xplane.pb, made by bench_decode.py) alone: uncached, first, tables cached
+(benchmarks/out/large_80mb.xplane.pb, made by bench_decode.py) alone: uncached, first, tables cached
 and re-scan, where the table cache's share is larger than on the small fleet profiles.
 """
 
@@ -161,7 +161,7 @@ def check(rows_path: Path, profiles: int) -> dict:
 
 
 def bench_large(out: Path, repeat: int) -> None:
-    large = out / "large.xplane.pb"
+    large = out / "large_80mb.xplane.pb"
     if not large.exists():
         raise SystemExit(f"{large} is missing: run benchmarks/bench_decode.py once to make it")
     cache = out / "scan_cache_large"
