@@ -706,8 +706,8 @@ def _async_summary(windows: Table) -> dict[str, Any]:
 
     def counts(rows: np.ndarray) -> dict[str, Any]:
         classes = windows.strings("class").take(rows)
-        overlap = windows.array("overlap_pct")[rows]
-        dur = windows.array("dur_ps")[rows]
+        overlap = windows.array_at("overlap_pct", rows)
+        dur = windows.array_at("dur_ps", rows)
         return {
             "windows": len(rows),
             "hidden": int(classes.eq("hidden").sum()),

@@ -102,9 +102,9 @@ class RooflineAnalyzer(Analyzer):
         bound = per_op.strings("bound")
         for kind in (rl.BOUND_MEMORY, rl.BOUND_COMPUTE):
             rows = bound.eq(kind)
-            metrics[f"{kind}_bound_ms_per_step"] = float(per_op.array("ms_per_step")[rows].sum())
+            metrics[f"{kind}_bound_ms_per_step"] = float(per_op.array_at("ms_per_step", rows).sum())
             metrics[f"{kind}_bound_lost_ms_per_step"] = float(
-                per_op.array("lost_ms_per_step")[rows].sum()
+                per_op.array_at("lost_ms_per_step", rows).sum()
             )
         step_ms = tl.mean_window_ps / 1e9
         mem = per_op.take(bound.eq(rl.BOUND_MEMORY))
@@ -161,7 +161,7 @@ class RooflineAnalyzer(Analyzer):
             of_value = np.array([index.get(v, -1) for v in name.values] + [-1], dtype=np.int64)
             which = of_value[name.codes] if len(rows) else np.zeros(0, dtype=np.int64)
             known = which >= 0
-            run_ps += sum_by(which[known], k, modules.array("dur_ps")[rows][known])
+            run_ps += sum_by(which[known], k, modules.array_at("dur_ps", rows)[known])
             counts = np.bincount(which[known], minlength=k)
             runs += counts
             seen |= counts > 0
@@ -282,19 +282,19 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
     bytes_accessed, and lost_ps, the time they lose against the roofline of their device's
     peaks (never negative, costs being estimates); and how many leaf ops there were."""
     groups: dict[tuple[str, str], int] = {}
-    sums: list[list[float]] = []  # count, dur_ps, flops, bytes_accessed, lost_ps
+    parts: list[tuple[np.ndarray, tuple[np.ndarray, ...]]] = []  # (group ids, sums) per device
     leaves = 0
     for view in tl.devices:
         rows = view.leaves
         leaves += len(rows)
         ops = view.ops
-        flops = ops.array("flops")[rows].astype("float64")
-        nbytes = ops.array("bytes_accessed")[rows].astype("float64")
+        flops = ops.array_at("flops", rows).astype("float64")
+        nbytes = ops.array_at("bytes_accessed", rows).astype("float64")
         costed = ~np.isnan(flops) | ~np.isnan(nbytes)
         rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
         if not len(rows):
             continue
-        dur = ops.array("dur_ps")[rows]
+        dur = ops.array_at("dur_ps", rows)
         peak = peaks_by_device.get(view.key)
         ideal = (
             rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[arg-type]
@@ -305,32 +305,43 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
         module, op = ops.strings("module").take(rows), ops.strings("op").take(rows)
         group, first = group_index([module, op])
         k = len(first)
-        device_sums = (
-            np.bincount(group, minlength=k),
-            sum_by(group, k, dur),
-            np.bincount(group, weights=np.nan_to_num(flops), minlength=k),
-            np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k),
-            np.bincount(group, weights=np.nan_to_num(lost), minlength=k),
-        )
         keys = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
-        for g, key in enumerate(keys):
-            at = groups.setdefault(key, len(groups))
-            if at == len(sums):
-                sums.append([0, 0, 0.0, 0.0, 0.0])
-            for i, column in enumerate(device_sums):
-                sums[at][i] += column[g].item()
+        at = np.fromiter((groups.setdefault(key, len(groups)) for key in keys), np.int64, k)
+        parts.append(
+            (
+                at,
+                (
+                    np.bincount(group, minlength=k),
+                    sum_by(group, k, dur),
+                    np.bincount(group, weights=np.nan_to_num(flops), minlength=k),
+                    np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k),
+                    np.bincount(group, weights=np.nan_to_num(lost), minlength=k),
+                ),
+            )
+        )
+    n = len(groups)
+    totals = (
+        np.zeros(n, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros(n),
+    )
+    for at, device_sums in parts:  # device by device, as the sums were always added
+        for total, column in zip(totals, device_sums, strict=True):
+            total[at] += column  # a device's groups are distinct: no index repeats
+    count, dur_ps, flops_sum, bytes_sum, lost_sum = totals
     names = list(groups)
-    values = np.array(sums, dtype=np.float64).reshape(-1, 5)
     return (
         Table(
             {
                 "module": Strings.from_list([m for m, _ in names]),
                 "op": Strings.from_list([o for _, o in names]),
-                "count": values[:, 0].astype(np.int64),
-                "dur_ps": np.array([int(s[1]) for s in sums], dtype=np.int64),
-                "flops": values[:, 2],
-                "bytes_accessed": values[:, 3],
-                "lost_ps": values[:, 4],
+                "count": count,
+                "dur_ps": dur_ps,
+                "flops": flops_sum,
+                "bytes_accessed": bytes_sum,
+                "lost_ps": lost_sum,
             }
         ),
         leaves,

@@ -116,10 +116,10 @@ def utilization(
         if not len(rows) or peak is None or peak.peak_tflops is None or window_ps <= 0:
             continue
         # FLOPs per picosecond is TFLOP/s.
-        flops = view.ops.array("flops")[rows]
+        flops = view.ops.array_at("flops", rows)
         if (~np.isnan(flops)).any():
             util.append(100.0 * float(np.nansum(flops)) / window_ps / peak.peak_tflops)
-        model = view.ops.array("model_flops")[rows]
+        model = view.ops.array_at("model_flops", rows)
         if (~np.isnan(model)).any():
             mfu.append(100.0 * float(np.nansum(model)) / window_ps / peak.peak_tflops)
     return {

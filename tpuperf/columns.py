@@ -177,6 +177,15 @@ class Table(Mapping[str, Column]):
             raise TypeError(f"column {name!r} holds strings; use .strings()")
         return column
 
+    def array_at(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """``array(name)[rows]`` without reading out the rest of a Lookup column."""
+        column = self._columns[name]
+        if isinstance(column, Lookup):
+            return column.values[column.index[rows]]
+        if isinstance(column, Strings):
+            raise TypeError(f"column {name!r} holds strings; use .strings()")
+        return column[rows]
+
     def strings(self, name: str) -> Strings:
         column = self._columns[name]
         if not isinstance(column, Strings):

@@ -427,7 +427,7 @@ class _Code:
             if rows is None or not len(view.selected):
                 continue
             picked = rows[view.selected]
-            self_ps = view.ops.array("self_ps")[view.selected]
+            self_ps = view.ops.array_at("self_ps", view.selected)
             per_pass += sum_by(pass_codes[picked], len(PASSES), self_ps)
             row_time += sum_by(picked, data.n, self_ps)
         windows = max(tl.n_windows, 1)

@@ -61,12 +61,12 @@ def dominant_module_steps(modules: Table) -> Table | None:
     order = sorted(range(len(module.values)), key=lambda c: module.values[c])
     dominant = max(order, key=lambda c: totals[c])
     chosen = np.flatnonzero(codes == dominant)
-    start = modules.array("start_ps")[chosen]
+    start = modules.array_at("start_ps", chosen)
     start = start[np.argsort(start, kind="stable")]
     if len(start) >= 2:
         end = np.append(start[1:], start[-1] + int(np.median(np.diff(start))))
     else:
-        end = start + modules.array("dur_ps")[chosen]
+        end = start + modules.array_at("dur_ps", chosen)
     return Table(
         {
             "step": np.arange(len(start), dtype=np.int64),

@@ -179,9 +179,13 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         else _HostExecutions.none()
     )
 
+    markers = _step_markers(host_plane) if host_plane is not None else None
+
     def build(item: tuple[Plane, str, int, bool]) -> DeviceTables:
         plane, kind, device_id, sparse = item
-        return _device(plane, kind, device_id, sparse, host, module_names, executions)
+        device = _device(plane, kind, device_id, sparse, host, module_names, executions)
+        _place_steps(device, markers)
+        return device
 
     workers = min(threads or os.cpu_count() or 1, len(device_planes))
     if workers > 1:
@@ -194,28 +198,13 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
     if not any(d.row["ops"] for d in devices) and host_plane is not None:
         cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
         if cpu_ops.n:
-            devices.append(
-                DeviceTables(
-                    host, 0, _cpu_device_row(host, cpu_ops.n), cpu_ops, cpu_modules, _EMPTY_ASYNC
-                )
+            cpu = DeviceTables(
+                host, 0, _cpu_device_row(host, cpu_ops.n), cpu_ops, cpu_modules, _EMPTY_ASYNC
             )
+            _place_steps(cpu, markers)
+            devices.append(cpu)
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
-
-    markers = _step_markers(host_plane) if host_plane is not None else None
-    for device in devices:
-        if device.steps is None and device.row["ops"]:
-            # Host step markers are on the host clock: each device gets them on its own clock.
-            device.steps = (
-                (device.clock or IDENTITY_CLOCK).place_steps(markers)
-                if markers is not None
-                else dominant_module_steps(device.modules)
-            )
-        if device.steps is not None and device.steps.n:
-            device.ops = device.ops.with_columns(
-                step=_step_of(device.ops.array("start_ps"), device.steps)
-            )
-        device.clock = None  # its job (placing host-clock windows) is done; it is large
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
     env_stats = environment.stats if environment is not None else {}
     return HostTables(
@@ -229,6 +218,23 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         warnings=warnings,
         hlo_protos=_hlo_protos(planes_by_name.get(_METADATA_PLANE)),
     )
+
+
+def _place_steps(device: DeviceTables, markers: Table | None) -> None:
+    """The device's steps (its own Steps line, else the host's step markers, else the periods
+    of its dominant module) and each op's step."""
+    if device.steps is None and device.row["ops"]:
+        # Host step markers are on the host clock: each device gets them on its own clock.
+        device.steps = (
+            (device.clock or IDENTITY_CLOCK).place_steps(markers)
+            if markers is not None
+            else dominant_module_steps(device.modules)
+        )
+    if device.steps is not None and device.steps.n:
+        device.ops = device.ops.with_columns(
+            step=_step_of(device.ops.array("start_ps"), device.steps)
+        )
+    device.clock = None  # its job (placing host-clock windows) is done; it is large
 
 
 def _hlo_protos(plane: Plane | None) -> dict[str, bytes]:
@@ -548,7 +554,7 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         missing = module.eq("")
         if missing.any():
             names = np.array(module.tolist(), dtype=object)
-            names[missing] = _modules_by_time(modules, ops.array("start_ps")[missing])
+            names[missing] = _modules_by_time(modules, ops.array_at("start_ps", missing))
             ops = ops.with_columns(module=Strings.from_list(names.tolist()))
     async_ops = _tpu_async(plane, op_names, categories, classes, clock, ops, host_times)
     return ops, modules, async_ops, clock
@@ -663,7 +669,7 @@ def _modules_by_time(modules: Table, starts: np.ndarray) -> list[str]:
     module_start = modules.array("start_ps")
     order = np.argsort(module_start, kind="stable")
     module_start = module_start[order]
-    module_end = module_start + modules.array("dur_ps")[order]
+    module_end = module_start + modules.array_at("dur_ps", order)
     names = modules.strings("module").take(order).tolist()
     index = np.searchsorted(module_start, starts, side="right") - 1
     return [
@@ -1153,7 +1159,7 @@ def _module_runs(ops: Table, execution: np.ndarray) -> Table:
         run_index = np.cumsum(new_run) - 1
         first_seen = np.flatnonzero(new_run)
     start = start_all[order]
-    end = start + ops.array("dur_ps")[order]
+    end = start + ops.array_at("dur_ps", order)
     n_runs = int(run_index.max()) + 1
     run_start = np.full(n_runs, np.iinfo(np.int64).max, dtype=np.int64)
     run_end = np.full(n_runs, np.iinfo(np.int64).min, dtype=np.int64)
@@ -1244,8 +1250,8 @@ def _step_markers(plane: Plane) -> Table | None:
 def _step_of(starts: np.ndarray, steps: Table) -> np.ndarray:
     """The step each op start falls in, or -1 outside every step."""
     order = np.argsort(steps.array("start_ps"), kind="stable")
-    index = window_of(starts, steps.array("start_ps")[order], steps.array("end_ps")[order])
-    numbers = steps.array("step")[order]
+    index = window_of(starts, steps.array_at("start_ps", order), steps.array_at("end_ps", order))
+    numbers = steps.array_at("step", order)
     # Step numbers are small: 4 bytes an op, not 8 (the DataFrame view widens them again).
     small = len(numbers) == 0 or (numbers.min() >= -(2**31) and numbers.max() < 2**31)
     numbers = numbers.astype(np.int32) if small else numbers

@@ -440,7 +440,7 @@ class Timeline:
     def selected_ops(self, view: DeviceView) -> Table:
         """The device's ops that start in a selected window, with that window's step."""
         index = window_of(
-            view.ops.array("start_ps")[view.selected], view.windows.start_ps, view.windows.end_ps
+            view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
         )
         return view.ops.take(view.selected).with_columns(step=view.windows.step[index])
 
