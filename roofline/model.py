@@ -116,12 +116,12 @@ def utilization(
         if not len(rows) or peak is None or peak.peak_tflops is None or window_ps <= 0:
             continue
         # FLOPs per picosecond is TFLOP/s.
-        flops = view.ops.array_at("flops", rows)
-        if (~np.isnan(flops)).any():
-            util.append(100.0 * float(np.nansum(flops)) / window_ps / peak.peak_tflops)
-        model = view.ops.array_at("model_flops", rows)
-        if (~np.isnan(model)).any():
-            mfu.append(100.0 * float(np.nansum(model)) / window_ps / peak.peak_tflops)
+        flops = view.ops.nansum_at("flops", rows)
+        if flops is not None:
+            util.append(100.0 * flops / window_ps / peak.peak_tflops)
+        model = view.ops.nansum_at("model_flops", rows)
+        if model is not None:
+            mfu.append(100.0 * model / window_ps / peak.peak_tflops)
     return {
         "flops_utilization_pct": float(np.mean(util)) if util else None,
         "mfu_pct": float(np.mean(mfu)) if mfu else None,

@@ -100,3 +100,16 @@ def test_distinct_of_floats_keeps_one_nan() -> None:
     got = distinct(np.array([3.0, np.nan, 1.0, np.nan, 3.0]))
     np.testing.assert_array_equal(got, np.unique(np.array([3.0, np.nan, 1.0, np.nan, 3.0])))
     assert len(got) == 3
+
+
+def test_values_at_rows_of_lookup_and_plain_columns() -> None:
+    """array_at and nansum_at read a Lookup column at some rows as its read-out array would."""
+    index = np.array([0, 2, 1, 2, 3, 0], dtype=np.int32)
+    values = np.array([1.5, np.nan, 4.0, np.nan])
+    table = Table({"lookup": Lookup(index, values), "plain": values[index]})
+    rows = np.array([1, 2, 3, 5])
+    for name in ("lookup", "plain"):
+        np.testing.assert_array_equal(table.array_at(name, rows), values[index][rows])
+        assert table.nansum_at(name, rows) == 4.0 + np.nan_to_num(np.nan) + 4.0 + 1.5
+        assert table.nansum_at(name, np.array([2], dtype=np.int64)) is None  # only NaN
+        assert table.nansum_at(name, np.zeros(0, dtype=np.int64)) is None

@@ -186,6 +186,20 @@ class Table(Mapping[str, Column]):
             raise TypeError(f"column {name!r} holds strings; use .strings()")
         return column[rows]
 
+    def nansum_at(self, name: str, rows: np.ndarray) -> float | None:
+        """The sum of a float column at ``rows``, NaN skipped; None when every value is NaN
+        (or there are no rows). A Lookup column is summed per distinct value, counting rows
+        once rather than reading each row's value out."""
+        column = self._columns[name]
+        if isinstance(column, Lookup):
+            counts = np.bincount(column.index[rows], minlength=len(column.values))
+            values = column.values.astype(np.float64, copy=False)
+            known = ~np.isnan(values) & (counts > 0)
+            return float(np.dot(counts[known], values[known])) if known.any() else None
+        values = self.array_at(name, rows).astype(np.float64, copy=False)
+        known = ~np.isnan(values)
+        return float(values[known].sum()) if known.any() else None
+
     def strings(self, name: str) -> Strings:
         column = self._columns[name]
         if not isinstance(column, Strings):
