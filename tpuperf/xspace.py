@@ -567,10 +567,8 @@ def _strings(
     # names nearly always are) character offsets are byte offsets, and each string a slice.
     lengths = stops - starts
     ends = np.cumsum(lengths)
-    gather = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(
-        starts - (ends - lengths), lengths
-    )
-    blob = np.frombuffer(data, dtype=np.uint8)[gather].tobytes()
+    view = memoryview(data)
+    blob = b"".join([view[b:e] for b, e in zip(starts.tolist(), stops.tolist(), strict=True)])
     if blob.isascii():
         text = blob.decode("ascii")
         for row, begin, end in zip(
