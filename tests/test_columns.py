@@ -113,3 +113,29 @@ def test_values_at_rows_of_lookup_and_plain_columns() -> None:
         assert table.nansum_at(name, rows) == 4.0 + np.nan_to_num(np.nan) + 4.0 + 1.5
         assert table.nansum_at(name, np.array([2], dtype=np.int64)) is None  # only NaN
         assert table.nansum_at(name, np.zeros(0, dtype=np.int64)) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), max_size=12),
+    st.lists(st.integers(-10, 1_500), max_size=400),
+    st.booleans(),
+)
+def test_window_of_equals_a_search_per_time(
+    gaps: list[tuple[int, int]], times: list[int], ordered: bool
+) -> None:
+    """Sorted or not, many times or few: each time's window is the one that holds it."""
+    from tpuperf.steps import window_of
+
+    starts, ends, at = [], [], 0
+    for gap, length in gaps:  # disjoint windows, sorted, some empty, some touching
+        starts.append(at + gap)
+        ends.append(at + gap + length)
+        at = ends[-1]
+    values = np.array(sorted(times) if ordered else times, dtype=np.int64)
+    expected = [
+        next((w for w, (s, e) in enumerate(zip(starts, ends, strict=True)) if s <= t < e), -1)
+        for t in values.tolist()
+    ]
+    got = window_of(values, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    assert got.tolist() == expected

@@ -23,20 +23,20 @@ def window_of(times: np.ndarray, win_starts: np.ndarray, win_ends: np.ndarray) -
     if (
         len(times) > 4 * len(win_starts)
         and len(win_starts)
+        and bool(np.all(win_starts[1:] >= win_ends[:-1]))
         and bool(np.all(times[1:] >= times[:-1]))
     ):
-        # Sorted times (a line's ops): find each window's run of times instead, which reads
-        # the times once rather than searching windows for every time.
+        # Sorted times (a line's ops) in disjoint windows: window w holds the run of times
+        # [first[w], stop[w]). Its label is added where the run starts and taken off where it
+        # stops, and a running sum labels every time: one pass, no search per time.
         first = np.searchsorted(times, win_starts, side="left")
         stop = np.maximum(np.searchsorted(times, win_ends, side="left"), first)
-        out = np.full(len(times), -1, dtype=np.int64)
-        counts = stop - first
-        if counts.sum():
-            rows = np.arange(len(times))
-            # Window w covers rows [first[w], stop[w]); windows do not overlap.
-            owner = np.repeat(np.arange(len(win_starts)), counts)
-            starts_of = np.repeat(first - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-            out[rows[: counts.sum()] + starts_of] = owner
+        label = np.arange(1, len(win_starts) + 1, dtype=np.int64)
+        marks = np.zeros(len(times) + 1, dtype=np.int64)
+        np.add.at(marks, first, label)
+        np.add.at(marks, stop, -label)
+        out = np.cumsum(marks[:-1])
+        out -= 1
         return out
     index = np.searchsorted(win_starts, times, side="right") - 1
     clipped = np.maximum(index, 0)
