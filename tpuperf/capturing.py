@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 import socket
 import threading
@@ -655,7 +654,7 @@ class StepProfiler:
         # jax names the session directory itself; trace into a private staging logdir on
         # the same filesystem and move the files into our session afterwards.
         self.logdir.mkdir(parents=True, exist_ok=True)
-        staging = self.logdir / f".tpuperf-staging-{os.getpid()}-{secrets.token_hex(4)}"
+        staging = self.logdir / f".tpuperf-staging-{os.getpid()}-{os.urandom(4).hex()}"
         jax.profiler.start_trace(str(staging), profiler_options=options)
         self._staging = staging
 

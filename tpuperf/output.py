@@ -53,7 +53,6 @@ import json
 import math
 import os
 import re
-import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -494,7 +493,7 @@ def write_atomic(
         if final.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(final))
         final.parent.mkdir(parents=True, exist_ok=True)
-        temporary = final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        temporary = final.parent / f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
     except OSError as exc:

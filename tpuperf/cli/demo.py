@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import socket
 import subprocess
 import sys
 import tempfile
@@ -111,6 +110,8 @@ def _print_tree(session_dir: Path, out: Console) -> None:
 
 
 def _free_port() -> int:
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("", 0))
         return int(probe.getsockname()[1])
