@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,19 @@ def test_hot_path_needs_no_pandas(args: list[str], tmp_path: Path) -> None:
     )
     assert "RC 0 []" in result.stderr
     assert out.stat().st_size > 0
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION"),
+    reason="tunes glibc's malloc only",
+)
+def test_cli_tunes_glibc_malloc() -> None:
+    """Every setting of keep_freed_memory is accepted by glibc (mallopt returns 1 for each)."""
+    code = "from tpuperf._malloc import keep_freed_memory; print(keep_freed_memory())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert result.stdout.strip() == "True"
 
 
 @pytest.mark.parametrize("command", ["info", "ops"])
