@@ -13,9 +13,9 @@ Only :mod:`tpuperf.scopes` imports this module, and only when scope data is aske
 
 from __future__ import annotations
 
-from typing import Any
+from google.protobuf import descriptor_pb2, descriptor_pool
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from tpuperf._xspace_schema import message_class
 
 _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -85,16 +85,7 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     return proto
 
 
-def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
-    descriptor = pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")
-    get_class = getattr(message_factory, "GetMessageClass", None)
-    if get_class is not None:  # protobuf >= 4.22
-        return get_class(descriptor)
-    factory: Any = message_factory.MessageFactory(pool)
-    return factory.GetPrototype(descriptor)  # protobuf 4.21
-
-
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_descriptor())
 
-HloProto = _message_class(_POOL, "HloProto")
+HloProto = message_class(_POOL, f"{_PACKAGE}.HloProto")

@@ -120,8 +120,10 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     return proto
 
 
-def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
-    descriptor = pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")
+def message_class(pool: descriptor_pool.DescriptorPool, full_name: str) -> Any:
+    """The message class of ``full_name`` (``package.Message``) in ``pool``, on protobuf 4.21
+    to 7.x (also used by :mod:`tpuperf._hlo_schema`)."""
+    descriptor = pool.FindMessageTypeByName(full_name)
     get_class = getattr(message_factory, "GetMessageClass", None)
     if get_class is not None:  # protobuf >= 4.22
         return get_class(descriptor)
@@ -132,10 +134,10 @@ def _message_class(pool: descriptor_pool.DescriptorPool, name: str) -> Any:
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_descriptor())
 
-XSpace = _message_class(_POOL, "XSpace")
-XPlane = _message_class(_POOL, "XPlane")
-XLine = _message_class(_POOL, "XLine")
-XEvent = _message_class(_POOL, "XEvent")
-XStat = _message_class(_POOL, "XStat")
-XEventMetadata = _message_class(_POOL, "XEventMetadata")
-XStatMetadata = _message_class(_POOL, "XStatMetadata")
+XSpace = message_class(_POOL, f"{_PACKAGE}.XSpace")
+XPlane = message_class(_POOL, f"{_PACKAGE}.XPlane")
+XLine = message_class(_POOL, f"{_PACKAGE}.XLine")
+XEvent = message_class(_POOL, f"{_PACKAGE}.XEvent")
+XStat = message_class(_POOL, f"{_PACKAGE}.XStat")
+XEventMetadata = message_class(_POOL, f"{_PACKAGE}.XEventMetadata")
+XStatMetadata = message_class(_POOL, f"{_PACKAGE}.XStatMetadata")
