@@ -22,6 +22,12 @@ def run_option(name: str = "--run", of: str = "a logdir") -> Any:
     return typer.Option(None, name, help=f"This run of {of} (default: the latest).")
 
 
+def host_option(help: str = "Only this host of a run.") -> Any:
+    import typer
+
+    return typer.Option(None, "--host", help=help)
+
+
 def load_profile(
     path: str, host: str | None = None, run: str | None = None, run_flag: str = "--run"
 ) -> Any:

@@ -8,6 +8,7 @@ import typer
 
 from tpuperf.cli._common import (
     analyzer_option,
+    host_option,
     peak_options,
     profile_argument,
     run_option,
@@ -37,7 +38,7 @@ def command(
     analyzer: list[str] = analyzer_option(),
     steps: str = steps_option(),
     warmup: int = warmup_option(),
-    host: str = typer.Option(None, "--host", help="Analyse only this host of a multi-host run."),
+    host: str = host_option("Analyse only this host of a multi-host run."),
     run: str = run_option(),
     peak_tflops: float = PEAK_TFLOPS,
     peak_hbm_gbps: float = PEAK_HBM_GBPS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import run_option, steps_option, warmup_option
+from tpuperf.cli._common import host_option, run_option, steps_option, warmup_option
 from tpuperf.output import Format, format_option, output_option, wide_option
 
 FORMATS = (Format.table, Format.json, Format.md)
@@ -24,7 +24,7 @@ def command(
     ),
     steps: str = steps_option(" of both"),
     warmup: int = warmup_option(),
-    host: str = typer.Option(None, "--host", help="Analyse only this host of both runs."),
+    host: str = host_option("Analyse only this host of both runs."),
     base_run: str = run_option("--base-run", "BASE, a logdir"),
     new_run: str = run_option("--new-run", "NEW, a logdir"),
 ) -> None:

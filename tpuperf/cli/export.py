@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import profile_argument
+from tpuperf.cli._common import host_option, profile_argument, run_option
 
 # Names a Perfetto protobuf trace goes by (the first is the one to use); ui.perfetto.dev opens
 # each of them.
@@ -40,8 +40,8 @@ def command(
         "-o",
         help="The trace file to write, NAME.pftrace (.perfetto-trace or .pb also); required.",
     ),
-    host: str = typer.Option(None, "--host", help="Only this host of a run (default: all)."),
-    run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
+    host: str = host_option("Only this host of a run (default: all)."),
+    run: str = run_option(),
     align: str = typer.Option(
         "clock",
         "--align",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import profile_argument
+from tpuperf.cli._common import host_option, profile_argument, run_option
 from tpuperf.output import Format, format_option, output_option, wide_option
 
 FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
@@ -37,8 +37,8 @@ def command(
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
-    host: str = typer.Option(None, "--host", help="Only this host of a run."),
-    run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
+    host: str = host_option(),
+    run: str = run_option(),
 ) -> None:
     """The op table: time, count, FLOPs and bytes per op (or category, module, program).
 

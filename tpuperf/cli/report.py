@@ -6,8 +6,10 @@ import typer
 
 from tpuperf.cli._common import (
     analyzer_option,
+    host_option,
     peak_options,
     profile_argument,
+    run_option,
     steps_option,
     warmup_option,
 )
@@ -24,8 +26,8 @@ def command(
     analyzer: list[str] = analyzer_option(),
     steps: str = steps_option(),
     warmup: int = warmup_option(),
-    host: str = typer.Option(None, "--host", help="Analyse only this host of a multi-host run."),
-    run: str = typer.Option(None, "--run", help="This run of a logdir (default: the latest)."),
+    host: str = host_option("Analyse only this host of a multi-host run."),
+    run: str = run_option(),
     peak_tflops: float = PEAK_TFLOPS,
     peak_hbm_gbps: float = PEAK_HBM_GBPS,
     top: int = typer.Option(25, "--top", help="How many top ops the table lists."),
