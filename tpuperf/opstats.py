@@ -202,21 +202,7 @@ def _table(
         order = sorted(
             range(len(rows)), key=lambda i: (missing[i], -0.0 if missing[i] else -values[i])
         )
-    table = table.take(np.array(order, dtype=np.int64))
-    if top is not None:
-        if per_device:
-            seen: dict[tuple[Any, ...], int] = {}
-            keep = []
-            for i, h in enumerate(
-                zip(table.strings("host").tolist(), table.array("device").tolist(), strict=True)
-            ):
-                seen[h] = seen.get(h, 0) + 1
-                if seen[h] <= top:
-                    keep.append(i)
-            table = table.take(np.array(keep, dtype=np.int64))
-        else:
-            table = table.take(np.arange(min(top, table.n)))
-    return table
+    return _top_rows(table.take(np.array(order, dtype=np.int64)), per_device, top)
 
 
 def aggregate(
