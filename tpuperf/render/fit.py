@@ -401,7 +401,7 @@ class Fit:
             console.print(Text(title, style="bold"))
         table = self.table(rows, styles=styles)
         if self.total_width > console.width:  # --wide: let the terminal wrap long lines
-            _wider(console, self.total_width).print(table)
+            wider_console(console, self.total_width).print(table)
         else:
             console.print(table)
         if note_hidden:
@@ -417,7 +417,7 @@ class Fit:
             )
 
 
-def _wider(console: Console, width: int) -> Console:
+def wider_console(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
     wider = Console(

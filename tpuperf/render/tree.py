@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tpuperf.render.fit import display_name, shorten
+from tpuperf.render.fit import display_name, shorten, wider_console
 from tpuperf.render.terminal import fmt_ms, fmt_pct
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
@@ -136,7 +136,7 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
             pass_bar(node["passes"], node["ms_per_step"], cells),
         )
     if name_width + fixed > width:  # --wide: lines as long as the names (the terminal wraps)
-        _wider(console, name_width + fixed).print(table)
+        wider_console(console, name_width + fixed).print(table)
     else:
         console.print(table)
     for note in document.get("notes", []):
@@ -160,19 +160,6 @@ def _label(node: dict[str, Any]) -> str:
     label = display_name(node["name"])
     source = _short_source(node["source"]) if node["kind"] == "op" else ""
     return f"{label} {source}" if source else label
-
-
-def _wider(console: Console, width: int) -> Console:
-    """A console like ``console`` on the same file, ``width`` wide (rich never prints a line
-    wider than its console)."""
-    return Console(
-        file=console.file,
-        width=width,
-        color_system=console.color_system,  # type: ignore[arg-type]
-        force_terminal=console.is_terminal,
-        no_color=console.no_color,
-        highlight=False,
-    )
 
 
 def fmt_step_ms(value: float) -> str:
