@@ -162,10 +162,7 @@ def _table(
     names = list(groups)
     rows = list(groups.values())
     prefix = 2 if per_device else 0
-    columns: dict[str, Any] = {}
-    if per_device:
-        columns["host"] = Strings.from_list([n[0] for n in names])
-        columns["device"] = np.array([n[1] for n in names], dtype=np.int64)
+    columns = _device_columns(names, per_device)
     for i, name in enumerate(key):
         columns[name] = Strings.from_list([n[prefix + i] for n in names])
     for label in ("module", "category"):
@@ -291,10 +288,7 @@ def scope_groups(
     names = list(groups)
     rows = list(groups.values())
     width = 2 if per_device else 0
-    columns: dict[str, Any] = {}
-    if per_device:
-        columns["host"] = Strings.from_list([n[0] for n in names])
-        columns["device"] = np.array([n[1] for n in names], dtype=np.int64)
+    columns = _device_columns(names, per_device)
     columns[by] = Strings.from_list([n[width] for n in names])
     if by == "scope":
         columns["depth"] = np.array([_scope_depth(n[width]) for n in names], dtype=np.int64)
@@ -385,6 +379,16 @@ def _scopes_text(per_scope: dict[str, int]) -> str:
     """The scope with the most time, and `` +N`` for the N other scopes (``Block_1/MLP +1``)."""
     best = _dominant(per_scope)
     return f"{best} +{len(per_scope) - 1}" if len(per_scope) > 1 else best
+
+
+def _device_columns(names: list[tuple[Any, ...]], per_device: bool) -> dict[str, Any]:
+    """The host and device columns of groups keyed (host, device, ...), when per device."""
+    if not per_device:
+        return {}
+    return {
+        "host": Strings.from_list([n[0] for n in names]),
+        "device": np.array([n[1] for n in names], dtype=np.int64),
+    }
 
 
 def _top_rows(table: Table, per_device: bool, top: int | None) -> Table:
