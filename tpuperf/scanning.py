@@ -656,12 +656,18 @@ def _stop(pool: Any) -> None:
     # Before 3.14 there is no public way to kill the workers; shutdown() forgets them, so take
     # them first.
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.terminate()
     for process in processes:
         process.join(timeout=5)
+    # The pool's manager thread closes its wake-up pipe once it sees the workers gone. Wait for
+    # it: before 3.12 the interpreter's exit hook can write to that pipe while it is being
+    # closed, and prints an ignored "Bad file descriptor" traceback after our last line.
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 def _run_ray(
