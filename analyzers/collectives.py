@@ -26,6 +26,7 @@ from tpuperf.columns import (
     distinct,
     factorize,
     group_index,
+    median,
     sum_by,
 )
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
@@ -243,7 +244,7 @@ class CollectivesAnalyzer(Analyzer):
                 f"{r['op']} {r['exposed_ms_per_step']:.3f} ms" for r in top.records()
             )
             if straggling:
-                median_ms = float(np.median(exposed)) / 1e9
+                median_ms = median(exposed) / 1e9
                 text = (
                     f"{in_step_ms:.3f} ms per step of collectives with no compute beside them on "
                     f"{slow_name}, the slow chip, which waits for no one (the median device shows "
@@ -474,7 +475,7 @@ def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, floa
     for code in distinct(codes).tolist():
         values = nbytes[codes == code]
         values = values[~np.isnan(values)]
-        size_by_op[op.values[code]] = float(np.median(values)) if len(values) else float("nan")
+        size_by_op[op.values[code]] = median(values) if len(values) else float("nan")
     copy_windows = windows.take(windows.strings("kind").eq("copy"))
     size = np.array(
         [size_by_op.get(name, float("nan")) for name in copy_windows.strings("op").tolist()],
@@ -486,9 +487,9 @@ def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, floa
         return {}
     return {
         "copies_per_step": round(float(ok.sum()) / max(tl.n_windows, 1), 3),
-        "gb_per_copy": float(np.median(size[ok])) / 1e9,
+        "gb_per_copy": median(size[ok]) / 1e9,
         # bytes per picosecond x 1000 is GB/s.
-        "median_gbps": float(np.median(size[ok] / dur[ok])) * 1000.0,
+        "median_gbps": median(size[ok] / dur[ok]) * 1000.0,
     }
 
 

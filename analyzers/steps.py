@@ -14,7 +14,7 @@ from tpuperf.analyzers.base import (
     savings_pct,
 )
 
-from tpuperf.columns import Strings, Table, group_index
+from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.timeline import DeviceView, Timeline, stats_ms
 
 # The parts of a step the breakdown reports, in order.
@@ -52,9 +52,9 @@ def _same_work(
         return True, ""
     count, pairs = work[key]
     others = [v for k, v in work.items() if k != key]
-    median_count = float(np.median([c for c, _ in others]))
+    median_count = median([c for c, _ in others])
     shared = [len(pairs & p) / max(len(pairs | p), 1) for _, p in others]
-    similar = float(np.median(shared)) >= 0.9
+    similar = median(shared) >= 0.9
     close = median_count > 0 and abs(count - median_count) <= 0.1 * median_count
     if similar and close:
         return True, ""
@@ -69,8 +69,8 @@ def modified_z(values: np.ndarray) -> np.ndarray:
     x = np.asarray(values, dtype="float64")
     if len(x) < 3:
         return np.zeros(len(x))
-    med = np.median(x)
-    mad = np.median(np.abs(x - med))
+    med = median(x)
+    mad = median(np.abs(x - med))
     if mad > 0:
         return _MAD_SCALE * (x - med) / mad
     meanad = np.mean(np.abs(x - med))
@@ -142,9 +142,9 @@ class StepsAnalyzer(Analyzer):
     ) -> tuple[list[dict[str, Any]], np.ndarray]:
         compute = means["compute_ps"]
         z = modified_z(compute)
-        median_compute = float(np.median(compute)) if len(compute) else 0.0
+        median_compute = median(compute) if len(compute) else 0.0
         collective = means["exposed_collective_ps"]
-        median_collective = float(np.median(collective)) if len(collective) else 0.0
+        median_collective = median(collective) if len(collective) else 0.0
         found = []
         for i, view in enumerate(views):
             # Only slow chips: a chip with unusually little compute is not what holds a step back.
@@ -174,19 +174,16 @@ class StepsAnalyzer(Analyzer):
         """Hosts whose devices, taken together, compute slowest (needs three hosts or more)."""
         hosts = sorted({v.host for v in views})
         per_host = np.array(
-            [
-                float(np.median([c for v, c in zip(views, compute, strict=True) if v.host == h]))
-                for h in hosts
-            ]
+            [median([c for v, c in zip(views, compute, strict=True) if v.host == h]) for h in hosts]
         )
         z = modified_z(per_host)
-        median = float(np.median(per_host)) if len(per_host) else 0.0
+        middle = median(per_host) if len(per_host) else 0.0
         return [
             {
                 "host": host,
                 "z": float(z[i]),
                 "compute_ms_per_step": float(value) / 1e9,
-                "median_compute_ms_per_step": median / 1e9,
+                "median_compute_ms_per_step": middle / 1e9,
             }
             for i, (host, value) in enumerate(zip(hosts, per_host, strict=True))
             if z[i] > config.straggler_z

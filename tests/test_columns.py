@@ -7,7 +7,18 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tpuperf.columns import Lookup, Strings, Table, distinct, group_index, sum_by
+from tpuperf.columns import (
+    Lookup,
+    Strings,
+    Table,
+    distinct,
+    first_rows,
+    group_index,
+    median,
+    percentile,
+    sorted_codes,
+    sum_by,
+)
 
 NAMES = ["fusion.1", "fusion.2", "all-reduce", "copy-start", ""]
 
@@ -139,3 +150,94 @@ def test_window_of_equals_a_search_per_time(
     ]
     got = window_of(values, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
     assert got.tolist() == expected
+
+
+_NAME = st.one_of(
+    st.integers(0, 10**20).map(str),  # numbers, some past int64's 18 digits
+    st.text(alphabet="0123456789 x٣", max_size=6),  # blanks, letters, an Arabic-Indic digit
+)
+
+
+@given(st.lists(_NAME, max_size=30), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_decimal_names_read_as_int_reads_them(names: list[str], numbers_only: bool) -> None:
+    from tpuperf.tables import _decimal_names
+
+    if numbers_only:  # the fast path: every name a number
+        names = [n for n in names if n.isdecimal() and len(n) <= 18]
+    rows = np.arange(len(names), dtype=np.int64) * 3
+    kept, numbers = _decimal_names(rows, names)
+    expected = [
+        (r, int(n))
+        for r, n in zip(rows.tolist(), names, strict=True)
+        if n.isdecimal() and len(n) <= 18
+    ]
+    assert kept.tolist() == [r for r, _ in expected]
+    assert numbers.tolist() == [v for _, v in expected]
+    assert numbers.dtype == np.int64
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=False, width=64), st.integers(-(2**62), 2**62)
+        ),
+        max_size=40,
+    )
+)
+@settings(max_examples=400, deadline=None)
+def test_median_equals_numpy_median_bit_for_bit(values: list[float]) -> None:
+    import warnings
+
+    floats = np.array(values, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns on no values
+        expected = float(np.median(floats))
+    got = median(floats)
+    assert (np.isnan(got) and np.isnan(expected)) or got == expected
+    integers = np.array([int(v) for v in values if v == v and abs(v) < 2**62], dtype=np.int64)
+    if len(integers):
+        assert median(integers) == float(np.median(integers))
+
+
+_FINITE = st.floats(
+    allow_nan=False, allow_infinity=False, width=64, min_value=-1e300, max_value=1e300
+)
+
+
+@given(
+    st.lists(st.one_of(_FINITE, st.integers(-(2**40), 2**40).map(float)), max_size=40),
+    st.sampled_from([0, 10, 25, 50, 75, 90, 99, 100]),
+    st.booleans(),
+)
+@settings(max_examples=400, deadline=None)
+def test_percentile_equals_numpy_percentile_bit_for_bit(
+    values: list[float], q: int, with_nan: bool
+) -> None:
+    import warnings
+
+    if with_nan:
+        values = [*values, float("nan")]
+    array = np.array(values, dtype=np.float64)
+    got = percentile(array, q)
+    if not len(array):
+        assert np.isnan(got)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = float(np.percentile(array, q))
+    assert (np.isnan(got) and np.isnan(expected)) or got == expected
+
+
+@given(
+    st.lists(st.integers(-5, 2**40), max_size=50)
+    | st.lists(st.floats(allow_infinity=False, width=64), max_size=50)
+)
+@settings(max_examples=300, deadline=None)
+def test_sorted_codes_and_first_rows_equal_numpy_unique(values: list[float]) -> None:
+    array = np.array(values)
+    found, codes = sorted_codes(array)
+    expected, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+    np.testing.assert_array_equal(found, expected)  # NaN equal to NaN here
+    assert codes.tolist() == inverse.reshape(-1).tolist()
+    assert first_rows(codes, len(found)).tolist() == first.tolist()

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
-from tpuperf.columns import distinct
+from tpuperf.columns import distinct, median
 from tpuperf.errors import TpuperfError, UsageError
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def _step_shifts_ps(hosts: dict[str, list[DeviceTables]]) -> dict[str, int]:
     shifts = {}
     for host, earliest in starts.items():
         shared = sorted(set(earliest) & set(reference))
-        shifts[host] = int(np.median([earliest[n] - reference[n] for n in shared])) if shared else 0
+        shifts[host] = int(median([earliest[n] - reference[n] for n in shared])) if shared else 0
     return shifts
 
 

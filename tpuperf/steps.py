@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table
+from tpuperf.columns import Strings, Table, median
 
 SOURCE_MODULE_PERIOD = "module_period"
 
@@ -64,7 +64,7 @@ def dominant_module_steps(modules: Table) -> Table | None:
     start = modules.array_at("start_ps", chosen)
     start = start[np.argsort(start, kind="stable")]
     if len(start) >= 2:
-        end = np.append(start[1:], start[-1] + int(np.median(np.diff(start))))
+        end = np.append(start[1:], start[-1] + int(median(np.diff(start))))
     else:
         end = start + modules.array_at("dur_ps", chosen)
     return Table(

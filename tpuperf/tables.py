@@ -28,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.columns import Lookup, Strings, Table, concat_strings, distinct, factorize
+from tpuperf.columns import (
+    Lookup,
+    Strings,
+    Table,
+    concat_strings,
+    distinct,
+    factorize,
+    median,
+)
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.steps import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
@@ -594,7 +602,7 @@ def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray
         return host_start, host_dur, IDENTITY_CLOCK
     if use.all():  # the usual case: no masks, no copies
         offset = host_start - device_offset
-        shift = int(np.median(offset))
+        shift = int(median(offset))
         start = device_offset + shift
         dur = device_duration
         start_offset = offset
@@ -602,7 +610,7 @@ def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray
         clock_start = host_start
         end_offset = start_offset + (host_dur - dur)
     else:
-        shift = int(np.median((host_start - device_offset)[use]))
+        shift = int(median((host_start - device_offset)[use]))
         start = np.where(use, device_offset + shift, host_start)
         dur = np.where(use, device_duration, host_dur)
         clock_start = host_start[use]
@@ -795,6 +803,19 @@ def _nearest_named(
     return out
 
 
+def _decimal_names(rows: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rows`` whose name is a number (decimal digits that fit an int64, as int() reads
+    them), and those numbers. A TPU names its steps by their numbers, thousands of them: when
+    every name is one, they are checked as one string and read in one pass."""
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    numeric = (lengths > 0) & (lengths <= 18)
+    if numeric.all() and "".join(names).isdecimal():
+        return rows, np.fromiter(map(int, names), dtype=np.int64, count=len(names))
+    numeric &= np.fromiter(map(str.isdecimal, names), dtype=bool, count=len(names))
+    kept = [int(name) for name, ok in zip(names, numeric.tolist(), strict=True) if ok]
+    return rows[numeric], np.array(kept, dtype=np.int64)
+
+
 def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
     """Steps of a `Steps` line: numbered by their ``step_num`` stat, else by their name when it
     is a number (as the metadata of TPU steps is), else by their position."""
@@ -808,11 +829,9 @@ def _steps_from_line(line: Line, clock: DeviceClock) -> Table:
         rows = plane.metadata.rows(events.metadata_id[unnumbered])
         named = np.full(len(plane.metadata.names) + 1, -1, dtype=np.int64)
         used = distinct(rows[rows >= 0])
-        names = [plane.metadata.names[row].strip() for row in used.tolist()]
-        numeric = np.fromiter(  # decimal digits that fit an int64, as int() reads them
-            (name.isdecimal() and len(name) <= 18 for name in names), dtype=bool, count=len(names)
-        )
-        named[used[numeric]] = [int(name) for name, ok in zip(names, numeric, strict=True) if ok]
+        names = list(map(str.strip, map(plane.metadata.names.__getitem__, used.tolist())))
+        used, numbers_of = _decimal_names(used, names)
+        named[used] = numbers_of
         by_name = named[np.where(rows >= 0, rows, len(named) - 1)]
         position = np.flatnonzero(unnumbered)
         numbers = step_num.copy()

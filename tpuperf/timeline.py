@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, concat_strings, distinct
+from tpuperf.columns import (
+    Strings,
+    Table,
+    concat_strings,
+    distinct,
+    median,
+    percentile,
+    sorted_codes,
+)
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.steps import dominant_module_steps, window_of
@@ -389,9 +397,9 @@ class Timeline:
             return np.empty(0)
         steps = np.concatenate([v.windows.step for v in self.devices])
         lengths = np.concatenate([v.windows.end_ps - v.windows.start_ps for v in self.devices])
-        numbers, index = np.unique(steps, return_inverse=True)
+        numbers, index = sorted_codes(steps)
         longest = np.full(len(numbers), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(longest, index.reshape(-1), lengths)
+        np.maximum.at(longest, index, lengths)
         return longest.astype("float64")
 
     @property
@@ -465,9 +473,9 @@ def stats_ms(values_ps: np.ndarray) -> dict[str, Any]:
         return {"median": None, "mean": None, "p90": None, "min": None, "max": None, "count": 0}
     ms = values / 1e9
     return {
-        "median": float(np.median(ms)),
+        "median": median(ms),
         "mean": float(np.mean(ms)),
-        "p90": float(np.percentile(ms, 90)),
+        "p90": percentile(ms, 90),
         "min": float(ms.min()),
         "max": float(ms.max()),
         "count": len(ms),

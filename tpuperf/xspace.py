@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf import _xspace_schema as pb
-from tpuperf.columns import distinct
+from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.errors import BadInput
 
 try:  # the hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built
@@ -412,10 +412,9 @@ class Plane:
         kinds = stats.kind[rows]
         integers = (kinds == STAT_INT64) | (kinds == STAT_UINT64)
         if np.all(kinds == STAT_REF) or np.all(integers):
-            _, first, inverse = np.unique(
-                stats.int_value[rows], return_index=True, return_inverse=True
-            )
-            codes[stats.owner[rows]] = inverse.reshape(-1)
+            found, inverse = sorted_codes(stats.int_value[rows])
+            first = first_rows(inverse, len(found))
+            codes[stats.owner[rows]] = inverse
             return codes, self._values(stats, rows[first], kinds[first])
         seen: dict[Any, int] = {}
         for owner, value in zip(
