@@ -19,6 +19,21 @@ SCHEMA_VERSION = 1
 def clean(value: Any) -> Any:
     """``value`` as plain JSON types: numpy scalars and arrays become Python ones, and
     NaN, Infinity and pandas' NA become None. Other objects become their ``str``."""
+    kind = type(value)
+    # The plain types first, by exact type: a report holds tens of thousands of values.
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {str(k): clean(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [clean(v) for v in value]
+    return _clean_other(value)
+
+
+def _clean_other(value: Any) -> Any:
+    """:func:`clean` of anything but the exact plain types: subclasses, numpy, pandas."""
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
