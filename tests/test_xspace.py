@@ -149,13 +149,17 @@ def _set_stat(stat, spec) -> None:  # type: ignore[no-untyped-def]
 @given(
     lines=st.lists(st.lists(_event, max_size=30), min_size=1, max_size=3),
     name=st.text(max_size=10),
+    others=st.lists(st.text(max_size=6), max_size=5),  # "" leaves the field out
 )
-def test_random_spaces_decode_like_protobuf(lines, name) -> None:  # type: ignore[no-untyped-def]
+def test_random_spaces_decode_like_protobuf(lines, name, others) -> None:  # type: ignore[no-untyped-def]
     space = pb.XSpace()
     space.hostnames.append("h")
     plane = space.planes.add(id=1, name="/device:TPU:0")
     plane.event_metadata[3].name = "%fusion.1 = f32[2] fusion()"
     plane.event_metadata[3].display_name = name
+    for i, other in enumerate(others):  # names in some entries only, ids out of order
+        plane.event_metadata[100 - i].id = 100 - i
+        plane.event_metadata[100 - i].display_name = other
     for i, events in enumerate(lines):
         line = plane.lines.add(id=i, name=f"line {i}", timestamp_ns=i * 7, display_name=name)
         for spec in events:

@@ -304,6 +304,46 @@ done:
     return result;
 }
 
+/* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
+ * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
+static PyObject *texts(PyObject *self, PyObject *args)
+{
+    Py_buffer view, starts_view, stops_view;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &starts_view, &stops_view))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts_view.len / 8;
+    const int64_t *starts = (const int64_t *)starts_view.buf;
+    const int64_t *stops = (const int64_t *)stops_view.buf;
+    if (stops_view.len != starts_view.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        goto done;
+    }
+    result = PyList_New(n);
+    if (!result)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (starts[i] < 0 || stops[i] > view.len || starts[i] > stops[i]) {
+            Py_CLEAR(result);
+            PyErr_Format(PyExc_ValueError, "a string lies outside the buffer, at byte %lld",
+                         (long long)starts[i]);
+            goto done;
+        }
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)view.buf + starts[i],
+                                              (Py_ssize_t)(stops[i] - starts[i]), "replace");
+        if (!text) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, text);
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&starts_view);
+    PyBuffer_Release(&stops_view);
+    return result;
+}
+
 /* skip_records(data, first, stop) -> (run_end, n_events): the extent of the run of event
  * records at `first`, without decoding them. */
 static PyObject *skip_records(PyObject *self, PyObject *args)
@@ -664,6 +704,9 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_VARARGS,
      "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
      "text_stop): XStat payloads decoded into columns."},
+    {"texts", texts, METH_VARARGS,
+     "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
+     "replaced."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -558,26 +558,39 @@ def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> Eve
 def _strings(
     data: bytes, fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
 ) -> list[str]:
-    out = [""] * n
+    """The string field ``number`` of ``n`` messages ("" where absent; the last one where a
+    message repeats it, as protobuf reads it)."""
     rows, starts, stops = _field(fields, number, _WIRE_LEN)
     if not len(rows):
-        return out
-    # The strings' bytes gathered into one buffer and decoded at once: when it is ASCII (as
-    # names nearly always are) character offsets are byte offsets, and each string a slice.
+        return [""] * n
+    texts = _texts(data, starts, stops)
+    if len(rows) == n and bool((rows[1:] > rows[:-1]).all()):  # each message has it once
+        return texts
+    out = [""] * n
+    for row, text in zip(rows.tolist(), texts, strict=True):
+        out[row] = text
+    return out
+
+
+def _texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
+    """The spans of ``data`` decoded as UTF-8, bad bytes replaced."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    stops = np.ascontiguousarray(stops, dtype=np.int64)
+    if _native is not None:
+        return _native.texts(data, starts, stops)  # type: ignore[no-any-return]
+    # The bytes gathered into one buffer and decoded at once: when it is ASCII (as names
+    # nearly always are) character offsets are byte offsets, and each string a slice.
     lengths = stops - starts
     ends = np.cumsum(lengths)
     view = memoryview(data)
     blob = b"".join([view[b:e] for b, e in zip(starts.tolist(), stops.tolist(), strict=True)])
     if blob.isascii():
         text = blob.decode("ascii")
-        for row, begin, end in zip(
-            rows.tolist(), (ends - lengths).tolist(), ends.tolist(), strict=True
-        ):
-            out[row] = text[begin:end]
-        return out
-    for row, begin, end in zip(rows.tolist(), starts.tolist(), stops.tolist(), strict=True):
-        out[row] = data[begin:end].decode("utf-8", "replace")
-    return out
+        return [text[b:e] for b, e in zip((ends - lengths).tolist(), ends.tolist(), strict=True)]
+    return [
+        bytes(view[b:e]).decode("utf-8", "replace")
+        for b, e in zip(starts.tolist(), stops.tolist(), strict=True)
+    ]
 
 
 def _stat_dict(stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
