@@ -157,12 +157,9 @@ def _instance(obj: Any) -> Analyzer:
 
 
 def _entry_point_analyzers() -> list[tuple[str, Any]]:
-    from importlib.metadata import entry_points
+    from tpuperf._entry_points import entry_points
 
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.append((ep.name, ep))
-    return found
+    return [(ep.name, ep) for ep in entry_points(ENTRY_POINT_GROUP)]
 
 
 def available() -> dict[str, Analyzer]:
