@@ -499,27 +499,30 @@ _COST_STATS = ("flops", "model_flops", "bytes_accessed")
 def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, Table, DeviceClock]:
     meta = plane.metadata
     n_meta = len(meta.ids)
-    op_names = [d or n for d, n in zip(meta.display_names, meta.names, strict=True)]
-    categories = [c if isinstance(c, str) else "" for c in plane.metadata_stat("hlo_category", "")]
-    program_ids = [str(p) if p is not None else "" for p in plane.metadata_stat("program_id")]
-    classes = [classify_op(n, c) for n, c in zip(op_names, categories, strict=True)]
-
     line = _line(plane, _TPU_OPS_LINE)
+    async_line = _line(plane, _TPU_ASYNC_LINE)
+    async_rows = _metadata_rows(plane, async_line.metadata_id) if async_line is not None else None
     clock = IDENTITY_CLOCK
     host_times: tuple[np.ndarray, np.ndarray] | None = None
-    if line is None:
-        ops = _empty_ops()
-    else:
+    rows = used = None
+    if line is not None:
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
-        # Metadata row of each event; an unknown id points at the extra last row ("", NaN).
-        rows = meta.rows(events.metadata_id).astype(np.int32)
-        rows[rows < 0] = n_meta
+        rows = _metadata_rows(plane, events.metadata_id).astype(np.int32)
         start, dur, clock = device_clock(events, line.timestamp_ns)
         # The ops' host-clock times: what async windows are matched to them by.
         host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
-
         used = distinct(rows).tolist()
+    # Names and classes of the metadata rows the two lines use, only: a plane's metadata also
+    # names every step and module execution, thousands on a long capture.
+    named = {
+        row for part in (rows, async_rows) if part is not None for row in distinct(part).tolist()
+    }
+    op_meta = _OpMeta.of(plane, sorted(row for row in named if row < n_meta))
+    if line is None:
+        ops = _empty_ops()
+    else:
+        assert rows is not None and used is not None
 
         def per_meta(values: list[str], default: str = "") -> Strings:
             return _meta_strings([*values, default], rows, used)
@@ -534,15 +537,15 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         memory = {
             name: Lookup(rows, values) for name, values in _memory_breakdown(plane, n_meta).items()
         }
-        module_by_meta = [module_names.get(p, "") for p in program_ids]
+        classes = op_meta.classes
         ops = Table(
             {
                 "line": Strings(rows, (line.name,), np.zeros(n_meta + 1, dtype=np.int32)),
-                "module": per_meta(module_by_meta),
-                "program_id": per_meta(program_ids),
-                "op": per_meta(op_names),
+                "module": per_meta([module_names.get(p, "") for p in op_meta.program_ids]),
+                "program_id": per_meta(op_meta.program_ids),
+                "op": per_meta(op_meta.op_names),
                 "hlo_text": per_meta(meta.names),
-                "category": per_meta(categories),
+                "category": per_meta(op_meta.categories),
                 "kind": per_meta([c[0] for c in classes], KIND_COMPUTE),
                 "collective": per_meta([c[1] for c in classes]),
                 "async_role": per_meta([c[2] for c in classes]),
@@ -551,8 +554,8 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
                 "self_ps": self_time(start, dur),
                 **costs,
                 **memory,
-                "tf_op": per_meta(_strings(plane.metadata_stat("tf_op", ""))),
-                "source": per_meta(_strings(plane.metadata_stat("source", ""))),
+                "tf_op": per_meta(op_meta.texts(plane, "tf_op")),
+                "source": per_meta(op_meta.texts(plane, "source")),
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
@@ -564,8 +567,60 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
             names = np.array(module.tolist(), dtype=object)
             names[missing] = _modules_by_time(modules, ops.array_at("start_ps", missing))
             ops = ops.with_columns(module=Strings.from_list(names.tolist()))
-    async_ops = _tpu_async(plane, op_names, categories, classes, clock, ops, host_times)
+    async_ops = (
+        _tpu_async(plane, async_line, async_rows, op_meta, clock, ops, host_times)
+        if async_line is not None and async_rows is not None
+        else _EMPTY_ASYNC
+    )
     return ops, modules, async_ops, clock
+
+
+def _metadata_rows(plane: Plane, metadata_id: np.ndarray) -> np.ndarray:
+    """The metadata row of each event; an unknown id points at the extra last row ("", NaN)."""
+    rows = plane.metadata.rows(metadata_id)
+    rows[rows < 0] = len(plane.metadata.ids)
+    return rows
+
+
+_COMPUTE = (KIND_COMPUTE, "", "")
+
+
+@dataclass(frozen=True)
+class _OpMeta:
+    """Per metadata row of a TPU plane, for the rows its op lines use (``rows``; the others
+    hold "" and are never read): the op's name, hlo_category, program id and classes."""
+
+    rows: list[int]
+    op_names: list[str]
+    categories: list[str]
+    program_ids: list[str]
+    classes: list[tuple[str, str, str]]
+
+    @classmethod
+    def of(cls, plane: Plane, rows: list[int]) -> _OpMeta:
+        meta = plane.metadata
+        n = len(meta.ids)
+        op_names, categories, program_ids = [""] * n, [""] * n, [""] * n
+        classes = [_COMPUTE] * n
+        category_stat = plane.metadata_stat("hlo_category", "")
+        program_stat = plane.metadata_stat("program_id")
+        for row in rows:
+            name = op_names[row] = meta.display_names[row] or meta.names[row]
+            category = category_stat[row]
+            category = categories[row] = category if isinstance(category, str) else ""
+            program = program_stat[row]
+            program_ids[row] = str(program) if program is not None else ""
+            classes[row] = classify_op(name, category)
+        return cls(rows, op_names, categories, program_ids, classes)
+
+    def texts(self, plane: Plane, stat: str) -> list[str]:
+        """A text stat of the metadata at ``rows`` ("" where it is not text)."""
+        values = plane.metadata_stat(stat, "")
+        out = [""] * len(self.op_names)
+        for row in self.rows:
+            value = values[row]
+            out[row] = value if isinstance(value, str) else ""
+        return out
 
 
 def _meta_strings(values: list[str], rows: np.ndarray, used: list[int] | None = None) -> Strings:
@@ -642,10 +697,6 @@ def placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray
     return start, end - start
 
 
-def _strings(values: np.ndarray | list[Any]) -> list[str]:
-    return [v if isinstance(v, str) else "" for v in values]
-
-
 def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
     """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded), with
     an extra last row (NaN) for events whose metadata is unknown."""
@@ -714,22 +765,17 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
 
 def _tpu_async(
     plane: Plane,
-    op_names: list[str],
-    categories: list[str],
-    classes: list[tuple[str, str, str]],
+    line: Line,
+    rows: np.ndarray,
+    op_meta: _OpMeta,
     clock: DeviceClock,
     ops: Table,
     host_times: tuple[np.ndarray, np.ndarray] | None,
 ) -> Table:
-    """Windows of the `Async XLA Ops` line, on the device clock: each from its start op's
-    start to its done op's end, the ops it names (see _nearest_named). ``host_times`` are the
-    ops' host-clock starts and durations."""
-    line = _line(plane, _TPU_ASYNC_LINE)
-    if line is None:
-        return _EMPTY_ASYNC
+    """Windows of the `Async XLA Ops` line (``line``, its events' metadata ``rows``), on the
+    device clock: each from its start op's start to its done op's end, the ops it names (see
+    _nearest_named). ``host_times`` are the ops' host-clock starts and durations."""
     n_meta = len(plane.metadata.names)
-    rows = plane.metadata.rows(line.metadata_id)
-    rows = np.where(rows < 0, n_meta, rows)
     used = distinct(rows).tolist()
     done_codes, done_names = line.stat_strings("hlo_op")
     done = Strings.from_values(done_names, done_codes)
@@ -741,7 +787,7 @@ def _tpu_async(
         if row < n_meta:
             text = names[row]
             per_row[row] = (
-                instruction_name(text) if text.lstrip().startswith("%") else op_names[row]
+                instruction_name(text) if text.lstrip().startswith("%") else op_meta.op_names[row]
             )
     start_op = _meta_strings(per_row, rows, used)
     if host_times is not None and len(clock.host_start) and ops.n:
@@ -760,8 +806,8 @@ def _tpu_async(
         {
             "op": start_op,
             "done_op": done,
-            "category": _meta_strings([*categories, ""], rows, used),
-            "collective": _meta_strings([*(c[1] for c in classes), ""], rows, used),
+            "category": _meta_strings([*op_meta.categories, ""], rows, used),
+            "collective": _meta_strings([*(c[1] for c in op_meta.classes), ""], rows, used),
             "start_ps": start,
             "dur_ps": dur,
         }
@@ -1292,14 +1338,16 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
         return dur.astype(np.int64, copy=False)
     # By start, an enclosing event before what it encloses; most lines are already in order.
     in_order = bool(np.all(start[1:] > start[:-1]))
-    order = np.arange(n) if in_order else np.lexsort((-dur, start))
-    s, d = start[order], dur[order]
+    order = None if in_order else np.lexsort((-dur, start))
+    s, d = (start, dur) if order is None else (start[order], dur[order])
     e = s + d
+    if in_order and not (s[1:] < e[:-1]).any():
+        return dur  # the usual case, no event reaching into the next: durations, shared
     running_end = np.maximum.accumulate(e)
     nested = np.zeros(n, dtype=bool)
     nested[1:] = s[1:] < running_end[:-1]
     if not nested.any():
-        return dur  # the usual case: self time is the duration, and shares its array
+        return dur  # self time is the duration, and shares its array
     result = d.astype(np.int64, copy=True)
     cluster_starts = np.flatnonzero(~nested)
     cluster_ends = np.append(cluster_starts[1:], n)
@@ -1308,6 +1356,8 @@ def self_time(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
         cluster_starts[several].tolist(), cluster_ends[several].tolist(), strict=True
     ):
         _subtract_children(s, e, result, begin, end)
+    if order is None:
+        return result
     out = np.empty(n, dtype=np.int64)
     out[order] = result
     return out
