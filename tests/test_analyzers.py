@@ -188,6 +188,52 @@ def test_overlap_never_exceeds_either_side(comm: list, compute: list) -> None:
     assert iv.subtract(sc, sk).total == sc.total - overlap
 
 
+_KINDS = (schema.KIND_COMPUTE, schema.KIND_COLLECTIVE, schema.KIND_ASYNC_COPY, "other")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.integers(0, 20), st.sampled_from(_KINDS)), max_size=40
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_device_sets_in_c_equal_numpy(
+    ops: list[tuple[int, int, str]], in_order: bool, gpu: bool
+) -> None:
+    """One line of ops (in order and apart, touching, empty, or overlapping: then numpy does
+    it all): the C pass gives the sets the numpy code gives."""
+    from tpuperf.columns import Strings, Table
+
+    if iv._native is None:
+        pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
+    placed, at = [], 0
+    for gap, duration, _ in ops:
+        # In order: gaps as given, ops one after another (the TPU shape the C pass takes).
+        placed.append(at + gap if in_order else gap * 7)
+        at = placed[-1] + duration
+    starts = np.array(placed, dtype=np.int64)
+    durations = np.array([d for _, d, _ in ops], dtype=np.int64)
+    table = Table(
+        {
+            "kind": Strings.from_list([k for _, _, k in ops]),
+            "line": Strings.constant("XLA Ops", len(ops)),
+        }
+    )
+    end = starts + durations
+    with_c = iv._device_sets(table, starts, end, gpu)
+    native, iv._native = iv._native, None
+    try:
+        with_numpy = iv._device_sets(table, starts, end, gpu)
+    finally:
+        iv._native = native
+    for name in ("compute", "collective", "other", "busy", "occupied"):
+        got, expected = getattr(with_c, name), getattr(with_numpy, name)
+        assert got.starts.tolist() == expected.starts.tolist(), name
+        assert got.ends.tolist() == expected.ends.tolist(), name
+
+
 def test_first_and_last_covered_time_in_windows() -> None:
     a = iv.union(np.array([10, 40]), np.array([20, 50]))
     starts, ends = np.array([0, 15, 25, 60]), np.array([30, 45, 35, 70])

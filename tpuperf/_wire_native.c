@@ -304,6 +304,115 @@ done:
     return result;
 }
 
+/* kind_runs(starts, ends, kinds, n_kinds) -> None, or a list of n_kinds + 1 (starts, ends)
+ * pairs of int64 columns: the intervals of a line of ops sorted by start that neither nest
+ * nor overlap, joined where they touch, for each kind (0 .. n_kinds - 1; -1 is none) and last
+ * for all ops. Empty ops (end <= start) are left out; None when two ops overlap. The interval
+ * sets of a TPU device: one pass instead of a dozen numpy ones per set. */
+static PyObject *kind_runs(PyObject *self, PyObject *args)
+{
+    Py_buffer starts_view, ends_view, kinds_view;
+    int n_kinds;
+    if (!PyArg_ParseTuple(args, "y*y*y*i", &starts_view, &ends_view, &kinds_view, &n_kinds))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts_view.len / 8;
+    const int64_t *starts = (const int64_t *)starts_view.buf;
+    const int64_t *ends = (const int64_t *)ends_view.buf;
+    const int8_t *kinds = (const int8_t *)kinds_view.buf;
+    if (ends_view.len != starts_view.len || kinds_view.len != n || n_kinds < 0 || n_kinds > 100) {
+        PyErr_SetString(PyExc_ValueError, "kind_runs: columns of different lengths");
+        goto done;
+    }
+    Py_ssize_t sets = (Py_ssize_t)n_kinds + 1;
+    Py_ssize_t *counts = PyMem_Calloc(sets, sizeof(Py_ssize_t));
+    int64_t *last_end = PyMem_Calloc(sets, sizeof(int64_t));
+    int64_t **out_starts = PyMem_Calloc(sets, sizeof(int64_t *));
+    int64_t **out_ends = PyMem_Calloc(sets, sizeof(int64_t *));
+    PyObject **columns = PyMem_Calloc(2 * sets, sizeof(PyObject *));
+    if (!counts || !last_end || !out_starts || !out_ends || !columns) {
+        PyErr_NoMemory();
+        goto free;
+    }
+    int overlap = 0;
+    for (int pass = 0; pass < 2 && !overlap; pass++) {
+        if (pass == 1) {
+            for (Py_ssize_t j = 0; j < sets; j++) {
+                columns[2 * j] = new_column(counts[j], 8, (void **)&out_starts[j]);
+                columns[2 * j + 1] = new_column(counts[j], 8, (void **)&out_ends[j]);
+                if (!columns[2 * j] || !columns[2 * j + 1])
+                    goto free;
+                counts[j] = 0;
+            }
+        }
+        int64_t reach = INT64_MIN;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t s = starts[i], e = ends[i];
+            if (e <= s)
+                continue;
+            if (s < reach) {
+                overlap = 1;
+                break;
+            }
+            reach = e;
+            int kind = kinds[i];
+            Py_ssize_t wanted[2] = {kind >= 0 && kind < n_kinds ? kind : -1, n_kinds};
+            for (int w = 0; w < 2; w++) {
+                Py_ssize_t j = wanted[w];
+                if (j < 0)
+                    continue;
+                Py_ssize_t c = counts[j];
+                if (c > 0 && s <= last_end[j]) { /* touches the set's last interval: join */
+                    if (pass == 1)
+                        out_ends[j][c - 1] = e;
+                } else {
+                    if (pass == 1) {
+                        out_starts[j][c] = s;
+                        out_ends[j][c] = e;
+                    }
+                    counts[j] = c + 1;
+                }
+                last_end[j] = e;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (pass == 0)
+            for (Py_ssize_t j = 0; j < sets; j++)
+                last_end[j] = 0;
+    }
+    if (overlap) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto free;
+    }
+    result = PyList_New(sets);
+    if (!result)
+        goto free;
+    for (Py_ssize_t j = 0; j < sets; j++) {
+        PyObject *pair = PyTuple_Pack(2, columns[2 * j], columns[2 * j + 1]);
+        if (!pair) {
+            Py_CLEAR(result);
+            goto free;
+        }
+        PyList_SET_ITEM(result, j, pair);
+    }
+free:
+    if (columns)
+        for (Py_ssize_t j = 0; j < 2 * sets; j++)
+            Py_XDECREF(columns[j]);
+    PyMem_Free(counts);
+    PyMem_Free(last_end);
+    PyMem_Free(out_starts);
+    PyMem_Free(out_ends);
+    PyMem_Free(columns);
+done:
+    PyBuffer_Release(&starts_view);
+    PyBuffer_Release(&ends_view);
+    PyBuffer_Release(&kinds_view);
+    return result;
+}
+
 /* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
@@ -704,6 +813,9 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_VARARGS,
      "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
      "text_stop): XStat payloads decoded into columns."},
+    {"kind_runs", kind_runs, METH_VARARGS,
+     "kind_runs(starts, ends, kinds, n_kinds) -> None (ops overlap) or [(starts, ends)] per "
+     "kind and for all ops: touching ops joined, empty ones left out."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

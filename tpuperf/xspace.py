@@ -25,15 +25,12 @@ from typing import Any
 import numpy as np
 
 from tpuperf import _xspace_schema as pb
+
+# The hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built, or
+# on request (TPUPERF_DECODER=numpy; both decoders read the same inputs alike).
+from tpuperf._native import native as _native
 from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.errors import BadInput
-
-try:  # the hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built
-    from tpuperf import _wire_native as _native
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None
-if os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy":
-    _native = None  # the numpy decoder on request (both decoders read the same inputs alike)
 
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
 

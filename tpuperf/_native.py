@@ -1,0 +1,21 @@
+"""The optional C module (``tpuperf/_wire_native.c``): the decoder's hot loops and the interval
+sets of a device. None where it is not built, or where ``TPUPERF_DECODER=numpy`` asks for the
+numpy code that does the same everywhere (tests run both)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy":
+        return None
+    try:
+        return importlib.import_module("tpuperf._wire_native")
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+
+
+native = _load()
