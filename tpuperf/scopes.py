@@ -328,14 +328,14 @@ def _build(profile: Profile) -> Scopes:
         key = (device.host, device.device)
         windows[key] = _windows(device)
         if not ops.n:
-            device_rows[key] = np.zeros(0, dtype=np.int64)
+            device_rows[key] = np.zeros(0, dtype=np.int32)
             continue
         columns = [ops.strings(c) for c in ("module", "program_id", "op")]
         group, first = group_index(columns)
         tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
         # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
         own = device.row["kind"] == "TPU" and any(tf_ops.values)
-        mapping = np.empty(len(first), dtype=np.int64)
+        mapping = np.empty(len(first), dtype=np.int32)  # 4 bytes an op: distinct ops are few
         names = zip(*(c.take(first).tolist() for c in columns), strict=True)
         stats = zip(tf_ops.take(first).tolist(), sources.take(first).tolist(), strict=True)
         for g, (identity, stat) in enumerate(zip(names, stats, strict=True)):
