@@ -34,15 +34,35 @@ REAL = sorted(
 ) or ["tpu/v6e_4chip_inference.xplane.pb"]
 
 
+def _plane_stats(ref_plane, names: dict[int, str]) -> dict:  # type: ignore[no-untyped-def]
+    """A protobuf plane's own stats by name: refs resolved, stats without a value left out."""
+    out = {}
+    for stat in ref_plane.stats:
+        kind = stat.WhichOneof("value")
+        if kind is None:
+            continue
+        value = getattr(stat, kind)
+        out[names.get(stat.metadata_id, str(stat.metadata_id))] = (
+            names.get(value, "") if kind == "ref_value" else value
+        )
+    return out
+
+
 def _assert_same(data: bytes) -> int:
     """Decode ``data`` both ways and compare every event and stat; return the event count."""
     ours = xspace.decode(data)
     ref = pb.XSpace()
     ref.ParseFromString(data)
     assert [p.name for p in ours.planes] == [p.name for p in ref.planes]
+    assert [p.id for p in ours.planes] == [p.id for p in ref.planes]
     assert ours.hostnames == list(ref.hostnames)
+    assert ours.errors == list(ref.errors)
+    assert ours.warnings == list(ref.warnings)
     events = 0
     for plane, ref_plane in zip(ours.planes, ref.planes, strict=True):
+        names = {key: meta.name for key, meta in ref_plane.stat_metadata.items()}
+        assert plane.stat_names == names
+        assert plane.stats == _plane_stats(ref_plane, names)
         assert sorted(plane.metadata.ids.tolist()) == sorted(ref_plane.event_metadata.keys())
         for key, meta in ref_plane.event_metadata.items():
             row = int(plane.metadata.rows(np.array([key]))[0])
@@ -150,11 +170,22 @@ def _set_stat(stat, spec) -> None:  # type: ignore[no-untyped-def]
     lines=st.lists(st.lists(_event, max_size=30), min_size=1, max_size=3),
     name=st.text(max_size=10),
     others=st.lists(st.text(max_size=6), max_size=5),  # "" leaves the field out
+    plane_stats=st.lists(_stat, max_size=5),
+    stat_names=st.dictionaries(st.integers(0, 50), st.text(max_size=8), max_size=6),
+    notes=st.lists(st.text(max_size=8), max_size=3),
 )
-def test_random_spaces_decode_like_protobuf(lines, name, others) -> None:  # type: ignore[no-untyped-def]
+def test_random_spaces_decode_like_protobuf(  # type: ignore[no-untyped-def]
+    lines, name, others, plane_stats, stat_names, notes
+) -> None:
     space = pb.XSpace()
     space.hostnames.append("h")
-    plane = space.planes.add(id=1, name="/device:TPU:0")
+    space.errors.extend(notes)
+    space.warnings.extend(reversed(notes))
+    plane = space.planes.add(id=len(notes) - 2, name="/device:TPU:0")
+    for key, stat_name in stat_names.items():  # names of plane stats and of refs
+        plane.stat_metadata[key].name = stat_name
+    for stat_spec in plane_stats:
+        _set_stat(plane.stats.add(), stat_spec)
     plane.event_metadata[3].name = "%fusion.1 = f32[2] fusion()"
     plane.event_metadata[3].display_name = name
     for i, other in enumerate(others):  # names in some entries only, ids out of order

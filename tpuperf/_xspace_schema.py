@@ -6,7 +6,9 @@ message types below are declared here with the public field numbers of
 and turned into message classes by the installed protobuf runtime. This works
 with protobuf 4.21 through 7.x.
 
-Only :mod:`tpuperf.xspace` imports this module.
+Reading a profile does not need it (:mod:`tpuperf.xspace` decodes the wire format itself):
+writing one does (``tpuperf capture``, the profiler service), and tests check the decoder
+against it.
 """
 
 from __future__ import annotations

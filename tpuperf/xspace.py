@@ -1,13 +1,14 @@
-"""Decode XSpace bytes into columns: the only module that touches protobuf.
+"""Decode XSpace bytes into columns, straight from the protobuf wire format.
 
 An XSpace holds a few planes, each with a few lines, each with up to millions
-of events. Everything but the events is small, so it is parsed with the
-protobuf runtime (the schema is in :mod:`tpuperf._xspace_schema`). Events are
-the hot path: making a Python object per event costs about a microsecond each,
-so they are decoded from the wire format straight into numpy arrays: by a small
-C loop (``tpuperf/_wire_native.c``) when it is built, else by numpy, all events
-of a line at once (see :func:`_event_records` for how record boundaries are
-found without a per-event Python loop). Both give the same columns.
+of events. Nothing here uses the protobuf runtime (importing it and building the
+message classes cost 15-20 ms of every command): fields are walked as columns of
+(number, wire type, span), by a small C loop (``tpuperf/_wire_native.c``) when it
+is built, else by numpy. The small parts (plane ids, names, metadata, plane stats)
+are read message by message in bulk; the events, the hot path, are decoded all
+events of a line at once straight into numpy arrays (see :func:`_event_records`
+for how record boundaries are found without a per-event Python loop). Both give
+the same columns, which tests/test_xspace.py checks against protobuf.
 
 The result is a :class:`Space` of :class:`Plane` s of :class:`Line` s whose
 events are arrays (``metadata_id``, ``offset_ps``, ``duration_ps``) plus a
@@ -24,8 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf import _xspace_schema as pb
-
 # The hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built, or
 # on request (TPUPERF_DECODER=numpy; both decoders read the same inputs alike).
 from tpuperf._native import native as _native
@@ -35,8 +34,9 @@ from tpuperf.errors import BadInput
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
 
 # Field numbers (xplane.proto) of the fields decoded by hand here.
-_SPACE_PLANES = 1
-_PLANE_LINES, _PLANE_EVENT_METADATA = 3, 4
+_SPACE_PLANES, _SPACE_ERRORS, _SPACE_WARNINGS, _SPACE_HOSTNAMES = 1, 2, 3, 4
+_PLANE_ID, _PLANE_NAME, _PLANE_LINES, _PLANE_EVENT_METADATA = 1, 2, 3, 4
+_PLANE_STAT_METADATA, _PLANE_STATS = 5, 6
 _METADATA_NAME, _METADATA_DISPLAY_NAME, _METADATA_STATS = 2, 4, 5
 _LINE_ID, _LINE_NAME, _LINE_TIMESTAMP_NS, _LINE_EVENTS = 1, 2, 3, 4
 _LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
@@ -421,26 +421,33 @@ class Plane:
         return codes, list(seen)
 
     def _values(self, stats: Stats, rows: np.ndarray, kinds: np.ndarray) -> list[Any]:
-        out: list[Any] = []
-        data = self._data
-        starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
-        ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
-        for i, kind in enumerate(kinds.tolist()):
-            if kind == STAT_STR:
-                out.append(bytes(data[starts[i] : stops[i]]).decode("utf-8", "replace"))
-            elif kind == STAT_BYTES:
-                out.append(bytes(data[starts[i] : stops[i]]))
-            elif kind == STAT_REF:
-                out.append(self.stat_names.get(ints[i], ""))
-            elif kind == STAT_DOUBLE:
-                out.append(doubles[i])
-            elif kind == STAT_UINT64:
-                out.append(ints[i] & 0xFFFFFFFFFFFFFFFF)
-            elif kind == STAT_INT64:
-                out.append(ints[i])
-            else:
-                out.append(None)
-        return out
+        return _stat_values(self._data, self.stat_names, stats, rows, kinds)
+
+
+def _stat_values(
+    data: Any, stat_names: dict[int, str], stats: Stats, rows: np.ndarray, kinds: np.ndarray
+) -> list[Any]:
+    """The values of stats ``rows`` (of kinds ``kinds``) as Python objects: text decoded,
+    refs resolved to the names they point to, None where a stat has no value."""
+    out: list[Any] = []
+    starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
+    ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
+    for i, kind in enumerate(kinds.tolist()):
+        if kind == STAT_STR:
+            out.append(bytes(data[starts[i] : stops[i]]).decode("utf-8", "replace"))
+        elif kind == STAT_BYTES:
+            out.append(bytes(data[starts[i] : stops[i]]))
+        elif kind == STAT_REF:
+            out.append(stat_names.get(ints[i], ""))
+        elif kind == STAT_DOUBLE:
+            out.append(doubles[i])
+        elif kind == STAT_UINT64:
+            out.append(ints[i] & 0xFFFFFFFFFFFFFFFF)
+        elif kind == STAT_INT64:
+            out.append(ints[i])
+        else:
+            out.append(None)
+    return out
 
 
 def _is_one_of(values: np.ndarray, wanted: list[int]) -> np.ndarray:
@@ -471,7 +478,7 @@ def decode(data: bytes) -> Space:
     if not data:
         raise DecodeError("the file is empty")
     buf = np.frombuffer(data, dtype=np.uint8)
-    number, wire, field_start, value_start, value_stop = _field_columns(data, 0, len(data))
+    number, wire, _, value_start, value_stop = _field_columns(data, 0, len(data))
     is_plane = (number == _SPACE_PLANES) & (wire == _WIRE_LEN)
     spans = list(zip(value_start[is_plane].tolist(), value_stop[is_plane].tolist(), strict=True))
     workers = min(os.cpu_count() or 1, len(spans))
@@ -483,22 +490,17 @@ def decode(data: bytes) -> Space:
             planes = list(pool.map(lambda span: _decode_plane(data, buf, *span), spans))
     else:
         planes = [_decode_plane(data, buf, start, stop) for start, stop in spans]
-    header = _parse(pb.XSpace, _join_fields(data, field_start[~is_plane], value_stop[~is_plane]))
+
+    def texts(field_number: int) -> list[str]:  # a repeated string field of the XSpace
+        pick = (number == field_number) & (wire == _WIRE_LEN)
+        return _texts(data, value_start[pick], value_stop[pick])
+
     return Space(
         planes=planes,
-        hostnames=list(header.hostnames),
-        errors=list(header.errors),
-        warnings=list(header.warnings),
+        hostnames=texts(_SPACE_HOSTNAMES),
+        errors=texts(_SPACE_ERRORS),
+        warnings=texts(_SPACE_WARNINGS),
     )
-
-
-def _parse(message_class: Any, payload: bytes) -> Any:
-    message = message_class()
-    try:
-        message.ParseFromString(payload)
-    except Exception as exc:  # protobuf's DecodeError differs between runtimes
-        raise DecodeError(f"malformed {message_class.DESCRIPTOR.name}: {exc}") from None
-    return message
 
 
 def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
@@ -508,16 +510,18 @@ def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
     rest = ~(is_line | is_metadata)
     line_spans = list(zip(value_start[is_line].tolist(), value_stop[is_line].tolist(), strict=True))
     metadata_spans = np.stack([value_start[is_metadata], value_stop[is_metadata]], axis=1)
-    # What is left (ids, names, stat metadata, plane stats) is small: let protobuf parse it.
-    header = _parse(pb.XPlane, _join_fields(data, field_start[rest], value_stop[rest]))
-    stat_names = {key: meta.name for key, meta in header.stat_metadata.items()}
+    # What is left (id, name, stat metadata, plane stats) is small: one message of its own.
+    header = _join_fields(data, field_start[rest], value_stop[rest])
+    header_buf = np.frombuffer(header, dtype=np.uint8)
+    fields = _message_fields(header_buf, np.zeros(1, np.int64), np.full(1, len(header)))
+    stat_names = _stat_names(header, header_buf, fields)
     plane = Plane(
-        id=header.id,
-        name=header.name,
+        id=int(_scalar(fields, _PLANE_ID, 1)[0]),
+        name=_strings(header, fields, _PLANE_NAME, 1)[0],
         lines=[],
         metadata=_decode_event_metadata(data, buf, metadata_spans),
         stat_names=stat_names,
-        stats=_stat_dict(header.stats, stat_names),
+        stats=_stat_dict(header, fields, stat_names),
         _data=data,
     )
     for line_start, line_stop in line_spans:
@@ -590,17 +594,37 @@ def _texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
     ]
 
 
-def _stat_dict(stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for stat in stats:
-        kind = stat.WhichOneof("value")
-        if kind is None:
-            continue
-        value = getattr(stat, kind)
-        if kind == "ref_value":
-            value = stat_names.get(value, "")
-        out[stat_names.get(stat.metadata_id, str(stat.metadata_id))] = value
-    return out
+def _stat_names(
+    header: bytes, buf: np.ndarray, fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> dict[int, str]:
+    """A plane's ``stat_metadata`` map: stat id -> name (a repeated key: the last entry)."""
+    _, starts, stops = _field(fields, _PLANE_STAT_METADATA, _WIRE_LEN)
+    n = len(starts)
+    if not n:
+        return {}
+    entries = _message_fields(buf, starts, stops)
+    keys = _scalar(entries, 1, n)
+    value_rows, value_starts, value_stops = _field(entries, 2, _WIRE_LEN)
+    inner_starts, inner_stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    inner_starts[value_rows], inner_stops[value_rows] = value_starts, value_stops
+    names = _strings(header, _message_fields(buf, inner_starts, inner_stops), _METADATA_NAME, n)
+    return dict(zip(keys.tolist(), names, strict=True))
+
+
+def _stat_dict(
+    header: bytes,
+    fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    stat_names: dict[int, str],
+) -> dict[str, Any]:
+    """A plane's own stats by name (refs resolved; a stat without a value left out)."""
+    _, starts, stops = _field(fields, _PLANE_STATS, _WIRE_LEN)
+    stats = _decode_stats(header, np.arange(len(starts)), starts, stops)
+    rows = np.flatnonzero(stats.kind != STAT_NONE)
+    values = _stat_values(header, stat_names, stats, rows, stats.kind[rows])
+    return {
+        stat_names.get(key, str(key)): value
+        for key, value in zip(stats.metadata_id[rows].tolist(), values, strict=True)
+    }
 
 
 def _decode_line(data: Any, buf: np.ndarray, start: int, stop: int) -> Line:
