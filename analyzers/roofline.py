@@ -288,8 +288,8 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
         rows = view.leaves
         leaves += len(rows)
         ops = view.ops
-        flops = ops.array_at("flops", rows).astype("float64")
-        nbytes = ops.array_at("bytes_accessed", rows).astype("float64")
+        flops = ops.array_at("flops", rows).astype("float64", copy=False)
+        nbytes = ops.array_at("bytes_accessed", rows).astype("float64", copy=False)
         costed = ~np.isnan(flops) | ~np.isnan(nbytes)
         rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
         if not len(rows):
@@ -302,7 +302,8 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
             else np.full(len(rows), np.nan)
         )
         lost = np.clip(dur.astype("float64") - ideal, 0, None)
-        module, op = ops.strings("module").take(rows), ops.strings("op").take(rows)
+        names = ops.select(("module", "op")).take(rows)  # their shared index stays shared
+        module, op = names.strings("module"), names.strings("op")
         group, first = group_index([module, op])
         k = len(first)
         keys = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
@@ -313,9 +314,10 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
                 (
                     np.bincount(group, minlength=k),
                     sum_by(group, k, dur),
-                    np.bincount(group, weights=np.nan_to_num(flops), minlength=k),
-                    np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k),
-                    np.bincount(group, weights=np.nan_to_num(lost), minlength=k),
+                    # (the arrays are this loop's own copies: zeroed in place)
+                    np.bincount(group, weights=np.nan_to_num(flops, copy=False), minlength=k),
+                    np.bincount(group, weights=np.nan_to_num(nbytes, copy=False), minlength=k),
+                    np.bincount(group, weights=np.nan_to_num(lost, copy=False), minlength=k),
                 ),
             )
         )

@@ -241,3 +241,25 @@ def test_sorted_codes_and_first_rows_equal_numpy_unique(values: list[float]) -> 
     np.testing.assert_array_equal(found, expected)  # NaN equal to NaN here
     assert codes.tolist() == inverse.reshape(-1).tolist()
     assert first_rows(codes, len(found)).tolist() == first.tolist()
+
+
+@given(st.lists(st.integers(0, 40), max_size=200), st.integers(0, 20))
+@settings(max_examples=300, deadline=None)
+def test_dense_groups_in_c_equal_numpy(keys: list[int], spare: int) -> None:
+    import pytest
+
+    from tpuperf import _native
+    from tpuperf.columns import _dense_groups
+
+    if _native.native is None:
+        pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
+    combined = np.array(keys, dtype=np.int64)
+    size = max(keys, default=0) + 1 + spare
+    with_c = _dense_groups(combined, size)
+    native, _native.native = _native.native, None
+    try:
+        with_numpy = _dense_groups(combined, size)
+    finally:
+        _native.native = native
+    assert with_c[0].tolist() == with_numpy[0].tolist()
+    assert with_c[1].tolist() == with_numpy[1].tolist()

@@ -413,6 +413,69 @@ done:
     return result;
 }
 
+/* dense_groups(keys, size) -> (group of each row, first row of each group) as int64
+ * columns: keys are int64 in [0, size), groups numbered in order of first appearance (what
+ * pandas' factorize gives). One pass where numpy makes five. */
+static PyObject *dense_groups(PyObject *self, PyObject *args)
+{
+    Py_buffer keys_view;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*n", &keys_view, &size))
+        return NULL;
+    PyObject *result = NULL, *codes = NULL, *firsts = NULL;
+    Py_ssize_t n = keys_view.len / 8;
+    const int64_t *keys = (const int64_t *)keys_view.buf;
+    int64_t *code_of = NULL, *first = NULL, *out = NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "dense_groups: negative size");
+        goto done;
+    }
+    code_of = PyMem_Malloc((size_t)(size > 0 ? size : 1) * sizeof(int64_t));
+    first = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    codes = new_column(n, 8, (void **)&out);
+    if (!code_of || !first || !codes) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t groups = 0, bad = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < size; k++)
+        code_of[k] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t key = keys[i];
+        if (key < 0 || key >= size) {
+            bad = i;
+            break;
+        }
+        int64_t code = code_of[key];
+        if (code < 0) {
+            code = code_of[key] = groups;
+            first[groups++] = i;
+        }
+        out[i] = code;
+    }
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "dense_groups: key %lld outside [0, %zd)",
+                     (long long)keys[bad], size);
+        goto done;
+    }
+    int64_t *first_out;
+    firsts = new_column(groups, 8, (void **)&first_out);
+    if (!firsts)
+        goto done;
+    memcpy(first_out, first, (size_t)groups * sizeof(int64_t));
+    result = PyTuple_Pack(2, codes, firsts);
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(firsts);
+    PyMem_Free(code_of);
+    PyMem_Free(first);
+    PyBuffer_Release(&keys_view);
+    return result;
+}
+
 /* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
@@ -816,6 +879,9 @@ static PyMethodDef methods[] = {
     {"kind_runs", kind_runs, METH_VARARGS,
      "kind_runs(starts, ends, kinds, n_kinds) -> None (ops overlap) or [(starts, ends)] per "
      "kind and for all ops: touching ops joined, empty ones left out."},
+    {"dense_groups", dense_groups, METH_VARARGS,
+     "dense_groups(keys, size) -> (group of each row, first row of each group): int64 keys "
+     "in [0, size), groups in order of first appearance."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},
