@@ -263,3 +263,31 @@ def test_dense_groups_in_c_equal_numpy(keys: list[int], spare: int) -> None:
         _native.native = native
     assert with_c[0].tolist() == with_numpy[0].tolist()
     assert with_c[1].tolist() == with_numpy[1].tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(-(2**62), 2**62)), max_size=60),
+    st.sampled_from(["int32", "int64"]),
+    st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_sum_by_in_c_equals_numpy(
+    pairs: list[tuple[int, int]], group_dtype: str, big: bool
+) -> None:
+    """Group sums in C equal numpy's, exact below 2**53 and wrapping past int64 alike."""
+    import pytest
+
+    from tpuperf import _native
+
+    if _native.native is None:
+        pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
+    group = np.array([g for g, _ in pairs], dtype=group_dtype)
+    values = np.array([v if big else v % 1000 for _, v in pairs], dtype=np.int64)
+    with_c = sum_by(group, 7, values)
+    native, _native.native = _native.native, None
+    try:
+        with_numpy = sum_by(group, 7, values)
+    finally:
+        _native.native = native
+    assert with_c.dtype == with_numpy.dtype == np.int64
+    assert with_c.tolist() == with_numpy.tolist()

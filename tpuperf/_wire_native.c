@@ -476,6 +476,54 @@ done:
     return result;
 }
 
+/* group_sums(groups, group_itemsize, values, n_groups) -> int64 column of n_groups sums, or
+ * None when a group lies outside [0, n_groups). groups are int32 or int64 (group_itemsize 4
+ * or 8), values int64; sums wrap as int64 arithmetic does (numpy's add.at gives the same). */
+static PyObject *group_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer groups_view, values_view;
+    int itemsize;
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "y*iy*n", &groups_view, &itemsize, &values_view, &n_groups))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = values_view.len / 8;
+    if ((itemsize != 4 && itemsize != 8) || groups_view.len != n * itemsize || n_groups < 0) {
+        PyErr_SetString(PyExc_ValueError, "group_sums: groups and values differ in length");
+        goto done;
+    }
+    uint64_t *sums;
+    PyObject *column = new_column(n_groups, 8, (void **)&sums);
+    if (!column)
+        goto done;
+    const int64_t *values = (const int64_t *)values_view.buf;
+    const int32_t *g32 = (const int32_t *)groups_view.buf;
+    const int64_t *g64 = (const int64_t *)groups_view.buf;
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(sums, 0, (size_t)n_groups * 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = itemsize == 4 ? (int64_t)g32[i] : g64[i];
+        if (g < 0 || g >= n_groups) {
+            outside = 1;
+            break;
+        }
+        sums[g] += (uint64_t)values[i]; /* unsigned: wraps without undefined behaviour */
+    }
+    Py_END_ALLOW_THREADS
+    if (outside) {
+        Py_DECREF(column);
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = column;
+    }
+done:
+    PyBuffer_Release(&groups_view);
+    PyBuffer_Release(&values_view);
+    return result;
+}
+
 /* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
@@ -882,6 +930,9 @@ static PyMethodDef methods[] = {
     {"dense_groups", dense_groups, METH_VARARGS,
      "dense_groups(keys, size) -> (group of each row, first row of each group): int64 keys "
      "in [0, size), groups in order of first appearance."},
+    {"group_sums", group_sums, METH_VARARGS,
+     "group_sums(groups, group_itemsize, values, n_groups) -> int64 sums per group (None when a "
+     "group is outside [0, n_groups))."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

@@ -448,7 +448,14 @@ def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarr
 
 def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sums of ``values`` per group (integer sums stay exact integers)."""
-    values = np.asarray(values)
+    values, group = np.asarray(values), np.asarray(group)
+    native = _native.native
+    if native is not None and values.dtype == np.int64 and group.dtype in (np.int32, np.int64):
+        # One pass in C: int64 sums, exact (and wrapping past int64 as add.at below does).
+        group, values = np.ascontiguousarray(group), np.ascontiguousarray(values)
+        sums = native.group_sums(group, group.dtype.itemsize, values, n_groups)
+        if sums is not None:
+            return np.frombuffer(sums, dtype=np.int64)
     if values.dtype.kind in "iub":
         as_float = values.astype(np.float64)
         if float(np.abs(as_float).sum()) < 2.0**53:  # every partial sum is exact in a double
