@@ -14,7 +14,6 @@ a library does not change its host process's allocator.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 # mallopt parameters (malloc.h).
@@ -29,8 +28,9 @@ def keep_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # The C library the interpreter runs on (ctypes.util.find_library would import
+        # tempfile and shutil and run ldconfig: 25 ms of every command).
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # musl and others: nothing to tune
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

@@ -7,7 +7,6 @@ import os
 import queue
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -48,6 +47,7 @@ def command(
         tpuperf demo --duration 3s --logdir demo-logs
     """
     import importlib.util
+    import tempfile  # here, not at the top: every command imports this module
 
     from tpuperf.capturing import Target, raise_for_failures
     from tpuperf.cli.capture import (
