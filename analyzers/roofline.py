@@ -302,8 +302,8 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
             else np.full(len(rows), np.nan)
         )
         lost = np.clip(dur.astype("float64") - ideal, 0, None)
-        names = ops.select(("module", "op")).take(rows)  # their shared index stays shared
-        module, op = names.strings("module"), names.strings("op")
+        named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
+        module, op = named.strings("module"), named.strings("op")
         group, first = group_index([module, op])
         k = len(first)
         keys = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
