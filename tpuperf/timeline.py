@@ -717,7 +717,12 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
     if one_line and _native is not None:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass in C.
-        runs = _native.kind_runs(start, end, _set_codes(kind), 3)
+        runs = _native.kind_runs(
+            np.ascontiguousarray(start, dtype=np.int64),
+            np.ascontiguousarray(end, dtype=np.int64),
+            _set_codes(kind),
+            3,
+        )
         if runs is not None:
             compute, collective, other, occupied = (
                 _empty_or(np.frombuffer(s, np.int64), np.frombuffer(e, np.int64)) for s, e in runs
