@@ -80,9 +80,14 @@ class Strings:
             code = self.code(value)
             if code >= 0:
                 wanted[code] = True
+        return self.per_row(wanted)
+
+    def per_row(self, per_code: np.ndarray) -> np.ndarray:
+        """``per_code[code]`` of each row: one value per code (``values``) read out per row,
+        through the index without making the codes first."""
         if self.mapping is None:
-            return wanted[self.index]
-        return wanted[self.mapping][self.index]
+            return per_code[self.index]
+        return per_code[self.mapping][self.index]
 
     def take(self, rows: np.ndarray) -> Strings:
         return Strings(self.index[rows], self.values, self.mapping)
@@ -397,9 +402,10 @@ def sorted_codes(values: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray:
-    """The first row holding each code 0 .. n_codes - 1 (every code present)."""
-    first = np.empty(n_codes, dtype=np.int64)
-    # Rows written in reverse: the first row of a code is the last one written.
+    """The first row holding each code 0 .. n_codes - 1; ``len(codes)`` for a code no row has."""
+    first = np.full(n_codes, len(codes), dtype=np.int64)
+    # Rows written in reverse, so that the first is the last written (numpy assigns repeated
+    # indices in order; 4x faster than minimum.at).
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)
     return first
 
@@ -435,10 +441,7 @@ def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarr
     if native is not None and n:
         codes, first = native.dense_groups(np.ascontiguousarray(combined, dtype=np.int64), size)
         return np.frombuffer(codes, dtype=np.int64), np.frombuffer(first, dtype=np.int64)
-    # The first row of each key: rows written in reverse, so that the first is the last
-    # written (numpy assigns repeated indices in order; 4x faster than minimum.at).
-    first_row = np.full(size, n, dtype=np.int64)
-    first_row[combined[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    first_row = first_rows(combined, size)
     present = np.flatnonzero(first_row < n)
     order = present[np.argsort(first_row[present], kind="stable")]
     code_of = np.empty(size, dtype=np.int64)

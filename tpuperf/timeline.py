@@ -770,9 +770,7 @@ def _set_codes(kind: Strings) -> np.ndarray:
         for value in wanted:
             if (at := kind.code(value)) >= 0:
                 per_value[at] = code
-    if kind.mapping is None:
-        return per_value[kind.index]
-    return per_value[kind.mapping][kind.index]
+    return kind.per_row(per_value)
 
 
 def _empty_or(starts: np.ndarray, ends: np.ndarray) -> Intervals:
