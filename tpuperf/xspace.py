@@ -535,12 +535,7 @@ def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> Eve
     """Decode the ``event_metadata`` map entries of a plane, all at once."""
     spans_array = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     n = len(spans_array)
-    entries = _message_fields(buf, spans_array[:, 0], spans_array[:, 1])
-    keys = _scalar(entries, 1, n)
-    value_rows, value_starts, value_stops = _field(entries, 2, _WIRE_LEN)
-    starts, stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    starts[value_rows], stops[value_rows] = value_starts, value_stops
-    fields = _message_fields(buf, starts, stops)
+    keys, fields = _map_entries(buf, spans_array[:, 0], spans_array[:, 1])
     owner, stat_starts, stat_stops = _field(fields, _METADATA_STATS, _WIRE_LEN)
     order = np.argsort(keys, kind="stable")
     rank = np.empty(n, dtype=np.int64)
@@ -599,16 +594,25 @@ def _stat_names(
 ) -> dict[int, str]:
     """A plane's ``stat_metadata`` map: stat id -> name (a repeated key: the last entry)."""
     _, starts, stops = _field(fields, _PLANE_STAT_METADATA, _WIRE_LEN)
-    n = len(starts)
-    if not n:
+    if not len(starts):
         return {}
+    keys, values = _map_entries(buf, starts, stops)
+    names = _strings(header, values, _METADATA_NAME, len(keys))
+    return dict(zip(keys.tolist(), names, strict=True))
+
+
+def _map_entries(
+    buf: np.ndarray, starts: np.ndarray, stops: np.ndarray
+) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The entries of a ``map<int64, Message>`` field (at ``starts``/``stops``): each entry's
+    key, and the fields of each entry's value (an entry without one: an empty message)."""
+    n = len(starts)
     entries = _message_fields(buf, starts, stops)
     keys = _scalar(entries, 1, n)
     value_rows, value_starts, value_stops = _field(entries, 2, _WIRE_LEN)
     inner_starts, inner_stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
     inner_starts[value_rows], inner_stops[value_rows] = value_starts, value_stops
-    names = _strings(header, _message_fields(buf, inner_starts, inner_stops), _METADATA_NAME, n)
-    return dict(zip(keys.tolist(), names, strict=True))
+    return keys, _message_fields(buf, inner_starts, inner_stops)
 
 
 def _stat_dict(
