@@ -502,9 +502,10 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
     line = _line(plane, _TPU_OPS_LINE)
     async_line = _line(plane, _TPU_ASYNC_LINE)
     async_rows = _metadata_rows(plane, async_line.metadata_id) if async_line is not None else None
+    async_used = distinct(async_rows).tolist() if async_rows is not None else []
     clock = IDENTITY_CLOCK
     host_times: tuple[np.ndarray, np.ndarray] | None = None
-    rows = used = None
+    rows, used = None, []
     if line is not None:
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
         rows = _metadata_rows(plane, events.metadata_id).astype(np.int32)
@@ -515,14 +516,11 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
         used = distinct(rows).tolist()
     # Names and classes of the metadata rows the two lines use, only: a plane's metadata also
     # names every step and module execution, thousands on a long capture.
-    named = {
-        row for part in (rows, async_rows) if part is not None for row in distinct(part).tolist()
-    }
-    op_meta = _OpMeta.of(plane, sorted(row for row in named if row < n_meta))
+    op_meta = _OpMeta.of(plane, sorted({*used, *async_used} - {n_meta}))
     if line is None:
         ops = _empty_ops()
     else:
-        assert rows is not None and used is not None
+        assert rows is not None
 
         def per_meta(values: list[str], default: str = "") -> Strings:
             return _meta_strings([*values, default], rows, used)
@@ -568,7 +566,7 @@ def _tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, 
             names[missing] = _modules_by_time(modules, ops.array_at("start_ps", missing))
             ops = ops.with_columns(module=Strings.from_list(names.tolist()))
     async_ops = (
-        _tpu_async(plane, async_line, async_rows, op_meta, clock, ops, host_times)
+        _tpu_async(plane, async_line, async_rows, async_used, op_meta, clock, ops, host_times)
         if async_line is not None and async_rows is not None
         else _EMPTY_ASYNC
     )
@@ -743,9 +741,8 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
     line = _line(plane, _TPU_MODULES_LINE)
     if line is None:
         return _EMPTY_MODULES
-    rows = plane.metadata.rows(line.metadata_id)
+    rows = _metadata_rows(plane, line.metadata_id)
     n_meta = len(plane.metadata.names)
-    rows = np.where(rows < 0, n_meta, rows)
     names = [""] * (n_meta + 1)
     program_ids = [""] * (n_meta + 1)
     for row in distinct(rows[rows < n_meta]).tolist():  # only the module entries
@@ -767,16 +764,17 @@ def _tpu_async(
     plane: Plane,
     line: Line,
     rows: np.ndarray,
+    used: list[int],
     op_meta: _OpMeta,
     clock: DeviceClock,
     ops: Table,
     host_times: tuple[np.ndarray, np.ndarray] | None,
 ) -> Table:
-    """Windows of the `Async XLA Ops` line (``line``, its events' metadata ``rows``), on the
-    device clock: each from its start op's start to its done op's end, the ops it names (see
-    _nearest_named). ``host_times`` are the ops' host-clock starts and durations."""
+    """Windows of the `Async XLA Ops` line (``line``, its events' metadata ``rows``, the
+    distinct ones ``used``), on the device clock: each from its start op's start to its done
+    op's end, the ops it names (see _nearest_named). ``host_times`` are the ops' host-clock
+    starts and durations."""
     n_meta = len(plane.metadata.names)
-    used = distinct(rows).tolist()
     done_codes, done_names = line.stat_strings("hlo_op")
     done = Strings.from_values(done_names, done_codes)
     start, dur = placed_times(line, clock)
