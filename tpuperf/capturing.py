@@ -565,7 +565,7 @@ def _rpc_error_message(exc: Any, target: Target, timeout_s: float) -> str:
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
     """Write ``data`` to ``directory/name`` whole or not at all (through a dot-named temporary
     file that readers globbing ``*.xplane.pb`` never pick up; see tpuperf.output)."""
-    from tpuperf.output import write_atomic
+    from tpuperf.files import write_atomic
 
     final = directory / name
     write_atomic(final, data)
