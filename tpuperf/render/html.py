@@ -33,7 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
-from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
+from tpuperf.render.text import SEGMENTS, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tpuperf import columns
 from tpuperf.render.fit import Column, fit
-from tpuperf.render.tree import fmt_step_ms
+from tpuperf.render.text import fmt_step_ms
 
 
 def _missing(value: Any) -> bool:

@@ -15,55 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
+from tpuperf.render.text import SEGMENTS, fmt_ms, fmt_pct, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
-
-# The split of step time, in bar order: (summary key, label, style, character). Each part has
-# its own character, so the bar reads without colour too (a pipe, a CI log, a file).
-SEGMENTS = [
-    ("compute_pct", "compute", "green", "█"),
-    ("exposed_collective_pct", "exposed collective", "red", "▓"),
-    ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
-    ("no_op_pct", "idle (no op)", "grey50", "░"),
-]
-
-
-def peaks_text(summary: dict[str, Any]) -> str | None:
-    """``918 TFLOP/s, 1638 GB/s``; a peak the chip table and profile do not know is ``?``
-    (an unknown chip with only a FLOP peak); None when neither is known."""
-    tflops, gbps = summary.get("peak_tflops"), summary.get("peak_hbm_gbps")
-    if tflops is None and gbps is None:
-        return None
-    return (
-        f"{'?' if tflops is None else f'{tflops:g}'} TFLOP/s, "
-        f"{'?' if gbps is None else f'{gbps:g}'} GB/s"
-    )
-
-
-def _number(value: Any) -> float | None:
-    """A float, or None for None/NaN/NA (table cells may hold any of them)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if f != f else f
-
-
-def fmt_ms(value: Any) -> str:
-    value = _number(value)
-    if value is None:
-        return "-"
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.1f} us"
-
-
-def fmt_pct(value: Any) -> str:
-    value = _number(value)
-    return "-" if value is None else f"{value:.1f}%"
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
