@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+    from tpuperf.report import Report
 
 PROFILE_ARGUMENT_HELP = (
     "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
@@ -29,10 +33,16 @@ def host_option(help: str = "Only this host of a run.") -> Any:
 
 
 def load_profile(
-    path: str, host: str | None = None, run: str | None = None, run_flag: str = "--run"
+    path: str,
+    host: str | None = None,
+    run: str | None = None,
+    run_flag: str = "--run",
+    notices: bool = True,
 ) -> Any:
-    """Load with a spinner (on a terminal) and the profile's notices on stderr. ``run_flag``
-    is the option that picks ``run`` (``diff`` has one per side): messages name it."""
+    """Load with a spinner (on a terminal) and the profile's notices on stderr (``notices``:
+    a command whose output lists them itself, as analyze's report does, passes False).
+    ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
+    name it."""
     from tpuperf import output
     from tpuperf.errors import UsageError
     from tpuperf.profile import load
@@ -46,7 +56,7 @@ def load_profile(
             profile = load(path, host=host, run=run)
     except UsageError as exc:
         raise UsageError(flag(str(exc))) from None
-    for warning in profile.warnings:
+    for warning in profile.warnings if notices else ():
         output.note(flag(warning))
     return profile
 
@@ -99,3 +109,24 @@ def peak_options() -> tuple[Any, Any]:
             help="HBM bandwidth in GB/s, used when the profile and chip table do not know it.",
         ),
     )
+
+
+def analyze_profile(profile: Profile, **options: Any) -> Report:
+    """``tpuperf.analyze(profile, **options)`` (the options of analyze, report and diff),
+    with each analyzer that failed said on stderr."""
+    from tpuperf import output
+    from tpuperf.report import analyze
+
+    report = analyze(profile, **options)
+    for name, error in report.errors.items():
+        output.say(f"analyzer {name} failed: {error}")
+    return report
+
+
+def html_page(profile: Profile, report: Report) -> str:
+    """The report as one HTML page, with the timeline the analyzers read (built once per
+    profile and config: found again here, not rebuilt)."""
+    from tpuperf.render.html import render_html
+    from tpuperf.timeline import build_timeline
+
+    return render_html(report, build_timeline(profile, report.config))
