@@ -42,13 +42,13 @@ class Resolved:
 
 def resolve(path: str, host: str | None = None, run: str | None = None) -> Resolved:
     """Turn a file, run directory or logdir into the host files to read."""
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path)
     if not fs.exists(root):
         raise BadInput(f"{path}: no such file or directory")
     if not fs.isdir(root):
         if run is not None:
             raise UsageError(f"--run needs a logdir, but {path} is a file")
-        resolved = Resolved([HostFile(_host_name(root), _url(fs, path, root))])
+        resolved = Resolved([HostFile(host_name(root), _url(fs, path, root))])
     else:
         resolved = _resolve_directory(fs, path, root, run)
     if host is not None:
@@ -89,7 +89,7 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
         run_root = f"{runs_dir.rstrip('/')}/{chosen}"
         files = _profile_files(fs, run_root)
         return Resolved(
-            [HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=chosen, notices=notices
+            [HostFile(host_name(f), _url(fs, path, f)) for f in files], run=chosen, notices=notices
         )
     if run is not None:
         raise UsageError(f"--run needs a logdir (with plugins/profile/ inside); {path} is not one")
@@ -103,7 +103,7 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
             + "; pass a profile file, a run directory or a logdir"
         )
     return Resolved(
-        [HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name
+        [HostFile(host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name
     )
 
 
@@ -122,11 +122,12 @@ def _profile_files(fs: Any, directory: str) -> list[str]:
     return sorted(
         entry
         for entry in fs.ls(directory, detail=False)
-        if _strip_profile_suffix(PurePosixPath(entry).name) is not None and not fs.isdir(entry)
+        if strip_profile_suffix(PurePosixPath(entry).name) is not None and not fs.isdir(entry)
     )
 
 
-def _strip_profile_suffix(name: str) -> str | None:
+def strip_profile_suffix(name: str) -> str | None:
+    """``name`` without its profile suffix (``.xplane.pb``, ``.gz`` too), None when it has none."""
     base = name[:-3] if name.endswith(".gz") else name
     for suffix in PROFILE_SUFFIXES:
         if base.endswith(suffix):
@@ -134,9 +135,10 @@ def _strip_profile_suffix(name: str) -> str | None:
     return None
 
 
-def _host_name(path: str) -> str:
+def host_name(path: str) -> str:
+    """The host a profile file is of: its name without the profile suffix."""
     name = PurePosixPath(path).name
-    stripped = _strip_profile_suffix(name)
+    stripped = strip_profile_suffix(name)
     return stripped if stripped else name
 
 
@@ -157,8 +159,15 @@ class _LocalFS:
         return open(path, mode)  # the caller closes it
 
 
-def _filesystem(path: str) -> tuple[Any, str]:
+def filesystem(path: str, walk: bool = False) -> tuple[Any, str]:
+    """The filesystem of ``path`` (local or an fsspec URL) and the path on it. Local paths get
+    the few standard-library calls loading needs, or fsspec's local filesystem with ``walk``
+    (scan lists whole trees with ``find``)."""
     if "://" not in path:
+        if walk:
+            from fsspec.implementations.local import LocalFileSystem
+
+            return LocalFileSystem(), os.path.abspath(path)
         return _LocalFS(), os.path.abspath(path)
     import fsspec
 
@@ -194,7 +203,7 @@ def read_profile(url: str, available: int | None = None) -> Any:
     reports free, less what this process may still use) is refused before it is read, and
     a gzip stream is refused as soon as it inflates past that.
     """
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     try:
         size = fs.size(path)
     except FileNotFoundError:
@@ -225,7 +234,7 @@ def read_profile(url: str, available: int | None = None) -> Any:
 
 def file_facts(url: str) -> tuple[int, bool]:
     """The size of the file as stored (bytes) and whether it is gzip-compressed."""
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     with fs.open(path, "rb") as handle:
         gzip = handle.read(2) == _GZIP_MAGIC
     return int(fs.size(path)), gzip
