@@ -4,14 +4,13 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
 :class:`Format` the user chose; this module picks the renderer, writes stdout or a file
 (atomically), and says so on stderr. What a command needs, and all it should use:
 
-``Format``, ``format_option(*formats)``, ``choose_format(value, output, formats)``
+``Format``, ``choose_format(value, output, formats)``
     Every output format is declared once, in ``Format``. A command offers its subset as its
-    ``--format/-f`` option (``format: Format | None = format_option(Format.table,
-    Format.json)``; help and shell completion list the subset) and resolves the user's choice
-    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...;
-    one naming a format the command does not offer is a usage error), else the first offered.
-    A format that needs a file (parquet) without ``-o`` is a usage error, raised before any
-    work is done.
+    ``--format/-f`` option (``format_option`` in :mod:`tpuperf.cli._common`, where every
+    typer option lives) and resolves the user's choice with ``choose_format``: the explicit
+    one, else the ``-o`` suffix (``.json``, ``.csv``, ...; one naming a format the command
+    does not offer is a usage error), else the first offered. A format that needs a file
+    (parquet) without ``-o`` is a usage error, raised before any work is done.
 ``View``
     What a command produced, as callables run only for the format asked for: ``document``
     (json; a view with ``rows`` only is written as ``{"rows": [...]}``), ``rows`` (csv,
@@ -37,12 +36,11 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     The one version of every JSON document and row layout, and the JSON text of a document.
 ``say(message)``, ``note(message)``, ``wrote(path)``
     Messages on stderr, each ``tpuperf: ...``.
-``output_option()``, ``wide_option()``
-    The ``-o/--output`` and ``--wide`` options, worded the same in every command.
 
 Tables that fit a width (identifying column kept, long names shortened in the middle,
 numbers never cut) are drawn with :mod:`tpuperf.render.fit`. Only stdlib modules are imported
-at the top: rich, typer, pyarrow and fsspec are imported where they are used.
+at the top: rich, pyarrow and fsspec are imported where they are used (typer never: it
+belongs to the CLI).
 """
 
 from __future__ import annotations
@@ -79,13 +77,11 @@ __all__ = [
     "choose_format",
     "console",
     "emit",
-    "format_option",
     "json_text",
+    "listed",
     "note",
-    "output_option",
     "say",
     "text_width",
-    "wide_option",
     "write_atomic",
     "wrote",
 ]
@@ -128,36 +124,6 @@ SUFFIXES = {
 }
 
 
-def format_option(*formats: Format, help: str | None = None) -> Any:
-    """The ``--format/-f`` option of a command offering ``formats`` (the first is the
-    default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
-    into an enum of just these formats (:func:`bind_formats`), so help and completion list
-    them."""
-    import typer
-
-    text = help or f"{_listed(formats)} (default: from the -o suffix, else {formats[0].value})."
-    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
-    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
-    return option
-
-
-def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
-    so that Typer checks, lists and completes only those. Returns ``function``."""
-    import inspect
-
-    for name, parameter in inspect.signature(function).parameters.items():
-        offered = getattr(parameter.default, "tpuperf_formats", None)
-        if offered:
-            subset = Enum(  # type: ignore[misc]
-                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
-                {f.name: f.value for f in offered},
-                type=str,
-            )
-            function.__annotations__[name] = subset | None
-    return function
-
-
 def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> Format:
     """The format to write: ``value`` (one of ``formats``) when given, else the one the suffix
     of ``output`` names, else ``formats[0]`` (no suffix, ``.txt``, ``.log`` or one that names
@@ -173,7 +139,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
         named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
         if named is not None and named not in formats and named is not Format.table:
             hint = "; use -f to choose" if len(formats) > 1 else ""
-            raise UsageError(f"-o {output}: {_command_name()} writes {_listed(formats)}{hint}")
+            raise UsageError(f"-o {output}: {_command_name()} writes {listed(formats)}{hint}")
         chosen = named if named is not None and named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
@@ -182,7 +148,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
     return chosen
 
 
-def _listed(formats: Sequence[Format]) -> str:
+def listed(formats: Sequence[Format]) -> str:
     names = [f.value for f in formats]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
 
@@ -193,24 +159,6 @@ COMMAND: ContextVar[str] = ContextVar("tpuperf_command", default="this command")
 
 def _command_name() -> str:
     return COMMAND.get()
-
-
-def output_option(
-    help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
-) -> Any:
-    import typer
-
-    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
-
-
-def wide_option() -> Any:
-    import typer
-
-    return typer.Option(
-        False,
-        "--wide",
-        help="Full names and every column, however wide (lines may wrap in the terminal).",
-    )
 
 
 # --------------------------------------------------------------------------- what to render

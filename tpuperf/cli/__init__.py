@@ -20,8 +20,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from tpuperf import __version__, output
 from tpuperf._malloc import keep_freed_memory
+from tpuperf.cli._common import bind_formats
 from tpuperf.errors import TpuperfError
-from tpuperf.output import bind_formats
 
 # The commands, in the order `tpuperf --help` lists them: (name, module).
 COMMANDS = [

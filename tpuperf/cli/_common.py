@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Any
+
+from tpuperf.output import Format, listed
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -130,3 +134,54 @@ def html_page(profile: Profile, report: Report) -> str:
     from tpuperf.timeline import build_timeline
 
     return render_html(report, build_timeline(profile, report.config))
+
+
+# The output options, worded the same in every command.
+
+
+def format_option(*formats: Format, help: str | None = None) -> Any:
+    """The ``--format/-f`` option of a command offering ``formats`` (the first is the
+    default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
+    into an enum of just these formats (:func:`bind_formats`), so help and completion list
+    them."""
+    import typer
+
+    text = help or f"{listed(formats)} (default: from the -o suffix, else {formats[0].value})."
+    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
+    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
+    return option
+
+
+def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
+    so that Typer checks, lists and completes only those. Returns ``function``."""
+    import inspect
+
+    for name, parameter in inspect.signature(function).parameters.items():
+        offered = getattr(parameter.default, "tpuperf_formats", None)
+        if offered:
+            subset = Enum(  # type: ignore[misc]
+                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
+                {f.name: f.value for f in offered},
+                type=str,
+            )
+            function.__annotations__[name] = subset | None
+    return function
+
+
+def output_option(
+    help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
+) -> Any:
+    import typer
+
+    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
+
+
+def wide_option() -> Any:
+    import typer
+
+    return typer.Option(
+        False,
+        "--wide",
+        help="Full names and every column, however wide (lines may wrap in the terminal).",
+    )

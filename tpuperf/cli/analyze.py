@@ -8,14 +8,17 @@ import typer
 
 from tpuperf.cli._common import (
     analyzer_option,
+    format_option,
     host_option,
+    output_option,
     peak_options,
     profile_argument,
     run_option,
     steps_option,
     warmup_option,
+    wide_option,
 )
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.output import Format
 
 if TYPE_CHECKING:
     from rich.console import Console
