@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from tpuperf import columns
 from tpuperf.render.fit import Column, fit
 from tpuperf.render.text import fmt_step_ms
+
+if TYPE_CHECKING:
+    from tpuperf.columns import Table
 
 
 def _missing(value: Any) -> bool:
@@ -206,7 +208,7 @@ _OPS_NAMES: dict[str, tuple[tuple[str, str, Any, int], ...]] = {
 
 
 def render_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops``: one table, or with ``per_device`` one per device, in one layout."""
     names = [n for n in _OPS_NAMES[by] if n[0] in table]
@@ -244,12 +246,10 @@ _SCOPE_NUMBERS = (
 
 
 def render_scope_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops --by scope|source|pass``, per step (the JSON, CSV and Parquet forms also
     hold the totals over the capture). Scopes are indented by depth (rows come in tree order)."""
-    from tpuperf.scopes import split_levels
-
     spec = [Column(by, "key")] + ([Column("scope", "text", drop=4)] if by == "source" else [])
     numbers = [n for n in _SCOPE_NUMBERS if n[0] in table]
     spec += [Column(header, drop=drop) for _, header, _, drop in numbers]
@@ -257,16 +257,26 @@ def render_scope_ops(
         spec = [Column("host", "text", drop=5), Column("device", drop=6), *spec]
     records = table.records()
     rows = []
+    parents: dict[int, str] = {}  # depth -> the path of the last scope seen at that depth
     for r in records:
         name = str(r[by])
-        if by == "scope" and int(r["depth"]) > 1:
-            name = "  " * (int(r["depth"]) - 1) + split_levels(name)[-1]
+        if by == "scope":
+            depth = int(r["depth"])
+            parents[depth] = name
+            if depth > 1:
+                name = "  " * (depth - 1) + _leaf(name, parents.get(depth - 1, ""))
         row = [_name(name)] + ([_name(r["scope"])] if by == "source" else [])
         row += [_number_cell(fmt, r[field]) for field, _, fmt, _ in numbers]
         if per_device:
             row = [_name(r["host"]), str(r["device"]), *row]
         rows.append(row)
     fit(spec, rows, _width(console, wide)).print(console, rows)
+
+
+def _leaf(path: str, parent: str) -> str:
+    """A scope's own level: its path after its parent's (rows come in tree order, a parent
+    before its children, so the parent is the last scope one level up)."""
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + "/") else path
 
 
 def _programs_apart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
