@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 def _load() -> ModuleType | None:
@@ -18,4 +19,9 @@ def _load() -> ModuleType | None:
         return None
 
 
-native = _load()
+if TYPE_CHECKING:
+    # The checker reads the module's signatures from _wire_native.pyi: every call site is
+    # checked against them (at run time it may be None, as below).
+    from tpuperf import _wire_native as native
+else:
+    native = _load()
