@@ -25,7 +25,7 @@ SEGMENTS = [
     ("compute_pct", "compute", "green", "█"),
     ("exposed_collective_pct", "exposed collective", "red", "▓"),
     ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
-    ("no_op_pct", "idle (no op)", "grey50", "░"),
+    ("no_op_pct", "no op", "grey50", "░"),
 ]
 
 
@@ -306,7 +306,8 @@ def _details(report: Report, console: Console, width: int | None) -> None:
         m = idle.metrics
         console.print(
             Text(
-                f"Idle: {fmt_pct(m['idle_pct'])} — between steps "
+                f"Idle (not busy): {fmt_pct(m['idle_pct'])}; no op: {fmt_pct(m['no_op_pct'])} — "
+                "between steps "
                 f"{fmt_pct(m['between_steps_idle_pct'])}, "
                 f"inside steps {fmt_pct(m['in_step_idle_pct'])} (micro < {m['micro_gap_us']:g} us: "
                 f"{fmt_pct(m['micro_idle_pct'])}); {m['equivalent_idle_chips']:.2f} equivalent "
