@@ -92,14 +92,15 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
     """The whole report as one HTML document (text).
 
     ``tree``: the scope tree to draw (:func:`tpuperf.scopes.scope_tree`); by default that of
-    the timeline's profile, when the report has scope information (``summary["passes"]``).
+    the timeline's profile over the timeline's step windows, when the report has scope
+    information (``summary["passes"]``).
     """
     plotly_js = _plotly_js()
     figures: dict[str, dict[str, Any]] = {}
     if tree is None and report.summary.get("passes") is not None and timeline.profile is not None:
         from tpuperf.scopes import scope_tree
 
-        tree = scope_tree(timeline.profile)
+        tree = scope_tree(timeline.profile, timeline)
     body = [
         _header(report),
         _cards(report),
