@@ -85,12 +85,15 @@ def leaf_text(label: str, source: str, room: int) -> tuple[str, str]:
 
 
 def _steps_text(document: dict[str, Any]) -> str:
-    """Which steps the windows are, as analyze says it: ``; 99 steps (module_period), 1 left
-    out``; nothing without steps (each device's window is its first to last op)."""
+    """Which steps the windows are, in analyze's words (``99 analysed (module_period), 1 left
+    out``), on a line of its own; nothing without steps (a window is a device's op span)."""
     source = document.get("step_source")
     if not source:
         return ""
-    return f"; {document['steps_analyzed']} steps ({source}), {document['steps_excluded']} left out"
+    return (
+        f"\nSteps: {document['steps_analyzed']} analysed ({source}), "
+        f"{document['steps_excluded']} left out"
+    )
 
 
 def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
@@ -113,7 +116,7 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
     head.append(str(document["source"]))
     head.append(
         f"\n{fmt_ms(root['ms_per_step'])} of op time per step per device "
-        f"({document['windows']} step windows{_steps_text(document)})"
+        f"({document['windows']} step windows){_steps_text(document)}"
     )
     console.print(head)
     console.print(legend(root["passes"]))
