@@ -156,7 +156,7 @@ def test_report_of_a_multi_host_training_run(tmp_path: Path) -> None:
     # The straggler the generator made is the one the chart marks.
     host, device = truth.straggler
     marked = [label for label in values[DEVICE_LABELS] if "straggler" in label]
-    assert marked == [f"{host}/device:{device} · straggler"]
+    assert marked == [f"{host}/device:{device} · straggler (medium confidence)"]
 
     # Hover names the op, its program, time per step, intensity, FLOP/s, bandwidth and
     # efficiency, as the roofline's op table has them.
@@ -495,3 +495,32 @@ def test_profile_strings_show_as_literal_text_in_the_terminal(
     assert SCRIPT_OP in out and MARKUP_OP in out
     assert main(["info", str(hostile)]) == 0
     assert HOSTILE_HOST in capsys.readouterr().out
+
+
+def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) -> None:
+    """mi300_jax_conv: device 0 computes most (modified z 8.0) but runs other work than the
+    rest and has 4 steps, so the analyzer's confidence is low: its label says so, not in red.
+    The generated straggler (8 steps, the same program everywhere) is medium: amber."""
+    from tpuperf.render import html
+
+    cases = [
+        (shared_profile("gpu/mi300_jax_conv.xplane.pb"), ("mi300_jax_conv", 0), "low", None),
+        (
+            write_run("straggler", tmp_path / "run", steps=8)[0],
+            ("tpu-host-1", 2),
+            "medium",
+            html._COLOURS["yellow"],
+        ),
+    ]
+    for source, (host, device), confidence, colour in cases:
+        report, timeline = _report(source)
+        rec = next(r for r in report.results["steps"].recommendations if r.kind == "straggler")
+        assert rec.confidence == confidence
+        page = html.render_html(report, timeline)
+        labels = _figures(page)[DEVICES_CHART]["layout"]["yaxis"]["ticktext"]
+        marked = [label for label in labels if "straggler" in label]
+        assert len(marked) == 1
+        assert f"{host}/device:{device} · straggler ({confidence} confidence)" in marked[0]
+        assert html._COLOURS["red"] not in marked[0]
+        assert (colour in marked[0]) if colour else ("color" not in marked[0])
+        assert f"Straggler (confidence {confidence})" in _section(page, "devices")
