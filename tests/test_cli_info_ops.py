@@ -104,14 +104,45 @@ def test_info_json_on_v6e(capsys, v6e) -> None:
     assert {s["source"] for s in info["steps"]} == {"module_period"}
 
 
-def test_info_json_gpu_unknown_peak_is_null(capsys) -> None:
-    path = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "gpu/v100_8gpu_tf_training.xplane.pb",
+        "gpu/mi300_jax_conv.xplane.pb",
+        "gpu/mi300_jax_te_fused_attn.xplane.pb",
+        "tpu/v6e_4chip_inference.xplane.pb",
+    ],
+)
+def test_info_shows_the_peaks_analyze_uses(capsys, relative: str) -> None:
+    """One peak resolution for every command: info's peaks and their source are analyze's
+    (the V100 plane records no FLOP peak; the chip table's 125 TFLOP/s is the one used)."""
+    path = shared_profile(relative)
+    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    assert code == 0
+    devices = [d for d in json.loads(out)["devices"] if d["ops"]]
+    code, out, _ = run(capsys, "analyze", str(path), "--format", "json")
+    assert code == 0
+    summary = json.loads(out)["summary"]
+    for device in devices:
+        assert device["peak_tflops"] == summary["peak_tflops"]
+        assert device["peak_hbm_gbps"] == pytest.approx(summary["peak_hbm_gbps"])
+        assert device["peaks_source"] == summary["peaks_source"]
+    if relative.startswith("gpu/v100"):
+        assert summary["peak_tflops"] == 125.0  # roofline/chips.py: V100 fp16 tensor peak
+        assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)  # the plane's own stat
+        assert devices[0]["peaks_source"] == "chip_table+profile"
+        code, out, _ = run(capsys, "info", str(path))
+        assert "125.0" in out.split("Devices")[1].split("steps:")[0]
+
+
+def test_info_peak_unknown_to_profile_and_table_is_null(capsys) -> None:
+    path = shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb")
     code, out, _ = run(capsys, "info", str(path), "--format", "json")
     assert code == 0
     devices = json.loads(out)["devices"]
-    assert [d["chip"] for d in devices] == ["NVIDIA V100"] * 8
-    assert all(d["peak_tflops"] is None for d in devices)
-    assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)
+    # Devices 1-7 name no chip and record no peaks: nothing to resolve them from.
+    assert [d["peak_tflops"] for d in devices[1:]] == [None] * 7
+    assert {d["peaks_source"] for d in devices[1:]} == {"unknown"}
 
 
 def test_info_table_on_cpu_fixture(capsys) -> None:

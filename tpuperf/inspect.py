@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf.profile import Profile
+from tpuperf.roofline import chips
+
+if TYPE_CHECKING:
+    from tpuperf.tables import DeviceTables
 
 
 def describe(profile: Profile) -> dict[str, Any]:
@@ -54,20 +58,7 @@ def describe(profile: Profile) -> dict[str, Any]:
             }
             for h in profile.hosts
         ],
-        "devices": [
-            {
-                "host": d.host,
-                "device": d.device,
-                "plane": d.row["plane"],
-                "kind": d.row["kind"],
-                "core": d.row["core"],
-                "chip": d.row["chip"],
-                "peak_tflops": float(d.row["peak_tflops"]),
-                "peak_hbm_gbps": float(d.row["peak_hbm_gbps"]),
-                "ops": int(d.row["ops"]),
-            }
-            for d in devices
-        ],
+        "devices": [_device(d) for d in devices],
         "lines": [
             {"host": host, "plane": plane, "line": line, "events": int(events)}
             for host, plane, line, events in zip(
@@ -81,6 +72,26 @@ def describe(profile: Profile) -> dict[str, Any]:
         "time_span": span,
         "steps": step_rows,
         "warnings": list(profile.warnings),
+    }
+
+
+def _device(d: DeviceTables) -> dict[str, Any]:
+    # The peaks every command uses (analyze, report, scan): the profile's, else the chip
+    # table's, resolved in the one place that says where each came from.
+    peaks = chips.resolve_peaks(
+        str(d.row["chip"] or "") or None, d.row["peak_tflops"], d.row["peak_hbm_gbps"]
+    )
+    return {
+        "host": d.host,
+        "device": d.device,
+        "plane": d.row["plane"],
+        "kind": d.row["kind"],
+        "core": d.row["core"],
+        "chip": d.row["chip"],
+        "peak_tflops": peaks.peak_tflops,
+        "peak_hbm_gbps": peaks.peak_hbm_gbps,
+        "peaks_source": peaks.source,
+        "ops": int(d.row["ops"]),
     }
 
 

@@ -8,6 +8,8 @@ from tpuperf.cli._common import (
     output_option,
     profile_argument,
     run_option,
+    steps_option,
+    warmup_option,
     wide_option,
 )
 from tpuperf.output import Format
@@ -26,6 +28,8 @@ def command(
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
+    steps: str = steps_option(),
+    warmup: int = warmup_option(),
     host: str = host_option(),
     run: str = run_option(),
 ) -> None:
@@ -34,7 +38,8 @@ def command(
     Each node shows its time per step per device, its share of all op time and a bar split
     into forward, backward, optimizer and other (ops without a scope); primitives are the
     leaves, with the source line that has most of their time (at the terminal's width a long
-    name is shortened before its source line is; --wide shows every name whole). The format
+    name is shortened before its source line is; --wide shows every name whole). Per step
+    means over the step windows `analyze` uses (the same --steps and --warmup). The format
     follows the -o suffix (.json, .txt) unless --format says it.
 
     Example:
@@ -45,7 +50,9 @@ def command(
     """
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
+    from tpuperf.config import AnalysisConfig
     from tpuperf.errors import UsageError
+    from tpuperf.report import parse_steps
     from tpuperf.scopes import no_scopes_message, tree_report
 
     fmt = out.choose_format(format, output, FORMATS)
@@ -53,8 +60,13 @@ def command(
         raise UsageError("--depth must be at least 1")
     if not min_pct >= 0:
         raise UsageError("--min-pct must be 0 or more")
+    if warmup < 0:
+        raise UsageError("--warmup must be 0 or more")
+    config = AnalysisConfig(
+        warmup_steps=warmup, steps=parse_steps(steps) if steps is not None else None
+    )
     loaded = load_profile(profile, host, run)
-    document = tree_report(loaded, depth, min_pct)
+    document = tree_report(loaded, depth, min_pct, config)
     if fmt is Format.table and not document["scoped"]:
         out.note(no_scopes_message(loaded.source))
         return

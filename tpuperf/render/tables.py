@@ -116,6 +116,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         Column("kind", "text", drop=5),
         Column("peak TFLOP/s", drop=2),
         Column("peak HBM GB/s", drop=1),
+        Column("peaks from", "text", drop=6),
         Column("ops"),
     ]
     rows = [
@@ -126,6 +127,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
             _name(d["kind"]),
             _number(d["peak_tflops"]),
             _number(d["peak_hbm_gbps"], 2),
+            _name(d["peaks_source"]),
             f"{d['ops']:,}",
         ]
         for d in info["devices"]

@@ -261,7 +261,8 @@ def _details(report: Report, console: Console, width: int | None) -> None:
         m = idle.metrics
         console.print(
             Text(
-                f"Idle: {fmt_pct(m['idle_pct'])} — between steps "
+                f"Idle (not busy): {fmt_pct(m['idle_pct'])}; no op: {fmt_pct(m['no_op_pct'])} — "
+                "between steps "
                 f"{fmt_pct(m['between_steps_idle_pct'])}, "
                 f"inside steps {fmt_pct(m['in_step_idle_pct'])} (micro < {m['micro_gap_us']:g} us: "
                 f"{fmt_pct(m['micro_idle_pct'])}); {m['equivalent_idle_chips']:.2f} equivalent "

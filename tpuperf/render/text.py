@@ -14,7 +14,7 @@ SEGMENTS = [
     ("compute_pct", "compute", "green", "█"),
     ("exposed_collective_pct", "exposed collective", "red", "▓"),
     ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
-    ("no_op_pct", "idle (no op)", "grey50", "░"),
+    ("no_op_pct", "no op", "grey50", "░"),
 ]
 
 

@@ -84,6 +84,18 @@ def leaf_text(label: str, source: str, room: int) -> tuple[str, str]:
     return shorten(label, room), ""
 
 
+def _steps_text(document: dict[str, Any]) -> str:
+    """Which steps the windows are, in analyze's words (``99 analysed (module_period), 1 left
+    out``), on a line of its own; nothing without steps (a window is a device's op span)."""
+    source = document.get("step_source")
+    if not source:
+        return ""
+    return (
+        f"\nSteps: {document['steps_analyzed']} analysed ({source}), "
+        f"{document['steps_excluded']} left out"
+    )
+
+
 def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
     """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``; ``wide``:
     every name whole, however wide the lines get."""
@@ -104,7 +116,7 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
     head.append(str(document["source"]))
     head.append(
         f"\n{fmt_ms(root['ms_per_step'])} of op time per step per device "
-        f"({document['windows']} step windows)"
+        f"({document['windows']} step windows){_steps_text(document)}"
     )
     console.print(head)
     console.print(legend(root["passes"]))
