@@ -199,6 +199,29 @@ def test_unknown_format_is_usage_error(capsys) -> None:
     assert "'xml' is not one of 'table', 'json'" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", str(CPU_FIXTURE), "--foo"], "no such option: --foo"),
+        (["analyze", str(CPU_FIXTURE), "-f", "csv"], "'csv' is not one of 'table', 'json'"),
+        (["ops", str(CPU_FIXTURE), "--top", "abc"], "'abc' is not a valid int"),
+        (["nosuch"], "no such command 'nosuch'"),
+    ],
+)
+def test_click_usage_errors_are_one_line_with_the_hint(
+    capsys, args: list[str], message: str
+) -> None:
+    """README: every message is one line ``tpuperf: error: ...``; click's four-line usage
+    block becomes its message and the hint where to look."""
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("tpuperf: error: "), err
+    assert message in err
+    command = args[0] if args[0] != "nosuch" else ""
+    assert f"see '{' '.join(['tpuperf', command]).strip()} -h'" in err
+
+
 # --------------------------------------------------------------------------- bad input
 
 
