@@ -44,8 +44,8 @@ def command(
     fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and depth < 1:
         raise UsageError("--depth must be at least 1")
-    if not min_pct >= 0:
-        raise UsageError("--min-pct must be 0 or more")
+    if not 0 <= min_pct <= 100:  # a share of all op time: above 100 would hide every node
+        raise UsageError(f"--min-pct {min_pct:g}: a share of op time, from 0 to 100")
     loaded = load_profile(profile, host, run)
     document = tree_report(loaded, depth, min_pct)
     if fmt is Format.table and not document["scoped"]:
