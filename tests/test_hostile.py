@@ -146,6 +146,38 @@ def test_rich_markup_in_names_is_shown_as_it_is(hostile_dir: Path) -> None:
         assert code == 0 and HOSTILE_NAMES[i] in stdout.decode()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info"],
+        ["ops"],
+        ["tree"],
+        ["analyze"],
+        ["analyze", "-f", "md"],
+        ["diff", "{path}"],
+        ["scan"],
+        ["export", "-f", "perfetto", "-o", "{out}/t.pftrace"],
+        ["report", "-o", "{out}/r.html"],
+    ],
+    ids=lambda args: "-".join(a for a in args if "{" not in a),
+)
+def test_rich_markup_in_a_path_is_printed_as_it_is(tmp_path: Path, args: list[str]) -> None:
+    """A file under a directory named ``[`` has ``[/]`` in its path: it ended in
+    ``internal error: MarkupError`` (the spinner and the consoles read it as markup)."""
+    path = tmp_path / "[" / "]p.xplane.pb"
+    path.parent.mkdir()
+    path.write_bytes(CPU_FIXTURE.read_bytes())
+    argv = [a.replace("{path}", str(path)).replace("{out}", str(tmp_path)) for a in args]
+    code, stdout, stderr = run([argv[0], str(path), *argv[1:]])
+    assert code == 0, stderr
+    assert "error:" not in stderr
+    if args[0] in ("info", "tree", "analyze", "scan", "diff") and "md" not in args:  # named
+        assert "[/]p" in stdout.decode()
+    missing = path.with_name("]missing.xplane.pb")
+    code, _, stderr = run(["info", str(missing)])
+    assert (code, stderr) == (4, f"tpuperf: error: {missing}: no such file or directory\n")
+
+
 def test_csv_cells_never_start_a_formula(hostile_dir: Path) -> None:
     for i, name in enumerate(HOSTILE_NAMES[5:9], 5):  # =HYPERLINK, +cmd, -2+3, @SUM
         code, stdout, _ = run(["ops", str(hostile_dir / f"op_name_{i}.xplane.pb"), "-f", "csv"])

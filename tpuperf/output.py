@@ -718,7 +718,14 @@ def console(
         stderr=stderr and file is None,
         color_system=None if color is False else "auto",
         force_terminal=True if color else None,
+        markup=False,  # a path or a name may hold "[/]" or "[bold]": printed as written
     )
+    return guarded(drawn)
+
+
+def guarded(drawn: Console) -> Console:
+    """``drawn`` as every console tpuperf prints on: control characters shown, never obeyed,
+    and a closed stdout ending quietly (its markup is off where it is made)."""
     drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
     drawn.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return drawn
