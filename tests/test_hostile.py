@@ -178,6 +178,21 @@ def test_rich_markup_in_a_path_is_printed_as_it_is(tmp_path: Path, args: list[st
     assert (code, stderr) == (4, f"tpuperf: error: {missing}: no such file or directory\n")
 
 
+def test_gpu_times_near_the_int64_limit_are_unknown_with_one_note(hostile_dir: Path) -> None:
+    """Kernels ending past the int64 limit made self time overflow (numpy's RuntimeWarning on
+    stderr, an error here): they are left out, and one line says how many."""
+    path = hostile_dir / "gpu_times_near_int64_limit.xplane.pb"
+    code, stdout, stderr = run(["ops", str(path), "--format", "json"])
+    assert code == 0
+    rows = json.loads(stdout)["rows"]
+    assert sum(row["occurrences"] for row in rows) == 20  # of 24 kernels: the 4 late ones are out
+    assert sum(row["total_time_ms"] for row in rows) == pytest.approx(20 * 5e-3)
+    assert stderr.splitlines() == [
+        "tpuperf: note: gpu_times_near_int64_limit: device 0: 4 op events with times past "
+        "what int64 picoseconds hold left out (their times are unknown)"
+    ]
+
+
 def test_csv_cells_never_start_a_formula(hostile_dir: Path) -> None:
     for i, name in enumerate(HOSTILE_NAMES[5:9], 5):  # =HYPERLINK, +cmd, -2+3, @SUM
         code, stdout, _ = run(["ops", str(hostile_dir / f"op_name_{i}.xplane.pb"), "-f", "csv"])
