@@ -222,7 +222,7 @@ def test_visible_and_csv_cells() -> None:
         "'+x",
         "'-2",
         "'@SUM(A1)",
-        "'\\tx",
+        "'\tx",
         "ok",
     ]
 
