@@ -10,8 +10,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 
+def numpy_asked() -> bool:
+    """Whether ``TPUPERF_DECODER=numpy`` asks for the numpy code where the C module is built."""
+    return os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy"
+
+
 def _load() -> ModuleType | None:
-    if os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy":
+    if numpy_asked():
         return None
     try:
         return importlib.import_module("tpuperf._wire_native")

@@ -204,6 +204,11 @@ class Destination:
         return self._handle is not None
 
     @property
+    def is_terminal(self) -> bool:
+        """Whether what is written here is read on a terminal (stdout that is one)."""
+        return self._handle is None and _isatty(sys.stdout)
+
+    @property
     def binary(self) -> BinaryIO:
         if self._handle is not None:
             return self._handle
@@ -281,29 +286,35 @@ def _render_csv(view: View, destination: Destination) -> None:
     rows = view.rows()
     handle = destination.binary
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    # csv quotes a cell holding a character of the line terminator: with "\r\n" a cell with a
+    # lone carriage return is quoted too. Rows still end in "\n".
+    writer = csv.writer(buffer, lineterminator="\r\n")
 
     def line(values: Iterable[Any]) -> None:
         writer.writerow(values)
-        handle.write(buffer.getvalue().encode("utf-8"))
+        handle.write((buffer.getvalue()[:-2] + "\n").encode("utf-8"))
         buffer.seek(0)
         buffer.truncate()
         handle.flush()
 
+    # Cells hold the real text (a path with an ESC byte still names its file); only on a
+    # terminal, where they would be obeyed, are control characters written out.
+    shown = visible if destination.is_terminal else None
     line(rows.fields)
     for record in rows.records:
-        line(_csv_cell(record.get(name)) for name in rows.fields)
+        line(_csv_cell(record.get(name), shown) for name in rows.fields)
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any, shown: Callable[[str], str] | None = None) -> Any:
     """One CSV cell: empty for null, NaN and infinities; floats in full (repr); text that a
-    spreadsheet would run as a formula made inert (:func:`csv_text_cell`)."""
+    spreadsheet would run as a formula made inert (:func:`csv_text_cell`), then ``shown``."""
     if hasattr(value, "item"):  # a numpy scalar
         value = value.item()
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
     if isinstance(value, str):
-        return csv_text_cell(value)
+        text = csv_text_cell(value)
+        return shown(text) if shown is not None else text
     return repr(value) if isinstance(value, float) else value
 
 
@@ -447,9 +458,9 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def csv_text_cell(text: str) -> str:
     """A text cell as CSV carries it: one starting like a formula (``=HYPERLINK(...)``,
     ``+cmd``, ``@SUM``, or a tab or carriage return) gets a leading ``'``, so a spreadsheet
-    shows it as text and never runs it (OWASP's advice); control characters are written out
-    (:func:`visible`), so every row is one line and a CSV on a terminal is safe to look at."""
-    return visible("'" + text if text.startswith(_FORMULA_START) else text)
+    shows it as text and never runs it (OWASP's advice). Otherwise the text as it is: the
+    csv module quotes what needs it, and a terminal gets :func:`visible` on top."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 class _Visible:
@@ -501,7 +512,14 @@ def console(
         stderr=stderr and file is None,
         color_system=None if color is False else "auto",
         force_terminal=True if color else None,
+        markup=False,  # a path or a name may hold "[/]" or "[bold]": printed as written
     )
+    return guarded(drawn)
+
+
+def guarded(drawn: Console) -> Console:
+    """``drawn`` as every console tpuperf prints on: control characters shown, never obeyed,
+    and a closed stdout ending quietly (its markup is off where it is made)."""
     drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
     drawn.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return drawn

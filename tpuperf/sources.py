@@ -300,33 +300,91 @@ def _inflate(url: str, handle: Any, budget: int) -> bytearray:
     return out  # a bytearray: no second copy of a large profile
 
 
-def available_memory() -> int:
-    """Memory this process can still take: MemAvailable (or the cgroup's room when lower)."""
-    available = None
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as handle:
-            limit = handle.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as handle:
-            used = int(handle.read().strip())
-        if limit != "max":
-            room = int(limit) - used
-            available = room if available is None else min(available, room)
-    except (OSError, ValueError):
-        pass
-    if available is None:
+def available_memory(root: str = "/") -> int:
+    """Memory this process can still take: the least of what the kernel reports available
+    (MemAvailable), the room under each memory limit of its cgroup (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``, less what the group uses) and the room under its address-space
+    limit (RLIMIT_AS, ``ulimit -v``, less what it has mapped). ``root`` is where /proc and /sys
+    are (tests give a directory that imitates them)."""
+    rooms = [_mem_available(root), *_cgroup_rooms(root), _address_space_room(root)]
+    known = [room for room in rooms if room is not None]
+    if not known:
         try:
-            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+            known = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")]
         except (ValueError, OSError, AttributeError):
-            available = 8 * 2**30
-    return max(int(available), 0)
+            known = [8 * 2**30]
+    return max(int(min(known)), 0)
+
+
+def _read(root: str, path: str) -> str | None:
+    try:
+        with open(os.path.join(root, path.lstrip("/"))) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _mem_available(root: str) -> int | None:
+    for line in (_read(root, "/proc/meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+# A cgroup v1 memory limit at or above this is no limit (the kernel writes 2**63 - 4096).
+_NO_CGROUP_LIMIT = 2**62
+
+
+def _cgroup_rooms(root: str) -> list[int]:
+    """Limit less use of every memory cgroup above this process (its own and its
+    ancestors': any of them can stop it), v2 and v1; the root's files where a container
+    shows its own cgroup as /."""
+    rooms = []
+    for line in (_read(root, "/proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
+        if parts[0] == "0" and controllers == "":  # v2: the unified hierarchy
+            base, limit_file, use_file = "/sys/fs/cgroup", "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            base = "/sys/fs/cgroup/memory"
+            limit_file, use_file = "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        levels = [p for p in group.strip().split("/") if p]
+        for depth in range(len(levels), -1, -1):
+            directory = "/".join([base, *levels[:depth]])
+            limit, used = (
+                _read(root, f"{directory}/{limit_file}"),
+                _read(root, f"{directory}/{use_file}"),
+            )
+            if limit is None or used is None or limit.strip() == "max":
+                continue
+            try:
+                limit_bytes, used_bytes = int(limit), int(used)
+            except ValueError:
+                continue
+            if limit_bytes < _NO_CGROUP_LIMIT:
+                rooms.append(limit_bytes - used_bytes)
+    return rooms
+
+
+def _address_space_room(root: str) -> int | None:
+    """RLIMIT_AS less the process's mapped size (VmSize): a process under ``ulimit -v`` fails
+    to allocate there, whatever memory the machine has free."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return None
+    for line in (_read(root, "/proc/self/status") or "").splitlines():
+        if line.startswith("VmSize:"):
+            return limit - int(line.split()[1]) * 1024
+    return limit
 
 
 def _check_not_trace_json(url: str, data: Any) -> None:

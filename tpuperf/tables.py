@@ -148,6 +148,7 @@ class DeviceTables:
     async_ops: Table
     steps: Table | None = None
     clock: DeviceClock | None = None  # TPU: the device clock (see DeviceClock)
+    untimed: int = 0  # events left out: their times are past what int64 picoseconds hold
 
 
 @dataclass
@@ -204,13 +205,26 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
 
     warnings: list[str] = []
     if not any(d.row["ops"] for d in devices) and host_plane is not None:
-        cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
-        if cpu_ops.n:
+        cpu_ops, cpu_modules, untimed = _host_thread_ops(host_plane, module_names)
+        if cpu_ops.n or untimed:
             cpu = DeviceTables(
-                host, 0, _cpu_device_row(host, cpu_ops.n), cpu_ops, cpu_modules, _EMPTY_ASYNC
+                host,
+                0,
+                _cpu_device_row(host, cpu_ops.n),
+                cpu_ops,
+                cpu_modules,
+                _EMPTY_ASYNC,
+                untimed=untimed,
             )
             _place_steps(cpu, markers)
             devices.append(cpu)
+    for device in devices:
+        if device.untimed:
+            warnings.append(
+                f"{host}: device {device.device}: {device.untimed} op event"
+                f"{'s' if device.untimed != 1 else ''} with times past what int64 picoseconds "
+                "hold left out (their times are unknown)"
+            )
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
@@ -267,10 +281,11 @@ def _device(
     executions: _HostExecutions,
 ) -> DeviceTables:
     clock = None
+    untimed = 0
     if kind == "TPU":
         ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
     else:
-        ops, modules = _stream_ops(plane, module_names, executions)
+        ops, modules, untimed = _stream_ops(plane, module_names, executions)
         async_ops = _EMPTY_ASYNC
     steps_line = _line(plane, _STEPS_LINE)
     steps = (
@@ -289,6 +304,7 @@ def _device(
         async_ops=async_ops,
         steps=steps,
         clock=clock,
+        untimed=untimed,
     )
 
 
@@ -994,12 +1010,12 @@ class _HostExecutions:
 
 def _stream_ops(
     plane: Plane, module_names: dict[str, str], executions: _HostExecutions
-) -> tuple[Table, Table]:
+) -> tuple[Table, Table, int]:
     lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
     return _kernel_ops(plane, lines, module_names, executions)
 
 
-def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table]:
+def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, int]:
     # Only host threads with XLA ops on them: the others are skipped without decoding them.
     lines = [line for line in plane.lines if len(line) and plane.stat_ids("hlo_op")]
     return _kernel_ops(plane, lines, module_names, None)
@@ -1023,8 +1039,9 @@ def _kernel_ops(
     lines: list[Line],
     module_names: dict[str, str],
     executions: _HostExecutions | None,
-) -> tuple[Table, Table]:
-    """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel).
+) -> tuple[Table, Table, int]:
+    """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel),
+    and how many such events were left out because their times are not times (see _timed).
 
     ``executions`` is given for GPU planes; on host threads (XLA:CPU) ops say their
     execution themselves, with a ``run_id`` stat. Events are grouped by what names them
@@ -1039,9 +1056,14 @@ def _kernel_ops(
         "self_ps": [],
         "execution": [],
     }
+    untimed = 0
     for line in lines:
         hlo_codes, hlo_values = line.stat_codes("hlo_op")
         idx = np.arange(len(line)) if gpu else np.flatnonzero(hlo_codes >= 0)
+        timed = _timed(line.start_ps[idx], line.duration_ps[idx])
+        if not timed.all():
+            untimed += len(idx) - int(timed.sum())
+            idx = idx[timed]
         if not len(idx):
             continue
         named = [plane.metadata.rows(line.metadata_id[idx])]
@@ -1082,7 +1104,7 @@ def _kernel_ops(
         numbers["execution"].append(execution)
         line.release()
     if not columns["op"]:
-        return _empty_ops(), _EMPTY_MODULES
+        return _empty_ops(), _EMPTY_MODULES, untimed
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate(numbers[name]).astype(np.int64, copy=False)
@@ -1102,7 +1124,14 @@ def _kernel_ops(
             "step": np.full(n, -1, dtype=np.int64),
         }
     )
-    return table, _module_runs(table, joined("execution"))
+    return table, _module_runs(table, joined("execution")), untimed
+
+
+def _timed(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Which host-clock events have times to use: start within +-_LATEST_PS and a duration
+    from 0 to _LATEST_PS, so that their ends, and differences of them, stay in int64 (a start
+    near the int64 limit made self time overflow)."""
+    return (start > -_LATEST_PS) & (start < _LATEST_PS) & (dur >= 0) & (dur < _LATEST_PS)
 
 
 def _distinct_rows(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

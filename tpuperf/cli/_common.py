@@ -47,6 +47,8 @@ def load_profile(
     a command whose output lists them itself, as analyze's report does, passes False).
     ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
     name it."""
+    from rich.text import Text
+
     from tpuperf import output
     from tpuperf.errors import UsageError
     from tpuperf.profile import load
@@ -56,7 +58,8 @@ def load_profile(
 
     err = output.console(stderr=True)
     try:
-        with err.status(f"reading {path}", spinner="dots"):
+        # A str status is read as markup whatever the console says: a path is Text.
+        with err.status(Text(f"reading {path}"), spinner="dots"):
             profile = load(path, host=host, run=run)
     except UsageError as exc:
         raise UsageError(flag(str(exc))) from None

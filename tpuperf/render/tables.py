@@ -89,7 +89,8 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
     decoder = (
         "C module (tpuperf._wire_native)"
         if info["decoder"] == "native"
-        else "numpy (the C module is not built: slower, same results)"
+        else f"numpy ({info.get('decoder_reason') or 'the C module is not built'}: slower, "
+        "same results)"
     )
     _line(console, f"platform {info['platform']}; decoder {decoder}")
     for host in info["hosts"]:
