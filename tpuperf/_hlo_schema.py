@@ -46,6 +46,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("called_computation_ids", 38, _F.TYPE_INT64, _REPEATED, None),
         # What a collective moves and among whom (tpuperf.tables.hlo_collectives).
         ("shape", 3, _F.TYPE_MESSAGE, _OPTIONAL, "ShapeProto"),
+        ("operand_ids", 36, _F.TYPE_INT64, _REPEATED, None),
         ("replica_groups", 49, _F.TYPE_MESSAGE, _REPEATED, "ReplicaGroup"),
         ("source_target_pairs", 52, _F.TYPE_MESSAGE, _REPEATED, "SourceTarget"),
         ("collective_device_list", 87, _F.TYPE_MESSAGE, _OPTIONAL, "CollectiveDeviceListProto"),

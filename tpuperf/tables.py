@@ -328,27 +328,84 @@ class HloCollective:
     opcode: str  # all-reduce, all-gather-start, ...
     bytes: float  # of its result (the gathered or reduced buffer); NaN when unknown
     group_size: int | None  # devices per replica group; None when every device takes part
+    dtype: str = ""  # the element type of its result (f32, bf16, ...); "mixed" or "" unknown
+    sliced: bool = False  # its result is only sliced afterwards (a reduce-scatter would do)
+    operand: int = -1  # the instruction id of its first operand (-1: unknown)
+
+
+# xla.PrimitiveType values by the name HLO text prints, for the dtypes advice names.
+_ELEMENT_NAMES = {1: "pred", 4: "s32", 5: "s64", 10: "f16", 11: "f32", 12: "f64", 16: "bf16"}
+# Ops that pass a value through unchanged, which a slice may follow.
+_PASS_THROUGH = {"get-tuple-element", "bitcast", "copy", "reshape"}
+_SLICES = {"slice", "dynamic-slice"}
 
 
 def hlo_collectives(data: bytes) -> dict[str, HloCollective]:
     """The collective instructions of a serialized ``xla.HloProto``, by name: opcode, the
-    bytes of the result and the replica-group size (explicit groups, iota groups, mesh axes or
-    permute pairs). Raises the protobuf runtime's error when ``data`` is not one."""
+    bytes and element type of the result, the replica-group size (explicit groups, iota
+    groups, mesh axes or permute pairs), whether the result is only sliced afterwards, and
+    its first operand. Raises the protobuf runtime's error when ``data`` is not one."""
     from tpuperf import _hlo_schema
 
     module = _hlo_schema.HloProto.FromString(data).hlo_module
+    slicing = {c.id for c in module.computations if _slices_a_parameter(c)}
     out = {}
     for computation in module.computations:
+        users: dict[int, list[Any]] = {}
+        for instruction in computation.instructions:
+            for operand in instruction.operand_ids:
+                users.setdefault(int(operand), []).append(instruction)
         for instruction in computation.instructions:
             if not collective_of(instruction.opcode):
                 continue
             shape = instruction.shape
             if instruction.opcode.endswith("-start") and len(shape.tuple_shapes) >= 2:
                 shape = shape.tuple_shapes[1]  # (operands, result, ...): the result
+            types = {_ELEMENT_NAMES.get(int(t), "") for t in _element_types(shape)}
             out[instruction.name] = HloCollective(
-                instruction.opcode, _proto_bytes(shape), _proto_group_size(instruction)
+                instruction.opcode,
+                _proto_bytes(shape),
+                _proto_group_size(instruction),
+                dtype=types.pop() if len(types) == 1 else ("mixed" if types else ""),
+                sliced=_only_sliced(int(instruction.id), users, slicing),
+                operand=int(instruction.operand_ids[0]) if len(instruction.operand_ids) else -1,
             )
     return out
+
+
+def _element_types(shape: Any) -> list[int]:
+    if len(shape.tuple_shapes):
+        return [t for s in shape.tuple_shapes for t in _element_types(s)]
+    return [int(shape.element_type)]
+
+
+def _slices_a_parameter(computation: Any) -> bool:
+    """Whether a (fused) computation slices one of its parameters."""
+    parameters = {int(i.id) for i in computation.instructions if i.opcode == "parameter"}
+    return any(
+        i.opcode in _SLICES and len(i.operand_ids) and int(i.operand_ids[0]) in parameters
+        for i in computation.instructions
+    )
+
+
+def _only_sliced(start: int, users: dict[int, list[Any]], slicing: set[int]) -> bool:
+    """Whether every use of instruction ``start``'s value, through pass-through ops, is a slice
+    (or a fusion that slices it): the reduced buffer is only needed in part."""
+    seen, frontier, uses = {start}, [start], 0
+    while frontier:
+        for user in users.get(frontier.pop(), []):
+            uses += 1
+            if user.opcode in _PASS_THROUGH:
+                if int(user.id) not in seen:
+                    seen.add(int(user.id))
+                    frontier.append(int(user.id))
+            elif user.opcode in _SLICES or (
+                user.opcode == "fusion" and slicing.intersection(user.called_computation_ids)
+            ):
+                continue
+            else:
+                return False
+    return uses > 0
 
 
 def _proto_bytes(shape: Any) -> float:
@@ -378,18 +435,21 @@ def _proto_group_size(instruction: Any) -> int | None:
     return None
 
 
-def text_collective(hlo_text: str) -> tuple[float, int | None]:
-    """(result bytes, replica-group size) of a collective from its HLO instruction text
+def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
+    """(result bytes, replica-group size, element type) of a collective from its HLO text
     (``%all-reduce.1 = f32[1024]{0} all-reduce(...), replica_groups=[2,4]<=[8]``); NaN and None
     where the text does not say."""
     match = _TEXT_INSTRUCTION.match(hlo_text)
     nbytes = float("nan")
+    dtype = ""
     if match:
         shape, opcode = match.groups()
         arrays = _TEXT_ARRAY.findall(shape)
         if opcode.endswith("-start") and shape.startswith("(") and len(arrays) >= 2:
             arrays = arrays[1:2]  # (operand, result, ...): the result
         sizes = [_TEXT_ELEMENT_BYTES.get(t, 1 if "f8" in t else None) for t, _ in arrays]
+        types = {t for t, _ in arrays}
+        dtype = types.pop() if len(types) == 1 else ("mixed" if types else "")
         if arrays and None not in sizes:
             nbytes = float(
                 sum(
@@ -397,7 +457,7 @@ def text_collective(hlo_text: str) -> tuple[float, int | None]:
                     for (_, dims), size in zip(arrays, sizes, strict=True)
                 )
             )
-    return nbytes, _text_group_size(hlo_text)
+    return nbytes, _text_group_size(hlo_text), dtype
 
 
 def _text_group_size(hlo_text: str) -> int | None:
