@@ -1369,6 +1369,11 @@ def _link_peak_gbps(tl: Timeline) -> float | None:
     return None
 
 
+def collective_columns() -> Table:
+    """The per-collective table with no rows."""
+    return _empty_collective_table()
+
+
 def _empty_collective_table() -> Table:
     empty = np.zeros(0)
     none = Strings(np.zeros(0, dtype=np.int64), ())
@@ -1415,10 +1420,10 @@ def _runs_more(tl: Timeline, position: int) -> tuple[str, list[str]]:
         op: ms - median([d.get(op, 0.0) for d in others]) for op, ms in mine.items() if others
     }
     top = sorted((op for op in excess if excess[op] > 0), key=lambda op: -excess[op])[:5]
-    total = sum(excess[op] for op in excess if excess[op] > 0)
+    more_ms = float(sum(value for value in excess.values() if value > 0))
     if not top:
         return "", []
-    text = f"{total:.3f} ms more compute per step, " + ", ".join(
+    text = f"{more_ms:.3f} ms more compute per step, " + ", ".join(
         f"{op} +{excess[op]:.3f} ms" for op in top
     )
     return text, top
