@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tpuperf import columns
-from tpuperf.render.fit import Column, fit
+from tpuperf.render.fit import Column, Kind, fit
 from tpuperf.render.tree import fmt_step_ms
 
 
@@ -235,7 +235,7 @@ def render_ops(
 
 
 # ``ops --by collective``: (field, header, kind, format, drop order); the op is the key.
-_COLLECTIVE_CELLS = (
+_COLLECTIVE_CELLS: tuple[tuple[str, str, Kind, Any, int], ...] = (
     ("op", "op", "key", _name, 0),
     ("kind", "kind", "text", _name, 2),
     ("bytes", "bytes", "number", _si, 4),
