@@ -1027,7 +1027,7 @@ LAST_ARRIVER_MIN_SHARE = 0.5
 # A link used below this share of its peak moves data "far below" what it can.
 LOW_LINK_PCT = 50.0
 
-_TOTALS = (
+COLLECTIVE_METRICS = (
     "ms_per_step",
     "wait_ms_per_step",
     "transfer_ms_per_step",
@@ -1251,7 +1251,7 @@ def collective_table(
     n_windows = max(tl.n_windows, 1)
     names = [v.name for v in tl.devices]
     if not occ.n:
-        totals = dict.fromkeys(_TOTALS)
+        totals = dict.fromkeys(COLLECTIVE_METRICS)
         totals["interconnect_peak_gbps"] = _link_peak_gbps(tl)
         return _empty_collective_table(), totals, {"rows": [], "device_wait_ms": []}
     instances, of_row = _instances(occ)
