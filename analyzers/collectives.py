@@ -35,7 +35,13 @@ from tpuperf.columns import (
     median,
     sum_by,
 )
-from tpuperf.tables import HloCollective, collective_facts, split_module_name, text_collective
+from tpuperf.tables import (
+    EVERY_DEVICE,
+    HloCollective,
+    collective_facts,
+    split_module_name,
+    text_collective,
+)
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 
 COLLECTIVE_KINDS = (
@@ -1059,6 +1065,7 @@ class _Occurrences:
     """Every execution of a collective op in the selected steps, over the devices."""
 
     device: np.ndarray  # position in tl.devices
+    host: list[str]  # by position in tl.devices
     op: list[str]
     kind: list[str]
     role: list[str]
@@ -1148,6 +1155,7 @@ def _occurrences(tl: Timeline) -> _Occurrences:
         parts["wait"].append(wait)
     return _Occurrences(
         device=_stack_ints(parts["device"]),
+        host=[v.host for v in tl.devices],
         op=parts["op"],
         kind=parts["kind"],
         role=parts["role"],
@@ -1209,7 +1217,8 @@ def _instances(occ: _Occurrences) -> tuple[list[_Instance], np.ndarray]:
     instance index (-1 for a done half)."""
     order = np.lexsort((occ.start, occ.step, occ.device))
     seen: dict[tuple[int, str, int], int] = {}
-    by_key: dict[tuple[str, int, int], int] = {}
+    # Hosts' clocks are not aligned: an instance is matched among one host's devices.
+    by_key: dict[tuple[str, str, int, int], int] = {}
     instances: list[_Instance] = []
     of_row = np.full(occ.n, -1, dtype=np.int64)
     for row in order.tolist():
@@ -1218,7 +1227,7 @@ def _instances(occ: _Occurrences) -> tuple[list[_Instance], np.ndarray]:
         device, op, step = int(occ.device[row]), occ.op[row], int(occ.step[row])
         k = seen.get((device, op, step), 0)
         seen[device, op, step] = k + 1
-        key = (op, step, k)
+        key = (occ.host[device], op, step, k)
         at = by_key.get(key)
         if at is None:
             at = by_key[key] = len(instances)
@@ -1266,10 +1275,10 @@ def collective_table(
         dur = float(occ.dur[at].sum())
         waited = float(wait[at].sum())
         transfer = max(dur - waited, 0.0)
-        group = fact.group_size if fact is not None and fact.group_size else tl.n_devices
+        group = _group_size(fact, op, occ, tl)
         nbytes = fact.bytes if fact is not None else float("nan")
         # nccl-tests counts a reduce-scatter's buffer as its input: n times its result.
-        buffer = nbytes * group if kind == "reduce-scatter" else nbytes
+        buffer = nbytes * (group or 1) if kind == "reduce-scatter" else nbytes
         sync = occ.role[first] == ""
         count = int(at.sum())
         algbw = (
@@ -1277,7 +1286,7 @@ def collective_table(
             if sync and transfer > 0 and np.isfinite(buffer) and buffer > 0
             else None
         )
-        busbw = algbw * bus_factor(kind, group) if algbw is not None else None
+        busbw = algbw * bus_factor(kind, group) if algbw is not None and group else None
         mine = [instances[i] for i in set(of_row[at].tolist()) if i >= 0]
         grouped = [i for i in mine if len(i.devices) > 1]
         spread = float(np.mean([i.spread_ps for i in grouped])) / 1e9 if grouped else None
@@ -1287,7 +1296,7 @@ def collective_table(
                 "op": op,
                 "kind": kind,
                 "bytes": nbytes,
-                "group_size": int(group),
+                "group_size": group,
                 "count_per_step": count / n_windows,
                 "ms_per_step": dur / n_windows / 1e9,
                 "exposed_ms_per_step": exposed_by_op.get(op, 0.0),
@@ -1345,11 +1354,27 @@ def collective_table(
                 for name in _COLLECTIVE_COLUMNS
                 if name not in ("op", "kind", "group_size", "last_arriver")
             },
-            "group_size": np.array([r["group_size"] for r in rows], dtype=np.int64),
+            "group_size": np.array(
+                [np.nan if r["group_size"] is None else r["group_size"] for r in rows],
+                dtype=np.float64,
+            ),
             "last_arriver": Strings.from_list([r["last_arriver"] for r in rows]),
         }
     ).select(_COLLECTIVE_COLUMNS)
     return table, totals, extra
+
+
+def _group_size(fact: HloCollective | None, op: str, occ: _Occurrences, tl: Timeline) -> int | None:
+    """Devices per group: the HLO's, every analysed device for empty groups, a -done half's
+    from its -start; None where nothing says."""
+    if fact is not None and fact.group_size == EVERY_DEVICE:
+        return tl.n_devices
+    if fact is not None and fact.group_size:
+        return fact.group_size
+    partner = re.sub(r"-done(\.\d+)?$", r"-start\1", op)
+    if partner != op and partner in occ.op:
+        return _group_size(occ.facts[occ.op.index(partner)], partner, occ, tl)
+    return None
 
 
 def _most_often(values: list[int]) -> tuple[int | None, float]:
@@ -1379,7 +1404,6 @@ def _empty_collective_table() -> Table:
     none = Strings(np.zeros(0, dtype=np.int64), ())
     columns: dict[str, Any] = {name: empty for name in _COLLECTIVE_COLUMNS}
     columns |= {"op": none, "kind": none, "last_arriver": none}
-    columns["group_size"] = np.zeros(0, dtype=np.int64)
     return Table(columns)
 
 

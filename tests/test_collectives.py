@@ -11,7 +11,7 @@ from tpuperf.analyzers.collectives import bus_factor
 from tests.conftest import REPO
 from tpuperf.cli import main
 from tpuperf.schema import KIND_COLLECTIVE, KIND_COMPUTE
-from tpuperf.tables import classify_op, text_collective
+from tpuperf.tables import EVERY_DEVICE, classify_op, text_collective
 
 COLL_FSDP = REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb"
 
@@ -68,7 +68,8 @@ def test_compute_stays_compute(name: str) -> None:
             32,
             3,
         ),
-        ("%ar = f32[4]{0} all-reduce(%a), replica_groups={}", 16, None),
+        ("%ar = f32[4]{0} all-reduce(%a), replica_groups={}", 16, EVERY_DEVICE),
+        ("%agd = f32[4]{0} all-gather-done(%ags)", 16, None),
     ],
 )
 def test_bytes_and_group_size_from_hlo_text(text: str, nbytes: int, group: int | None) -> None:

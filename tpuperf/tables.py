@@ -327,7 +327,9 @@ class HloCollective:
 
     opcode: str  # all-reduce, all-gather-start, ...
     bytes: float  # of its result (the gathered or reduced buffer); NaN when unknown
-    group_size: int | None  # devices per replica group; None when every device takes part
+    # Devices per replica group; EVERY_DEVICE when the groups are empty (all devices take
+    # part); None when the instruction does not say (a -done half: its -start says).
+    group_size: int | None
     dtype: str = ""  # the element type of its result (f32, bf16, ...); "mixed" or "" unknown
     sliced: bool = False  # its result is only sliced afterwards (a reduce-scatter would do)
     operand: int = -1  # the instruction id of its first operand (-1: unknown)
@@ -417,6 +419,9 @@ def _proto_bytes(shape: Any) -> float:
     return float(math.prod(int(d) for d in shape.dimensions) * size)
 
 
+EVERY_DEVICE = 0  # HloCollective.group_size of empty replica groups
+
+
 def _proto_group_size(instruction: Any) -> int | None:
     mesh = instruction.mesh_device_list
     if len(mesh.mesh.axes):
@@ -432,13 +437,13 @@ def _proto_group_size(instruction: Any) -> int | None:
     if len(instruction.source_target_pairs):
         pairs = instruction.source_target_pairs
         return len({p.source for p in pairs} | {p.target for p in pairs})
-    return None
+    return None if instruction.opcode.endswith("-done") else EVERY_DEVICE
 
 
 def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
     """(result bytes, replica-group size, element type) of a collective from its HLO text
     (``%all-reduce.1 = f32[1024]{0} all-reduce(...), replica_groups=[2,4]<=[8]``); NaN and None
-    where the text does not say."""
+    where the text does not say, EVERY_DEVICE for empty replica groups."""
     match = _TEXT_INSTRUCTION.match(hlo_text)
     nbytes = float("nan")
     dtype = ""
@@ -472,6 +477,8 @@ def _text_group_size(hlo_text: str) -> int | None:
     if match := _TEXT_PAIRS.search(hlo_text):
         ids = re.findall(r"\d+", match.group(1))
         return len(set(ids)) or None
+    if "replica_groups={}" in hlo_text:
+        return EVERY_DEVICE
     return None
 
 
