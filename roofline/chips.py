@@ -12,6 +12,7 @@ source it used.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ class ChipSpec:
     peak_hbm_gbps: float  # GB/s
     note: str = ""
     # The chip-to-chip link within a slice or node (ICI, NVLink, xGMI): its name and the
-    # bidirectional bandwidth per chip the vendor states, GB/s; NaN where not listed.
+    # bidirectional bandwidth per chip the vendor states, GB/s (_INTERCONNECTS); NaN where
+    # not listed.
     interconnect: str = ""
     interconnect_gbps: float = math.nan
 
@@ -48,101 +50,84 @@ class ChipSpec:
 _CHIPS: list[tuple[str, ChipSpec]] = [
     # https://cloud.google.com/tpu/docs/v4 : 275 TFLOP/s bf16, 1200 GB/s HBM2 per chip.
     (r"tpuv4", ChipSpec("TPU v4", "Google", 275.0, 1200.0)),
-    # https://cloud.google.com/tpu/docs/v5e : 197 TFLOP/s bf16, 819 GB/s HBM2e per chip,
-    # bidirectional ICI bandwidth 400 GB/s per chip. XLA calls it "TPU v5 lite".
-    (
-        r"tpuv5lite|v5e|v5litepod",
-        ChipSpec("TPU v5e", "Google", 197.0, 819.0, interconnect="ICI", interconnect_gbps=400.0),
-    ),
-    # https://cloud.google.com/tpu/docs/v5p : 459 TFLOP/s bf16, 2765 GB/s HBM2e per chip,
-    # bidirectional ICI bandwidth 1200 GB/s per chip. XLA calls it "TPU v5".
-    (
-        r"tpuv5p|tpuv5$|v5p",
-        ChipSpec("TPU v5p", "Google", 459.0, 2765.0, interconnect="ICI", interconnect_gbps=1200.0),
-    ),
-    # https://cloud.google.com/tpu/docs/v6e : 918 TFLOP/s bf16, 1640 GB/s HBM per chip,
-    # bidirectional ICI bandwidth 800 GB/s per chip. XLA calls it "TPU v6 lite"; v6e planes
-    # themselves record 1637.99 GB/s.
-    (
-        r"tpuv6lite|v6e|trillium",
-        ChipSpec("TPU v6e", "Google", 918.0, 1640.0, interconnect="ICI", interconnect_gbps=800.0),
-    ),
+    # https://cloud.google.com/tpu/docs/v5e : 197 TFLOP/s bf16, 819 GB/s HBM2e per chip.
+    # XLA calls it "TPU v5 lite".
+    (r"tpuv5lite|v5e|v5litepod", ChipSpec("TPU v5e", "Google", 197.0, 819.0)),
+    # https://cloud.google.com/tpu/docs/v5p : 459 TFLOP/s bf16, 2765 GB/s HBM2e per chip.
+    # XLA calls it "TPU v5".
+    (r"tpuv5p|tpuv5$|v5p", ChipSpec("TPU v5p", "Google", 459.0, 2765.0)),
+    # https://cloud.google.com/tpu/docs/v6e : 918 TFLOP/s bf16, 1640 GB/s HBM per chip.
+    # XLA calls it "TPU v6 lite"; v6e planes themselves record 1637.99 GB/s.
+    (r"tpuv6lite|v6e|trillium", ChipSpec("TPU v6e", "Google", 918.0, 1640.0)),
     # https://cloud.google.com/tpu/docs/tpu7x : 2307 TFLOP/s bf16 (4614 fp8), 7380 GB/s HBM3e.
     (r"tpu7x|tpuv7|ironwood", ChipSpec("TPU7x", "Google", 2307.0, 7380.0)),
     # https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf
-    # V100 SXM2: 125 TFLOP/s fp16 tensor (V100 has no bf16), 900 GB/s HBM2, NVLink 300 GB/s.
+    # V100 SXM2: 125 TFLOP/s fp16 tensor (V100 has no bf16), 900 GB/s HBM2.
     (
         r"v100",
-        ChipSpec(
-            "V100",
-            "NVIDIA",
-            125.0,
-            900.0,
-            note="fp16 tensor peak: V100 has no bf16",
-            interconnect="NVLink",
-            interconnect_gbps=300.0,
-        ),
+        ChipSpec("V100", "NVIDIA", 125.0, 900.0, note="fp16 tensor peak: V100 has no bf16"),
     ),
     # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
-    # A100 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s; A100 80GB SXM: 312, 2039 GB/s; NVLink
-    # 600 GB/s (SXM).
-    (
-        r"a100.*40gb",
-        ChipSpec(
-            "A100 40GB", "NVIDIA", 312.0, 1555.0, interconnect="NVLink", interconnect_gbps=600.0
-        ),
-    ),
-    (
-        r"a100",
-        ChipSpec(
-            "A100 80GB", "NVIDIA", 312.0, 2039.0, interconnect="NVLink", interconnect_gbps=600.0
-        ),
-    ),
+    # A100 40GB: 312 TFLOP/s bf16 dense, 1555 GB/s; A100 80GB SXM: 312, 2039 GB/s.
+    (r"a100.*40gb", ChipSpec("A100 40GB", "NVIDIA", 312.0, 1555.0)),
+    (r"a100", ChipSpec("A100 80GB", "NVIDIA", 312.0, 2039.0)),
     # https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet
     # H100 SXM: 989 TFLOP/s bf16 dense (1979 with sparsity), 3350 GB/s HBM3;
-    # H100 PCIe: 756 TFLOP/s dense, 2000 GB/s. NVLink: 900 GB/s (SXM), 600 GB/s (PCIe bridge).
-    (
-        r"h100.*pcie",
-        ChipSpec(
-            "H100 PCIe", "NVIDIA", 756.0, 2000.0, interconnect="NVLink", interconnect_gbps=600.0
-        ),
-    ),
-    (
-        r"h100",
-        ChipSpec(
-            "H100 SXM", "NVIDIA", 989.0, 3350.0, interconnect="NVLink", interconnect_gbps=900.0
-        ),
-    ),
+    # H100 PCIe: 756 TFLOP/s dense, 2000 GB/s.
+    (r"h100.*pcie", ChipSpec("H100 PCIe", "NVIDIA", 756.0, 2000.0)),
+    (r"h100", ChipSpec("H100 SXM", "NVIDIA", 989.0, 3350.0)),
     # https://www.nvidia.com/en-us/data-center/h200/ : H200 SXM 989 TFLOP/s bf16 dense
-    # (1979 with sparsity), 4800 GB/s HBM3e, NVLink 900 GB/s.
-    (
-        r"h200",
-        ChipSpec(
-            "H200 SXM", "NVIDIA", 989.0, 4800.0, interconnect="NVLink", interconnect_gbps=900.0
-        ),
-    ),
+    # (1979 with sparsity), 4800 GB/s HBM3e.
+    (r"h200", ChipSpec("H200 SXM", "NVIDIA", 989.0, 4800.0)),
     # https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200): 4.5 PFLOP/s bf16 with
-    # sparsity per GPU, so 2250 dense; 8 TB/s HBM3e per GPU; NVLink 1.8 TB/s per GPU.
-    (
-        r"b200",
-        ChipSpec("B200", "NVIDIA", 2250.0, 8000.0, interconnect="NVLink", interconnect_gbps=1800.0),
-    ),
+    # sparsity per GPU, so 2250 dense; 8 TB/s HBM3e per GPU.
+    (r"b200", ChipSpec("B200", "NVIDIA", 2250.0, 8000.0)),
     # AMD GPUs by their gfx architecture, which is what profiles name ("AMD MI300 (gfx942)").
     # Peaks as XProf computes them (openxla/xprof xprof/utils/rocm_type_utils.cc: dense
     # bf16 matrix FLOPs per CU per clock, 2048 on gfx942 and 4096 on gfx950, times CUs
     # times clock; hardware_type_utils_test.cc checks 1307.4 and 2516.6):
-    # gfx942, MI300X: 304 CUs x 2.1 GHz x 2048 = 1307.4 TFLOP/s; HBM3 5.3 TB/s and peak
-    # aggregate Infinity Fabric (xGMI) bandwidth 896 GB/s (7 links x 128 GB/s) from
+    # gfx942, MI300X: 304 CUs x 2.1 GHz x 2048 = 1307.4 TFLOP/s; HBM3 5.3 TB/s from
     # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
-    (
-        r"gfx942|mi300x|mi300$|instinctmi300",
-        ChipSpec(
-            "MI300X (gfx942)", "AMD", 1307.4, 5300.0, interconnect="xGMI", interconnect_gbps=896.0
-        ),
-    ),
+    (r"gfx942|mi300x|mi300$|instinctmi300", ChipSpec("MI300X (gfx942)", "AMD", 1307.4, 5300.0)),
     # gfx950, MI355X: 256 CUs x 2.4 GHz x 4096 = 2516.6 TFLOP/s; HBM3E 8 TB/s from
     # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html
     (r"gfx950|mi355x?|mi350x?", ChipSpec("MI355X (gfx950)", "AMD", 2516.6, 8000.0)),
+]
+
+# Chip name -> (link, bidirectional GB/s per chip), each from the page that states it:
+_INTERCONNECTS: dict[str, tuple[str, float]] = {
+    # https://cloud.google.com/tpu/docs/v5e : bidirectional ICI bandwidth per chip 400 GB/s.
+    "TPU v5e": ("ICI", 400.0),
+    # https://cloud.google.com/tpu/docs/v5p : bidirectional ICI bandwidth per chip 1200 GB/s.
+    "TPU v5p": ("ICI", 1200.0),
+    # https://cloud.google.com/tpu/docs/v6e : bidirectional ICI bandwidth per chip 800 GB/s.
+    "TPU v6e": ("ICI", 800.0),
+    # The V100, A100 and H100 datasheets above: NVLink 300, 600 (SXM), 900 (SXM) GB/s, and
+    # 600 GB/s for H100 PCIe over its NVLink bridge; https://www.nvidia.com/en-us/data-center/h200/
+    # NVLink 900 GB/s; https://www.nvidia.com/en-us/data-center/hgx/ NVLink 1.8 TB/s per GPU.
+    "V100": ("NVLink", 300.0),
+    "A100 40GB": ("NVLink", 600.0),
+    "A100 80GB": ("NVLink", 600.0),
+    "H100 PCIe": ("NVLink", 600.0),
+    "H100 SXM": ("NVLink", 900.0),
+    "H200 SXM": ("NVLink", 900.0),
+    "B200": ("NVLink", 1800.0),
+    # The MI300X datasheet above: peak aggregate Infinity Fabric (xGMI) bandwidth 896 GB/s
+    # (7 links x 128 GB/s).
+    "MI300X (gfx942)": ("xGMI", 896.0),
+}
+_CHIPS = [
+    (
+        pattern,
+        dataclasses.replace(
+            spec,
+            interconnect=_INTERCONNECTS[spec.name][0],
+            interconnect_gbps=_INTERCONNECTS[spec.name][1],
+        )
+        if spec.name in _INTERCONNECTS
+        else spec,
+    )
+    for pattern, spec in _CHIPS
 ]
 
 CHIPS: tuple[ChipSpec, ...] = tuple(spec for _, spec in _CHIPS)

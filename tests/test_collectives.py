@@ -113,3 +113,25 @@ def test_ops_by_collective_json_and_table(capsys, monkeypatch) -> None:
 def test_ops_by_collective_refuses_per_device(capsys) -> None:
     assert main(["ops", str(COLL_FSDP), "--by", "collective", "--per-device"]) == 2
     assert "tpuperf: error: --per-device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("chip", "link", "gbps"),
+    [
+        ("TPU v5 lite", "ICI", 400.0),
+        ("TPU v5", "ICI", 1200.0),
+        ("TPU v6 lite", "ICI", 800.0),
+        ("NVIDIA H100 80GB HBM3", "NVLink", 900.0),
+        ("Tesla V100-SXM2-16GB", "NVLink", 300.0),
+        ("AMD MI300 (gfx942)", "xGMI", 896.0),
+    ],
+)
+def test_interconnect_peaks_per_chip(chip: str, link: str, gbps: float) -> None:
+    from tpuperf.roofline import chips
+
+    spec = chips.lookup(chip)
+    assert spec is not None
+    assert (spec.interconnect, spec.interconnect_gbps) == (link, gbps)
+    assert spec.interconnect_per_direction_gbps == gbps / 2
+    named = {s.name for s in chips.CHIPS}
+    assert set(chips._INTERCONNECTS) <= named  # no entry for a chip the table lacks
