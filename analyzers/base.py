@@ -42,6 +42,9 @@ KIND_REDUCE_COPIES = "reduce_copies"  # move fewer bytes: removes the wait itsel
 KIND_MEMORY_BOUND = "memory_bound"
 KIND_LOW_COMPUTE_UTILIZATION = "low_compute_utilization"
 KIND_STRAGGLER = "straggler"
+KIND_COLLECTIVE_WAIT = "collective_wait"  # peers wait at collectives for a late device
+KIND_COLLECTIVE_BYTES = "collective_bytes"  # collectives move data slowly: fewer bytes
+KIND_AVOIDABLE_COLLECTIVE = "avoidable_collective"  # collective work the program need not do
 
 
 def savings_pct(savings_ms: float, step_ms: float) -> float:

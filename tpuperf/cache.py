@@ -220,6 +220,7 @@ class Cache:
                         tables["modules"],
                         tables["async_ops"],
                         steps,
+                        waits=tables["waits"] if tables["waits"].n else None,
                     )
                 )
             info = HostInfo(**{**meta["info"], "path": url})
@@ -289,7 +290,7 @@ def settled_state(path: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-_DEVICE_TABLES = ("ops", "modules", "async_ops", "steps")
+_DEVICE_TABLES = ("ops", "modules", "async_ops", "steps", "waits")
 
 
 def _stack_devices(devices: list[Any], name: str) -> Table:

@@ -53,6 +53,7 @@ import numpy as np
 from tpuperf import schema
 from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
+from tpuperf.tables import collective_of
 
 if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
@@ -399,6 +400,10 @@ def _build(profile: Profile) -> Scopes:
     )
 
 
+# Collectives that reduce gradients (tpuperf.tables.COLLECTIVES kinds).
+_GRADIENT_REDUCTIONS = ("all-reduce", "reduce-scatter")
+
+
 def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> list[str]:
     """Each op's pass (see the module docstring)."""
     backward = {
@@ -414,6 +419,10 @@ def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> 
             out.append(PASS_BACKWARD)
         elif _FORWARD_TRANSFORMS.intersection(p.transforms):
             out.append(PASS_FORWARD)
+        elif identity[:2] in backward and collective_of(identity[2]) in _GRADIENT_REDUCTIONS:
+            # A gradient reduction written after jax.grad (pmean, psum) has no transpose in
+            # its scope, but it finishes the backward pass: the optimizer starts after it.
+            out.append(PASS_BACKWARD)
         elif identity[:2] in backward:
             out.append(PASS_OPTIMIZER)
         else:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from tpuperf.render.fit import Column, fit
+from tpuperf.render.fit import Column, Kind, fit
 from tpuperf.render.text import fmt_step_ms
 
 if TYPE_CHECKING:
@@ -237,6 +237,33 @@ def render_ops(
             console.print()
         layout.print(console, group, title=f"{host} device {device}", note_hidden=False)
     layout.print_hidden(console)
+
+
+# ``ops --by collective``: (field, header, kind, format, drop order); the op is the key.
+_COLLECTIVE_CELLS: tuple[tuple[str, str, Kind, Any, int], ...] = (
+    ("op", "op", "key", _name, 0),
+    ("kind", "kind", "text", _name, 2),
+    ("bytes", "bytes", "number", _si, 4),
+    ("group_size", "n", "number", lambda v: _number(v, 0), 7),
+    ("count_per_step", "x/step", "number", lambda v: _number(v, 1), 9),
+    ("ms_per_step", "ms/step", "number", lambda v: _number(v, 3), 0),
+    ("wait_ms", "wait ms", "number", lambda v: _number(v, 3), 1),
+    ("transfer_ms", "move ms", "number", lambda v: _number(v, 3), 3),
+    ("busbw_gbps", "busbw GB/s", "number", lambda v: _number(v, 2), 5),
+    ("link_peak_pct", "link %", "number", lambda v: _number(v, 1), 10),
+    ("arrival_spread_ms", "spread ms", "number", lambda v: _number(v, 3), 8),
+    ("last_arriver", "last", "text", _name, 6),
+)
+
+
+def render_collectives(table: Table, console: Console, wide: bool = False) -> None:
+    """``tpuperf ops --by collective``: one row per collective op."""
+    spec = [Column(header, kind, drop=drop) for _, header, kind, _, drop in _COLLECTIVE_CELLS]
+    rows = [
+        [_number_cell(fmt, r[field]) for field, _, _, fmt, _ in _COLLECTIVE_CELLS]
+        for r in table.records()
+    ]
+    fit(spec, rows, _width(console, wide)).print(console, rows)
 
 
 # Numeric columns of ``ops --by scope|source|pass``: (field, header, format, drop order).
