@@ -400,23 +400,28 @@ def _build(profile: Profile) -> Scopes:
 def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> list[str]:
     """Each op's pass (see the module docstring)."""
     backward = {
-        identity[:2]
-        for identity, p in zip(identities, parsed, strict=True)
-        if _BACKWARD_TRANSFORMS.intersection(p.transforms)
+        identity[:2] for identity, p in zip(identities, parsed, strict=True) if is_backward(p)
     }
-    out = []
-    for identity, p in zip(identities, parsed, strict=True):
-        if not p.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
-            out.append(PASS_OTHER)
-        elif _BACKWARD_TRANSFORMS.intersection(p.transforms):
-            out.append(PASS_BACKWARD)
-        elif _FORWARD_TRANSFORMS.intersection(p.transforms):
-            out.append(PASS_FORWARD)
-        elif identity[:2] in backward:
-            out.append(PASS_OPTIMIZER)
-        else:
-            out.append(PASS_FORWARD)
-    return out
+    return [
+        pass_of(p, identity[:2] in backward) for identity, p in zip(identities, parsed, strict=True)
+    ]
+
+
+def is_backward(path: ScopePath) -> bool:
+    """Whether a path is under ``transpose(...)``: an op of the backward pass."""
+    return bool(_BACKWARD_TRANSFORMS.intersection(path.transforms))
+
+
+def pass_of(path: ScopePath, program_has_backward: bool) -> str:
+    """The pass of an op with this path, in a program that has backward ops or not (see the
+    module docstring); the memory view gives the buffers an op defines the same pass."""
+    if not path.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
+        return PASS_OTHER
+    if is_backward(path):
+        return PASS_BACKWARD
+    if _FORWARD_TRANSFORMS.intersection(path.transforms):
+        return PASS_FORWARD
+    return PASS_OPTIMIZER if program_has_backward else PASS_FORWARD
 
 
 def _hlo_metadata(
