@@ -59,10 +59,10 @@ def command(
     if program is not None and not report.programs and report.hlo_protos:
         raise UsageError(f"--program {program}: no program of {loaded.source} has that name or id")
     document = to_document(report, top=top or None)
-    if fmt is not Format.json and not report.programs:
-        for note in document["notes"]:
+    if fmt is not Format.json:
+        for note in document["notes"]:  # what the profile lacks, one line each
             out.note(note)
-        if not report.allocators:
+        if not report.programs and not report.allocators:
             return
     from tpuperf.render.memory import render_memory, render_memory_markdown
 

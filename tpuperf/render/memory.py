@@ -16,16 +16,22 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import wider_console
-from tpuperf.render.markdown import md_code, md_text
+from tpuperf.render.markdown import md_code as _md_code
+from tpuperf.render.markdown import md_text
 from tpuperf.render.tree import PASS_STYLES, pass_bar
 
 MIB = 1 << 20
 GIB = 1 << 30
 _SCOPES_SHOWN = 10
-_BYTES_WIDTH = 9  # "20.00 GiB"
+_BYTES_WIDTH = 10  # "545.53 MiB"
 _WIDE = 1000
 # Buffer kinds as the terminal table shows them.
 _KIND_SHORT = {"parameter": "param", "output": "out", "temporary": "temp", "constant": "const"}
+
+
+def md_code(text: str) -> str:
+    """A profile string as a Markdown code span (empty stays empty)."""
+    return f"`{_md_code(text)}`" if text else ""
 
 
 def fmt_bytes(value: Any) -> str:
@@ -33,6 +39,8 @@ def fmt_bytes(value: Any) -> str:
     if value is None:
         return "?"
     value = int(value)
+    if value == 0:
+        return "0"
     if abs(value) >= GIB:
         return f"{value / GIB:.2f} GiB"
     if abs(value) >= MIB:
@@ -190,17 +198,18 @@ def _allocators_table(document: dict[str, Any]) -> Table:
 
 
 def render_memory(document: dict[str, Any], console: Console, wide: bool = False) -> None:
-    """The memory view on ``console``."""
+    """The memory view on ``console`` (its notes are the caller's to say, on stderr)."""
     console.print(Text(f"Memory of {document['source']}", style="bold"))
     for line in capacity_lines(document):
         console.print(Text(line))
-    for note in document["notes"]:
-        console.print(Text(note, style="dim"))
-    if not document["programs"]:
-        return
     width = None if wide else console.width
     if wide:  # rich never prints a table wider than its console: give it one wide enough
         console = wider_console(console, _WIDE)
+    if document["allocators"]:
+        console.print()
+        console.print(_allocators_table(document))
+    if not document["programs"]:
+        return
     console.print()
     console.print(_programs_table(document, width))
     for program in document["programs"]:
@@ -211,9 +220,6 @@ def render_memory(document: dict[str, Any], console: Console, wide: bool = False
         console.print()
         console.print(_scopes_table(largest, width))
         console.print(_pass_legend(largest))
-    if document["allocators"]:
-        console.print()
-        console.print(_allocators_table(document))
 
 
 def render_memory_markdown(document: dict[str, Any]) -> str:
