@@ -42,6 +42,12 @@ KIND_REDUCE_COPIES = "reduce_copies"  # move fewer bytes: removes the wait itsel
 KIND_MEMORY_BOUND = "memory_bound"
 KIND_LOW_COMPUTE_UTILIZATION = "low_compute_utilization"
 KIND_STRAGGLER = "straggler"
+KIND_NEAR_OOM = "near_oom"  # ranked first whatever the others save (see URGENT_KINDS)
+KIND_REMAT_HEADROOM = "remat_headroom"
+KIND_OFFLOAD_HEADROOM = "offload_headroom"
+
+# Kinds the report lists first, though they save no time: a program about to run out of memory.
+URGENT_KINDS = frozenset({KIND_NEAR_OOM})
 
 
 def savings_pct(savings_ms: float, step_ms: float) -> float:
@@ -144,6 +150,7 @@ BUILTIN: list[tuple[str, str]] = [
     ("idle", "tpuperf.analyzers.idle:IdleAnalyzer"),
     ("collectives", "tpuperf.analyzers.collectives:CollectivesAnalyzer"),
     ("roofline", "tpuperf.analyzers.roofline:RooflineAnalyzer"),
+    ("memory", "tpuperf.analyzers.memory:MemoryAnalyzer"),
 ]
 
 

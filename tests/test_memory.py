@@ -92,14 +92,14 @@ def test_v6e_peaks_and_top_buffers_equal_the_recorded_xprof_figures(v6e: Path) -
 def test_v6e_capacity_peak_and_fragmentation_equal_the_recorded_memory_profile(v6e: Path) -> None:
     # XProf 2.24.2 get_memory_profile: capacity 31.25 GiB, peak 20.02 GiB, fragmentation 10.96%.
     report = memory_report(tpuperf.load(v6e))
-    assert report.capacity_source == {"TPU v6 Lite": "allocator"}
-    assert round(report.capacity_bytes["TPU v6 Lite"] / GIB, 2) == 31.25
     top = max(report.allocators, key=lambda a: a.peak_bytes)
+    assert round(top.capacity_bytes / GIB, 2) == 31.25
     assert round(top.peak_bytes / GIB, 2) == 20.02
     assert round(100 * top.fragmentation, 2) == 10.96
-    assert report.headroom("TPU v6 Lite") == report.capacity_bytes["TPU v6 Lite"] - round(
-        V6E_XPROF_PEAK_MIB["jit_f"] * MIB
-    )
+    # The chip's capacity (the plane states none): 32 GiB, the chip table's v6e.
+    assert report.capacity_source == {"TPU v6 Lite": "chip_table"}
+    assert report.capacity_bytes == {"TPU v6 Lite": 32 * GIB}
+    assert report.headroom("TPU v6 Lite") == 32 * GIB - round(V6E_XPROF_PEAK_MIB["jit_f"] * MIB)
 
 
 @pytest.mark.parametrize("name", CAPTURES + WITH_HLO)
@@ -140,14 +140,23 @@ def test_every_program_and_its_buffers_equal_xprof_peak_allocations(
         assert sum(size * n for (_, size), n in (mine - named).items()) == lumped, key
 
 
-def test_v6e_memory_profile_equals_xprof(v6e: Path, tmp_path: Path) -> None:
-    xprof = _xprof("get_memory_profile", v6e, tmp_path)
-    report = memory_report(tpuperf.load(v6e))
+@pytest.mark.parametrize(
+    "name", ["tpu/v6e_4chip_inference.xplane.pb", "gpu/v100_8gpu_tf_training.xplane.pb"]
+)
+def test_allocator_peak_capacity_and_fragmentation_equal_xprof_memory_profile(
+    name: str, tmp_path: Path
+) -> None:
+    path = shared_profile(name)
+    xprof = _xprof("get_memory_profile", path, tmp_path)
+    report = memory_report(tpuperf.load(path))
     top = max(report.allocators, key=lambda a: a.peak_bytes)
-    assert round(report.capacity_bytes["TPU v6 Lite"] / GIB, 2) == xprof["memory_capacity_gib"]
+    # XProf's capacity is the largest of its allocators' (a host allocator's, on the V100).
+    capacity = max(a.capacity_bytes for a in report.allocators)
+    assert round(capacity / GIB, 2) == xprof["memory_capacity_gib"]
     assert round(top.peak_bytes / GIB, 2) == xprof["peak_memory_usage_gib"]
     details = xprof["peak_usage_details"]
     assert round(top.reserved_bytes_at_peak / GIB, 2) == details["stack_reservation_gib"]
+    assert round(top.allocated_bytes_at_peak / GIB, 2) == details["heap_allocation_gib"]
     assert round(100 * top.fragmentation, 2) == details["fragmentation_percent"]
 
 
@@ -267,7 +276,8 @@ def test_memory_command_table_and_markdown_fit(
     assert main(["memory", str(v6e), "--top", "4"]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 100 for line in out.splitlines())
-    assert "31.25 GiB" in out and "20.00 GiB" in out and "copy-start" in out
+    assert "32.00 GiB" in out and "31.25 GiB" in out and "20.00 GiB" in out
+    assert "copy-start" in out
     assert main(["memory", str(v6e), "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert "| `jit_f(12190760917235803885)` | 20.00 GiB |" in md

@@ -23,14 +23,15 @@ module reads it the way XProf's memory viewer does (openxla/xprof
   sum is ``live_peak_bytes`` (XProf's memory viewer's peak heap); the temporaries'
   allocation exceeds their part of it by what the packing could not reuse.
 
-Capacity per device kind: the device plane's ``memory_size`` stat, else the allocator events
-(``bytes_reserved + bytes_allocated + bytes_available`` at their peak), else the chip table
+Capacity per device kind: the device plane's ``memory_size`` stat, else the chip table
 (:func:`tpuperf.roofline.chips.hbm_capacity_bytes`), else ``--hbm-gib``. Headroom is the
 capacity minus the largest peak of the programs that ran on that kind.
 
 Allocator events (``MemoryAllocation`` / ``MemoryDeallocation`` on ``/host:CPU``), where a
 profile has them, give memory over time per allocator, the peak in the capture window, the
-lifetime peak and fragmentation, read as XProf's memory profile reads them.
+lifetime peak and fragmentation, read as XProf's memory profile reads them; each allocator
+states its own capacity (``bytes_reserved + bytes_allocated + bytes_available``: what the
+runtime can hand out, a little under the chip's memory).
 
 This module computes; :mod:`tpuperf.render.memory` shows what it returns.
 """
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 GIB = 1 << 30
 HBM_COLOR = 0
+HOST_COLOR = 5  # XLA's host memory space (Layout::kHostMemorySpace): offloaded buffers
+# The name scope JAX gives the forward ops a checkpoint (remat) recomputes in the backward pass.
+REMAT_LEVEL = "rematted_computation"
 
 KIND_PARAMETER = "parameter"
 KIND_OUTPUT = "output"
@@ -57,7 +61,6 @@ KIND_CONSTANT = "constant"
 KINDS = (KIND_PARAMETER, KIND_OUTPUT, KIND_TEMPORARY, KIND_CONSTANT)
 
 CAPACITY_DEVICE = "device"  # the device plane's memory_size stat
-CAPACITY_ALLOCATOR = "allocator"  # reserved + allocated + available of the allocator events
 CAPACITY_TABLE = "chip_table"
 CAPACITY_FLAG = "flag"  # --hbm-gib
 CAPACITY_UNKNOWN = "unknown"
@@ -151,6 +154,9 @@ class ProgramMemory:
     # the indefinite bytes
     has_backward: bool = False
     device_kind: str = ""  # the chip (or kind) of the devices that ran it
+    remat_bytes: int = 0  # HBM buffers defined by recomputed (rematerialized) ops
+    offloaded_bytes: tuple[int, ...] = ()  # the host-memory allocations (offloaded), largest
+    # first
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,11 @@ def shape_text(shape: Any) -> tuple[str, str]:
     return f"{name}[{dims}]", name
 
 
+def is_remat(path: _scopes.ScopePath) -> bool:
+    """Whether an op with this path is a recomputation of a checkpointed (remat) forward op."""
+    return REMAT_LEVEL in path.levels
+
+
 def scope_label(path: _scopes.ScopePath) -> str:
     """The scope a buffer is counted in, by `tpuperf tree`'s rules."""
     if path.levels:
@@ -367,6 +378,17 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
             )
         )
     buffers.sort(key=lambda b: (-b.size_bytes, b.op))
+    hbm_ids = {id(a) for a in hbm}
+    remat_bytes = sum(
+        b.size
+        for b in logical.values()
+        if id(b.allocation) in hbm_ids
+        and is_remat(meta.get(int(b.instruction.id), (_scopes.parse_path(""),))[0])
+    )
+    offloaded = sorted(
+        (int(a.size) for a in assignment.buffer_allocations if int(a.color) == HOST_COLOR),
+        reverse=True,
+    )
     return ProgramMemory(
         host=host,
         module=name,
@@ -380,6 +402,8 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
         schedule_events=heap.events,
         heap_bytes=tuple(b + indefinite_bytes for b in heap.curve),
         has_backward=has_backward,
+        remat_bytes=remat_bytes,
+        offloaded_bytes=tuple(offloaded),
     )
 
 
@@ -596,7 +620,6 @@ def memory_report(
     """The memory view of a loaded profile: every program's plan (``program``: only those
     whose module name or program id is this), capacity and headroom per device kind, and the
     allocator events where the profile has them."""
-    from tpuperf.roofline.chips import hbm_capacity_bytes
     from tpuperf.sources import read_profile
 
     notes: list[str] = []
@@ -628,19 +651,10 @@ def memory_report(
     capacity: dict[str, int | None] = {}
     capacity_source: dict[str, str] = {}
     device_memory = _device_memory(profile)
-    allocator_capacity = max((a.capacity_bytes for a in allocator_list), default=0)
     for kind in sorted({p.device_kind for p in programs} | set(device_memory)):
-        chip_bytes = hbm_capacity_bytes(kind)
-        if device_memory.get(kind):
-            capacity[kind], capacity_source[kind] = device_memory[kind], CAPACITY_DEVICE
-        elif allocator_capacity and not kind.startswith("CPU"):
-            capacity[kind], capacity_source[kind] = allocator_capacity, CAPACITY_ALLOCATOR
-        elif chip_bytes:
-            capacity[kind], capacity_source[kind] = chip_bytes, CAPACITY_TABLE
-        elif hbm_gib is not None:
-            capacity[kind], capacity_source[kind] = round(hbm_gib * GIB), CAPACITY_FLAG
-        else:
-            capacity[kind], capacity_source[kind] = None, CAPACITY_UNKNOWN
+        capacity[kind], capacity_source[kind] = resolve_capacity(
+            kind, device_memory.get(kind), hbm_gib
+        )
     return MemoryReport(
         source=profile.source,
         capacity_bytes=capacity,
@@ -650,6 +664,23 @@ def memory_report(
         notes=notes,
         hlo_protos=count,
     )
+
+
+def resolve_capacity(
+    kind: str, device_bytes: int | None, hbm_gib: float | None
+) -> tuple[int | None, str]:
+    """A device kind's memory and where it comes from: the device's own stat, else the chip
+    table, else ``--hbm-gib`` (DESIGN.md, Memory)."""
+    from tpuperf.roofline.chips import hbm_capacity_bytes
+
+    if device_bytes:
+        return device_bytes, CAPACITY_DEVICE
+    chip_bytes = hbm_capacity_bytes(kind)
+    if chip_bytes:
+        return chip_bytes, CAPACITY_TABLE
+    if hbm_gib is not None:
+        return round(hbm_gib * GIB), CAPACITY_FLAG
+    return None, CAPACITY_UNKNOWN
 
 
 def _with_kind(program: ProgramMemory, kind: str) -> ProgramMemory:
@@ -751,6 +782,8 @@ def to_document(report: MemoryReport, top: int | None = None) -> dict[str, Any]:
                 "schedule_events": p.schedule_events,
                 "by_pass_bytes": by_pass(p),
                 "by_scope": by_scope(p),
+                "remat_bytes": p.remat_bytes,
+                "offloaded_bytes": sum(p.offloaded_bytes),
                 "buffer_count": len(p.buffers),
                 "buffers": [b.to_dict() for b in (p.buffers[:top] if top else p.buffers)],
             }

@@ -250,9 +250,13 @@ def analyze(
             rec
             for r in results.values()
             for rec in r.recommendations
-            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT
+            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT or rec.kind in base.URGENT_KINDS
         ),
-        key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
+        key=lambda r: (
+            r.kind not in base.URGENT_KINDS,  # near out-of-memory first
+            -_finite(r.est_savings_pct),
+            -_finite(r.est_savings_ms),
+        ),
     )
     roofline = results.get("roofline")
     if code is not None:

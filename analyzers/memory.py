@@ -1,0 +1,293 @@
+"""Memory against time: how close each program comes to the device's memory, and what the
+headroom left could buy back in step time.
+
+Reads each program's memory plan (:mod:`tpuperf.memory`: its peak, split and the buffers live
+at the peak) and the op time of the scope table (:mod:`tpuperf.scopes`). Three kinds of advice:
+
+- ``near_oom``: a program whose peak leaves under 10% of the device's memory (or none). It
+  saves no time, so it is ranked first whatever the others save: the next change to the model
+  may not fit. The evidence names the largest buffers live at the peak with their source
+  lines; the fix: shard them, rematerialize them, offload them, donate the inputs.
+- ``remat_headroom``: a training step that recomputes checkpointed (remat) forward ops in its
+  backward pass (their scope is ``rematted_computation``) while the device has headroom.
+  Saving those activations instead costs at most the bytes the recomputed ops define; the
+  time it saves is the recomputation's, all of it when those bytes fit in the headroom, the
+  share that fits otherwise.
+- ``offload_headroom``: a program that offloads buffers to host memory (XLA's host memory
+  space) and waits on the copies (``copy-start``/``copy-done`` time on the op line) while the
+  device has headroom. Keeping the offloaded buffers that fit (largest first) saves their
+  share of the copy time.
+
+Time is per step per device over the capture (the scope table's windows).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpuperf.analyzers.base import (
+    KIND_NEAR_OOM,
+    KIND_OFFLOAD_HEADROOM,
+    KIND_REMAT_HEADROOM,
+    AnalysisConfig,
+    Analyzer,
+    AnalyzerResult,
+    Recommendation,
+    savings_pct,
+)
+
+if TYPE_CHECKING:
+    from tpuperf.memory import MemoryReport, ProgramMemory
+    from tpuperf.timeline import Timeline
+
+NEAR_OOM_PCT = 10.0  # headroom under this share of the device's memory is near out-of-memory
+_BUFFERS_CITED = 3
+_COPY_OPS = ("copy-start", "copy-done")
+
+
+def _gib(value: float) -> str:
+    return f"{value / (1 << 30):.2f} GiB"
+
+
+class MemoryAnalyzer(Analyzer):
+    name = "memory"
+    summary = (
+        "Peak HBM per program against the device's memory: near-OOM buffers, and the "
+        "remat or offload time the headroom could buy back."
+    )
+    requires = {"ops": ["module", "program_id", "op", "self_ps"]}
+
+    def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
+        from tpuperf.memory import memory_report
+
+        tl = timeline
+        result = AnalyzerResult(self.name)
+        report = memory_report(tl.profile, allocators=False)
+        result.notes.extend(report.notes)
+        if not report.programs:
+            return result
+        result.metrics = _metrics(report)
+        step_ms = tl.mean_window_ps / 1e9
+        times = _program_times(tl.profile)
+        for program in report.programs:
+            capacity = report.capacity_of(program)
+            if capacity is None:
+                continue
+            headroom = capacity - program.peak_bytes
+            if 100.0 * headroom / capacity < NEAR_OOM_PCT:
+                result.recommendations.append(_near_oom(program, capacity, headroom))
+                continue
+            key = (program.module, program.program_id)
+            remat_ms, offload_ms = times.get(key, (0.0, 0.0))
+            if program.remat_bytes and remat_ms > 0:
+                result.recommendations.append(
+                    _remat(program, headroom, remat_ms, step_ms, tl.has_steps)
+                )
+            if program.offloaded_bytes and offload_ms > 0:
+                result.recommendations.append(
+                    _offload(program, headroom, offload_ms, step_ms, tl.has_steps)
+                )
+        return result
+
+
+def _metrics(report: MemoryReport) -> dict[str, Any]:
+    largest = report.programs[0]
+    capacity = report.capacity_of(largest)
+    headroom = report.headroom(largest.device_kind)
+    return {
+        "device_kind": largest.device_kind,
+        "capacity_bytes": capacity,
+        "capacity_source": report.capacity_source.get(largest.device_kind, "unknown"),
+        "peak_bytes": largest.peak_bytes,
+        "peak_program": largest.module,
+        "headroom_bytes": headroom,
+        "headroom_pct": 100.0 * headroom / capacity if capacity and headroom is not None else None,
+        "programs": len(report.programs),
+    }
+
+
+def _program_times(profile: Any) -> dict[tuple[str, str], tuple[float, float]]:
+    """(module, program id) -> (recomputation ms, offload copy ms) per step per device."""
+    from tpuperf import scopes
+    from tpuperf.memory import is_remat
+
+    data = scopes.scopes(profile)
+    if not data.n:
+        return {}
+    times = scopes.scope_time(profile)
+    table = data.table
+    modules = table.strings("module").tolist()
+    programs = table.strings("program_id").tolist()
+    ops = table.strings("op").tolist()
+    name_scopes = table.strings("name_scope").tolist()
+    out: dict[tuple[str, str], list[float]] = {}
+    for row in range(data.n):
+        time_ps = int(times.time_ps[row])
+        if not time_ps:
+            continue
+        key = (modules[row], programs[row])
+        entry = out.setdefault(key, [0.0, 0.0])
+        ms = time_ps / times.windows / 1e9
+        if is_remat(scopes.parse_path(name_scopes[row])):
+            entry[0] += ms
+        if scopes.op_base(ops[row]) in _COPY_OPS:
+            entry[1] += ms
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _confidence(has_steps: bool) -> str:
+    return "medium" if has_steps else "low"
+
+
+def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommendation:
+    cited = [b for b in program.buffers[:_BUFFERS_CITED]]
+    listed = "; ".join(
+        f"{b.op} {_gib(b.size_bytes)} {b.shape} ({b.scope}, {b.pass_}"
+        + (f", {b.source})" if b.source else ")")
+        for b in cited
+    )
+    pct = 100.0 * headroom / capacity
+    return Recommendation(
+        analyzer="memory",
+        kind=KIND_NEAR_OOM,
+        title=(
+            f"{program.module} peaks at {_gib(program.peak_bytes)} of {_gib(capacity)} device "
+            f"memory: {pct:.1f}% headroom"
+        ),
+        evidence=(
+            f"{program.module} holds {program.peak_bytes} bytes at its peak "
+            f"(temporaries {program.split['temporary']}, parameters "
+            f"{program.split['parameter']}, outputs {program.split['output']}); "
+            f"{len(program.buffers)} buffers are live at the peak, the largest: {listed}"
+        ),
+        fix={
+            "tpu": (
+                "Shard the largest buffers across devices (jax.sharding.NamedSharding on their "
+                "batch or model axis); rematerialize activations "
+                "(jax.checkpoint(f, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)) "
+                "or offload them to host memory "
+                "(policy=jax.checkpoint_policies.offload_dot_with_no_batch_dims('device', "
+                "'pinned_host')); donate the inputs the step replaces "
+                "(jax.jit(step, donate_argnums=0))"
+            ),
+            "gpu": (
+                "Shard the largest buffers (jax.sharding.NamedSharding); rematerialize "
+                "activations (jax.checkpoint with a policy); donate the step's inputs "
+                "(donate_argnums); XLA_PYTHON_CLIENT_MEM_FRACTION leaves the rest to the runtime"
+            ),
+        },
+        est_savings_ms=0.0,
+        est_savings_pct=0.0,
+        confidence="high",
+        ops=[b.op for b in cited],
+        values={
+            "program": program.module,
+            "program_id": program.program_id,
+            "peak_bytes": program.peak_bytes,
+            "capacity_bytes": capacity,
+            "headroom_bytes": headroom,
+            "headroom_pct": pct,
+            "buffers": [b.to_dict() for b in cited],
+        },
+    )
+
+
+def _remat(
+    program: ProgramMemory, headroom: int, remat_ms: float, step_ms: float, has_steps: bool
+) -> Recommendation:
+    fits = min(1.0, headroom / program.remat_bytes)
+    savings = remat_ms * fits
+    kept = min(program.remat_bytes, headroom)
+    return Recommendation(
+        analyzer="memory",
+        kind=KIND_REMAT_HEADROOM,
+        title=(
+            f"{program.module} recomputes checkpointed activations for {remat_ms:.3f} ms a "
+            f"step while {_gib(headroom)} of device memory is free"
+        ),
+        evidence=(
+            f"ops under rematted_computation take {remat_ms:.3f} ms per step; the buffers they "
+            f"define total {program.remat_bytes} bytes, and the device has {headroom} bytes of "
+            f"headroom above the {program.peak_bytes}-byte peak: saving "
+            f"{kept} bytes of them instead buys back {savings:.3f} ms per step"
+        ),
+        fix={
+            "tpu": (
+                "Save the activations instead of recomputing them: drop jax.checkpoint "
+                "(nn.remat) on this block, or give it a policy that saves them "
+                "(jax.checkpoint(f, policy=jax.checkpoint_policies.dots_saveable), or "
+                "save_only_these_names with jax.ad_checkpoint.checkpoint_name)"
+            ),
+            "gpu": (
+                "Drop jax.checkpoint (nn.remat) on this block or use a saving policy "
+                "(jax.checkpoint_policies.dots_saveable)"
+            ),
+        },
+        est_savings_ms=savings,
+        est_savings_pct=savings_pct(savings, step_ms),
+        confidence=_confidence(has_steps),
+        values={
+            "program": program.module,
+            "program_id": program.program_id,
+            "remat_ms_per_step": remat_ms,
+            "remat_bytes": program.remat_bytes,
+            "headroom_bytes": headroom,
+            "bytes_to_keep": kept,
+        },
+    )
+
+
+def _offload(
+    program: ProgramMemory, headroom: int, copy_ms: float, step_ms: float, has_steps: bool
+) -> Recommendation:
+    total = sum(program.offloaded_bytes)
+    kept: list[int] = []
+    room = headroom
+    for size in program.offloaded_bytes:  # largest first
+        if size <= room:
+            kept.append(size)
+            room -= size
+    kept_bytes = sum(kept)
+    savings = copy_ms * kept_bytes / total if total else 0.0
+    return Recommendation(
+        analyzer="memory",
+        kind=KIND_OFFLOAD_HEADROOM,
+        title=(
+            f"{program.module} offloads {_gib(total)} to host memory and waits "
+            f"{copy_ms:.3f} ms a step on the copies while {_gib(headroom)} of device memory "
+            "is free"
+        ),
+        evidence=(
+            f"{len(program.offloaded_bytes)} buffers ({total} bytes) live in host memory; "
+            f"copy-start/copy-done take {copy_ms:.3f} ms per step on the op line; "
+            f"{len(kept)} of them ({kept_bytes} bytes) fit in the {headroom} bytes of headroom "
+            f"above the {program.peak_bytes}-byte peak: keeping them on the device buys back "
+            f"{savings:.3f} ms per step"
+        ),
+        fix={
+            "tpu": (
+                "Keep these buffers in device memory: drop the offload from their checkpoint "
+                "policy (jax.checkpoint_policies.save_and_offload_only_these_names: move their "
+                "names from names_which_can_be_offloaded to names_which_can_be_saved), or put "
+                "them in memory_kind='device' (jax.device_put / out_shardings)"
+            ),
+            "gpu": (
+                "Keep these buffers in device memory: drop the offload from the checkpoint "
+                "policy, or memory_kind='device' in their sharding"
+            ),
+        },
+        est_savings_ms=savings,
+        est_savings_pct=savings_pct(savings, step_ms),
+        confidence=_confidence(has_steps),
+        ops=list(_COPY_OPS),
+        values={
+            "program": program.module,
+            "program_id": program.program_id,
+            "copy_ms_per_step": copy_ms,
+            "offloaded_bytes": total,
+            "offloaded_buffers": len(program.offloaded_bytes),
+            "bytes_to_keep": kept_bytes,
+            "buffers_to_keep": len(kept),
+            "headroom_bytes": headroom,
+        },
+    )
