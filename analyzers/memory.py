@@ -23,7 +23,7 @@ Time is per step per device over the capture (the scope table's windows).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf.analyzers.base import (
     KIND_NEAR_OOM,
@@ -55,7 +55,7 @@ class MemoryAnalyzer(Analyzer):
         "Peak HBM per program against the device's memory: near-OOM buffers, and the "
         "remat or offload time the headroom could buy back."
     )
-    requires = {"ops": ["module", "program_id", "op", "self_ps"]}
+    requires: ClassVar[dict[str, list[str]]] = {"ops": ["module", "program_id", "op", "self_ps"]}
 
     def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
         from tpuperf.memory import memory_report
@@ -164,7 +164,8 @@ def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommend
             "tpu": (
                 "Shard the largest buffers across devices (jax.sharding.NamedSharding on their "
                 "batch or model axis); rematerialize activations "
-                "(jax.checkpoint(f, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)) "
+                "(jax.checkpoint(f, policy="
+                "jax.checkpoint_policies.dots_with_no_batch_dims_saveable)) "
                 "or offload them to host memory "
                 "(policy=jax.checkpoint_policies.offload_dot_with_no_batch_dims('device', "
                 "'pinned_host')); donate the inputs the step replaces "
