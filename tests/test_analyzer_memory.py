@@ -57,6 +57,9 @@ def test_remat_advice_has_the_exact_bytes_and_time(tmp_path: Path) -> None:
     assert values["headroom_bytes"] == truth["headroom_bytes"]
     # 2 of the 3 GiB the recomputed op defines fit: two thirds of its time.
     assert values["bytes_to_keep"] == truth["headroom_bytes"] == 2 * GIB
+    # README's figures: 3 GiB recomputed in 1.5 ms a step, 2 GiB of headroom, 1.0 ms saved.
+    assert (truth["remat_bytes"], truth["remat_ms_per_step"]) == (3 * GIB, 1.5)
+    assert top.est_savings_ms == pytest.approx(1.0, rel=1e-9)
     assert "jax.checkpoint" in top.fix["tpu"]
     metrics = report.results["memory"].metrics
     assert metrics["peak_bytes"] == truth["peak_bytes"]
