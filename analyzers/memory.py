@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 NEAR_OOM_PCT = 10.0  # headroom under this share of the device's memory is near out-of-memory
 _BUFFERS_CITED = 3
 _COPY_OPS = ("copy-start", "copy-done")
+_SCOPES_KEPT = 12
+_CURVE_POINTS = 400
 
 
 def _gib(value: float) -> str:
@@ -58,11 +60,11 @@ class MemoryAnalyzer(Analyzer):
     requires: ClassVar[dict[str, list[str]]] = {"ops": ["module", "program_id", "op", "self_ps"]}
 
     def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
-        from tpuperf.memory import memory_report
+        from tpuperf.memory import plan
 
         tl = timeline
         result = AnalyzerResult(self.name)
-        report = memory_report(tl.profile, allocators=False)
+        report = plan(tl.profile)
         result.notes.extend(report.notes)
         if not report.programs:
             return result
@@ -91,6 +93,8 @@ class MemoryAnalyzer(Analyzer):
 
 
 def _metrics(report: MemoryReport) -> dict[str, Any]:
+    from tpuperf.memory import by_scope
+
     largest = report.programs[0]
     capacity = report.capacity_of(largest)
     headroom = report.headroom(largest.device_kind)
@@ -103,7 +107,21 @@ def _metrics(report: MemoryReport) -> dict[str, Any]:
         "headroom_bytes": headroom,
         "headroom_pct": 100.0 * headroom / capacity if capacity and headroom is not None else None,
         "programs": len(report.programs),
+        # The largest program, for the report's memory section.
+        "split_bytes": dict(largest.split),
+        "live_peak_bytes": largest.live_peak_bytes,
+        "by_scope": by_scope(largest)[:_SCOPES_KEPT],
+        "curve_bytes": _sampled(largest.heap_bytes),
+        "schedule_events": largest.schedule_events,
     }
+
+
+def _sampled(values: tuple[int, ...]) -> list[int]:
+    """At most _CURVE_POINTS values, each the largest of its stretch (the peak stays)."""
+    if len(values) <= _CURVE_POINTS:
+        return list(values)
+    width = -(-len(values) // _CURVE_POINTS)
+    return [max(values[i : i + width]) for i in range(0, len(values), width)]
 
 
 def _program_times(profile: Any) -> dict[tuple[str, str], tuple[float, float]]:

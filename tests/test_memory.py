@@ -309,3 +309,89 @@ def test_document_sizes_add_up(v6e: Path) -> None:
         assert sum(program["split_bytes"].values()) == program["peak_bytes"]
         assert sum(r["bytes"] for r in program["by_scope"]) == program["live_peak_bytes"]
         assert sum(program["by_pass_bytes"].values()) == program["live_peak_bytes"]
+
+
+# --------------------------------------------------------------------------- everywhere else
+
+
+def test_analyze_summary_carries_peak_capacity_and_headroom(v6e: Path) -> None:
+    summary = tpuperf.analyze(tpuperf.load(v6e), analyzers=["steps"]).summary
+    peak = round(V6E_XPROF_PEAK_MIB["jit_f"] * MIB)
+    assert summary["peak_hbm_gib"] == peak / GIB
+    assert summary["peak_program"] == "jit_f"
+    assert summary["hbm_capacity_gib"] == 32.0
+    assert summary["headroom_pct"] == pytest.approx(100 * (32 * GIB - peak) / (32 * GIB))
+    assert summary["program_peak_gib"]["jit__psum"] == 10240 / 1024
+
+
+def test_scan_rows_have_peak_and_headroom(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fixtures.memory_scenarios import generate_memory
+
+    data, truth = generate_memory("remat_headroom")
+    (tmp_path / "remat.xplane.pb").write_bytes(data)
+    (tmp_path / "cnn.xplane.pb").write_bytes((DATA / "memory_cnn.xplane.pb").read_bytes())
+    assert main(["scan", str(tmp_path), "--format", "ndjson", "--no-cache"]) == 0
+    rows = {Path(r["path"]).name: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    remat = rows["remat.xplane.pb"]
+    assert remat["peak_hbm_gib"] == truth["peak_bytes"] / GIB
+    assert remat["headroom_pct"] == pytest.approx(
+        100 * truth["headroom_bytes"] / truth["capacity_bytes"]
+    )
+    cnn = rows["cnn.xplane.pb"]
+    truth_cnn = json.loads((DATA / "memory_cnn.truth.json").read_text())["programs"][0]
+    peak = (
+        sum(
+            truth_cnn[k]
+            for k in ("argument_size_in_bytes", "temp_size_in_bytes", "output_size_in_bytes")
+        )
+        - truth_cnn["alias_size_in_bytes"]
+    )
+    # The compiler's figures leave out the constants (12 bytes here): within 0.1%.
+    assert cnn["peak_hbm_gib"] == pytest.approx(peak / GIB, rel=1e-3)
+    assert cnn["headroom_pct"] is None  # a CPU: no capacity
+
+
+def test_diff_compares_each_programs_peak_and_gates_on_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base, new = DATA / "memory_cnn.xplane.pb", DATA / "memory_demo.xplane.pb"
+    peaks = {
+        name: max(
+            p.peak_bytes
+            for p in memory_report(
+                tpuperf.load(DATA / f"{name}.xplane.pb"), allocators=False
+            ).programs
+            if p.module == "jit_train_step"
+        )
+        for name in CAPTURES
+    }
+    assert main(["diff", str(base), str(new), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    step = next(r for r in document["memory"] if r["module"] == "jit_train_step")
+    assert step["peak_gib_before"] == peaks["memory_cnn"] / GIB
+    assert step["peak_gib_after"] == peaks["memory_demo"] / GIB
+    growth = (peaks["memory_demo"] - peaks["memory_cnn"]) / GIB
+    assert step["delta"] == pytest.approx(growth)
+    assert document["summary"]["peak_hbm_gib"]["delta"] == pytest.approx(growth)
+    assert main(["diff", str(base), str(new), "--fail-on", "peak_hbm_gib.delta>0.01"]) == 3
+    assert main(["diff", str(base), str(new), "--fail-on", "peak_hbm_gib.delta>1"]) == 0
+
+
+def test_html_report_has_the_memory_section(tmp_path: Path) -> None:
+    from fixtures.memory_scenarios import generate_memory
+
+    data, truth = generate_memory("remat_headroom")
+    path = tmp_path / "remat.xplane.pb"
+    path.write_bytes(data)
+    report = tpuperf.analyze(tpuperf.load(path))
+    metrics = report.results["memory"].metrics
+    # The in-use curve along the schedule keeps its peak: the buffers live at it.
+    assert max(metrics["curve_bytes"]) == truth["live_peak_bytes"]
+    assert metrics["split_bytes"] == truth["split_bytes"]
+    out = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert '<section id="memory">' in html and "memory-chart" in html
+    assert "jit_train_step: peak 13.00 GiB of 15.00 GiB (device), headroom 13.3%" in html

@@ -38,6 +38,7 @@ This module computes; :mod:`tpuperf.render.memory` shows what it returns.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -722,6 +723,51 @@ def _device_memory(profile: Profile) -> dict[str, int]:
         if value is not None and not math.isnan(float(value)) and float(value) > 0:
             out[_device_name(device.row)] = int(value)
     return out
+
+
+SUMMARY_FIELDS = (
+    "peak_hbm_gib",
+    "peak_program",
+    "hbm_capacity_gib",
+    "headroom_pct",
+    "program_peak_gib",
+)
+_PLANS: weakref.WeakKeyDictionary[Any, MemoryReport] = weakref.WeakKeyDictionary()
+
+
+def plan(profile: Profile) -> MemoryReport:
+    """The profile's memory plans (:func:`memory_report` without allocator events, which would
+    mean reading the file again), built on first use and kept with the profile: the memory
+    analyzer and the report's summary share them."""
+    found = _PLANS.get(profile)
+    if found is None:
+        found = _PLANS[profile] = memory_report(profile, allocators=False)
+    return found
+
+
+def summary_fields(profile: Profile) -> dict[str, Any]:
+    """What ``analyze``'s summary says of memory: the largest peak (``peak_hbm_gib``, of
+    ``peak_program``), the capacity of its device kind (``hbm_capacity_gib``), the headroom
+    left (``headroom_pct`` of the capacity) and every program's peak by module name
+    (``program_peak_gib``: the largest of same-named programs); null without HLO modules."""
+    report = plan(profile)
+    if not report.programs:
+        return dict.fromkeys(SUMMARY_FIELDS)
+    largest = report.programs[0]
+    capacity = report.capacity_of(largest)
+    headroom = report.headroom(largest.device_kind)
+    peaks: dict[str, float] = {}
+    for program in report.programs:  # largest first: the first of a name is its largest
+        peaks.setdefault(program.module, program.peak_bytes / GIB)
+    return {
+        "peak_hbm_gib": largest.peak_bytes / GIB,
+        "peak_program": largest.module,
+        "hbm_capacity_gib": capacity / GIB if capacity else None,
+        "headroom_pct": (
+            100.0 * headroom / capacity if capacity and headroom is not None else None
+        ),
+        "program_peak_gib": peaks,
+    }
 
 
 # --------------------------------------------------------------------------- by model code
