@@ -23,6 +23,7 @@ Time is per step per device over the capture (the scope table's windows).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf.analyzers.base import (
@@ -44,6 +45,7 @@ NEAR_OOM_PCT = 10.0  # headroom under this share of the device's memory is near 
 _BUFFERS_CITED = 3
 _COPY_OPS = ("copy-start", "copy-done")
 _SCOPES_KEPT = 12
+_OPS_CITED = 5
 _CURVE_POINTS = 400
 
 
@@ -79,15 +81,14 @@ class MemoryAnalyzer(Analyzer):
             if 100.0 * headroom / capacity < NEAR_OOM_PCT:
                 result.recommendations.append(_near_oom(program, capacity, headroom))
                 continue
-            key = (program.module, program.program_id)
-            remat_ms, offload_ms = times.get(key, (0.0, 0.0))
-            if program.remat_bytes and remat_ms > 0:
+            spent = times.get((program.module, program.program_id), _Times())
+            if program.remat_bytes and spent.remat_ms > 0:
                 result.recommendations.append(
-                    _remat(program, headroom, remat_ms, step_ms, tl.has_steps)
+                    _remat(program, headroom, spent, step_ms, tl.has_steps)
                 )
-            if program.offloaded_bytes and offload_ms > 0:
+            if program.offloaded_bytes and spent.copy_ms > 0:
                 result.recommendations.append(
-                    _offload(program, headroom, offload_ms, step_ms, tl.has_steps)
+                    _offload(program, headroom, spent, step_ms, tl.has_steps)
                 )
         return result
 
@@ -124,8 +125,18 @@ def _sampled(values: tuple[int, ...]) -> list[int]:
     return [max(values[i : i + width]) for i in range(0, len(values), width)]
 
 
-def _program_times(profile: Any) -> dict[tuple[str, str], tuple[float, float]]:
-    """(module, program id) -> (recomputation ms, offload copy ms) per step per device."""
+@dataclass
+class _Times:
+    """A program's recomputation and offload copy time (ms per step per device) and ops."""
+
+    remat_ms: float = 0.0
+    copy_ms: float = 0.0
+    remat_ops: list[str] = field(default_factory=list)
+    copy_ops: list[str] = field(default_factory=list)
+
+
+def _program_times(profile: Any) -> dict[tuple[str, str], _Times]:
+    """(module, program id) -> its recomputation and offload copy time, most time first."""
     from tpuperf import scopes
     from tpuperf.memory import is_remat
 
@@ -138,19 +149,20 @@ def _program_times(profile: Any) -> dict[tuple[str, str], tuple[float, float]]:
     programs = table.strings("program_id").tolist()
     ops = table.strings("op").tolist()
     name_scopes = table.strings("name_scope").tolist()
-    out: dict[tuple[str, str], list[float]] = {}
-    for row in range(data.n):
+    out: dict[tuple[str, str], _Times] = {}
+    for row in sorted(range(data.n), key=lambda r: -int(times.time_ps[r])):
         time_ps = int(times.time_ps[row])
         if not time_ps:
             continue
-        key = (modules[row], programs[row])
-        entry = out.setdefault(key, [0.0, 0.0])
+        entry = out.setdefault((modules[row], programs[row]), _Times())
         ms = time_ps / times.windows / 1e9
         if is_remat(scopes.parse_path(name_scopes[row])):
-            entry[0] += ms
+            entry.remat_ms += ms
+            entry.remat_ops.append(ops[row])
         if scopes.op_base(ops[row]) in _COPY_OPS:
-            entry[1] += ms
-    return {k: (v[0], v[1]) for k, v in out.items()}
+            entry.copy_ms += ms
+            entry.copy_ops.append(ops[row])
+    return out
 
 
 def _confidence(has_steps: bool) -> str:
@@ -212,8 +224,9 @@ def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommend
 
 
 def _remat(
-    program: ProgramMemory, headroom: int, remat_ms: float, step_ms: float, has_steps: bool
+    program: ProgramMemory, headroom: int, spent: _Times, step_ms: float, has_steps: bool
 ) -> Recommendation:
+    remat_ms = spent.remat_ms
     fits = min(1.0, headroom / program.remat_bytes)
     savings = remat_ms * fits
     kept = min(program.remat_bytes, headroom)
@@ -245,6 +258,7 @@ def _remat(
         est_savings_ms=savings,
         est_savings_pct=savings_pct(savings, step_ms),
         confidence=_confidence(has_steps),
+        ops=spent.remat_ops[:_OPS_CITED],
         values={
             "program": program.module,
             "program_id": program.program_id,
@@ -257,8 +271,9 @@ def _remat(
 
 
 def _offload(
-    program: ProgramMemory, headroom: int, copy_ms: float, step_ms: float, has_steps: bool
+    program: ProgramMemory, headroom: int, spent: _Times, step_ms: float, has_steps: bool
 ) -> Recommendation:
+    copy_ms = spent.copy_ms
     total = sum(program.offloaded_bytes)
     kept: list[int] = []
     room = headroom
@@ -298,7 +313,7 @@ def _offload(
         est_savings_ms=savings,
         est_savings_pct=savings_pct(savings, step_ms),
         confidence=_confidence(has_steps),
-        ops=list(_COPY_OPS),
+        ops=spent.copy_ops[:_OPS_CITED],
         values={
             "program": program.module,
             "program_id": program.program_id,

@@ -627,9 +627,13 @@ def memory_report(
     kinds = _program_kinds(profile)
     programs: list[ProgramMemory] = []
     count = 0
+    seen: set[tuple[str, int]] = set()  # hosts of one run hold the same programs: once
     for host, by_name in sorted(profile.hlo_protos.items()):
         for key, data in by_name.items():
             count += 1
+            if (key, len(data)) in seen:
+                continue
+            seen.add((key, len(data)))
             try:
                 found = program_memory(data, key, host)
             except Exception as exc:  # a damaged module costs its memory view, not the command
@@ -847,6 +851,7 @@ def to_document(report: MemoryReport, top: int | None = None) -> dict[str, Any]:
                 "capacity_bytes": a.capacity_bytes,
                 "fragmentation_pct": 100.0 * a.fragmentation,
                 "lifetime_peak_bytes": a.lifetime_peak_bytes,
+                "curve": [list(point) for point in a.curve],
             }
             for a in report.allocators
         ],
