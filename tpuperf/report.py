@@ -71,6 +71,13 @@ SUMMARY_FIELDS: dict[str, Any] = {
     # forward / backward / optimizer / other: {ms_per_step, pct}; null without scope data
     "passes": ["object", None],
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
+    # Memory (tpuperf/memory.py): the largest program's peak, its device's capacity, the
+    # headroom, each program's peak by module name; null without HLO modules.
+    "peak_hbm_gib": ["number", None],
+    "peak_program": ["string", None],
+    "hbm_capacity_gib": ["number", None],
+    "headroom_pct": ["number", None],
+    "program_peak_gib": ["object", None],
 }
 PASS_FIELDS: dict[str, Any] = {
     "ms_per_step": "number",
@@ -290,6 +297,7 @@ def analyze(
             a.name: pool.submit(_run_one, a, tl, config) for a in chosen if a.name in builtin
         }
         ops_future = pool.submit(op_table, tl)
+        memory_future = pool.submit(_memory_summary, profile)
         code_future = pool.submit(_Code.of, profile, tl) if scopes else None
         results = {
             a.name: running[a.name].result() if a.name in running else _run_one(a, tl, config)
@@ -302,14 +310,19 @@ def analyze(
             rec
             for r in results.values()
             for rec in r.recommendations
-            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT
+            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT or rec.kind in base.URGENT_KINDS
         ),
-        key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
+        key=lambda r: (
+            r.kind not in base.URGENT_KINDS,  # near out-of-memory first
+            -_finite(r.est_savings_pct),
+            -_finite(r.est_savings_ms),
+        ),
     )
     roofline = results.get("roofline")
     if code is not None:
         recommendations = [code.annotate(rec) for rec in recommendations]
     summary = _summary(tl, config, recommendations, code)
+    summary.update(memory_future.result())
     notes = list(profile.warnings) + list(tl.notes)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
@@ -326,6 +339,14 @@ def analyze(
         summaries=summaries,
         config=config,
     )
+
+
+def _memory_summary(profile: Profile) -> dict[str, Any]:
+    """Peak, capacity and headroom for the summary (tpuperf/memory.py; a module that cannot be
+    read is left out there, with a note)."""
+    from tpuperf import memory
+
+    return memory.summary_fields(profile)
 
 
 def _run_one(analyzer: base.Analyzer, tl: Timeline, config: AnalysisConfig) -> AnalyzerResult:

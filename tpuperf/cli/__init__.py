@@ -28,6 +28,7 @@ COMMANDS = [
     ("info", "tpuperf.cli.info"),
     ("ops", "tpuperf.cli.ops"),
     ("tree", "tpuperf.cli.tree"),
+    ("memory", "tpuperf.cli.memory"),
     ("analyze", "tpuperf.cli.analyze"),
     ("analyzers", "tpuperf.cli.analyzers"),
     ("capture", "tpuperf.cli.capture"),

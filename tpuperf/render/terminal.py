@@ -15,10 +15,25 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
-from tpuperf.render.text import SEGMENTS, fmt_ms, fmt_pct, peaks_text
+from tpuperf.render.text import GIB, SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
+
+
+def memory_text(summary: dict[str, Any]) -> str | None:
+    """``peak 20.00 GiB (jit_f) of 32.00 GiB, headroom 37.5%``; None without HLO modules."""
+    peak = summary.get("peak_hbm_gib")
+    if peak is None:
+        return None
+    text = f"peak {fmt_bytes(round(peak * GIB))} ({summary.get('peak_program')})"
+    capacity = summary.get("hbm_capacity_gib")
+    if capacity is None:
+        return text + ", capacity unknown"
+    return (
+        text
+        + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
+    )
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
@@ -90,6 +105,10 @@ def _header(report: Report, width: int) -> Panel:
         lines.append(f"utilization {fmt_pct(util)}")
         if s.get("mfu_pct") is not None:
             lines.append(f"   MFU {fmt_pct(s['mfu_pct'])}")
+    memory = memory_text(s)
+    if memory is not None:
+        lines.append("\nMemory   ", style="bold")
+        lines.append(memory)
     inner = max(10, width - 4)  # the panel's border and padding
     lines.append("\n\n")
     lines.append(split_bar(s, inner))

@@ -8,6 +8,9 @@ from typing import Any
 
 from tpuperf.output import visible
 
+MIB = 1 << 20
+GIB = 1 << 30
+
 # The split of step time, in bar order: (summary key, label, style, character). Each part has
 # its own character, so the bar reads without colour too (a pipe, a CI log, a file).
 SEGMENTS = [
@@ -80,3 +83,17 @@ def md_text(text: object) -> str:
     on one line, control characters written out, no HTML, link or table syntax of its own,
     backticks as quotes (so it can sit inside a code span)."""
     return md_code(text).replace("\\|", "|").translate(_MARKDOWN)
+
+
+def fmt_bytes(value: Any) -> str:
+    """Bytes with their unit: GiB from 1 GiB, MiB from 1 MiB, else KiB (2**10 ... 2**30)."""
+    if value is None:
+        return "?"
+    value = int(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= GIB:
+        return f"{value / GIB:.2f} GiB"
+    if abs(value) >= MIB:
+        return f"{value / MIB:.2f} MiB"
+    return f"{value / 1024:.2f} KiB"
