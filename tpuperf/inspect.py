@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf.profile import Profile
+from tpuperf.steps import SOURCE_MODULE_PERIOD, program_label
 
 
 def describe(profile: Profile) -> dict[str, Any]:
@@ -32,6 +33,12 @@ def describe(profile: Profile) -> dict[str, Any]:
                 "device": d.device,
                 "count": steps.n,
                 "source": steps.strings("source").tolist()[0],
+                # Steps from module periods come from one program: which one.
+                "program": (
+                    program_label(d.modules)
+                    if steps.strings("source").tolist()[0] == SOURCE_MODULE_PERIOD
+                    else None
+                ),
                 "first": int(numbers.min()),
                 "last": int(numbers.max()),
             }

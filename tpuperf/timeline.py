@@ -48,7 +48,7 @@ from tpuperf.columns import (
 )
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
-from tpuperf.steps import dominant_module_steps, window_of
+from tpuperf.steps import dominant_module_steps, program_label, window_of
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -506,7 +506,18 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     if source == "module_period" and not any(
         d.steps is not None and d.steps.n for d in profile.device_tables
     ):
-        notes.append("no Steps line or step markers: steps are the periods of the dominant module")
+        labels = sorted(
+            {
+                label
+                for d in candidates
+                if d.key in steps_of and (label := program_label(d.tables.modules)) is not None
+            }
+        )
+        notes.append(
+            "no Steps line or step markers: steps are the periods between executions of one "
+            f"program, {', '.join(labels)} (the most time); the last execution only ends the "
+            "last step"
+        )
     selected: list[int] = []
     excluded: list[int] = []
     if source != SOURCE_OP_SPAN:

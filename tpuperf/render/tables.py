@@ -142,7 +142,11 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         _line(
             console,
             f"steps: {'/'.join(map(str, counts))} per device on {len(steps)} device(s), "
-            f"from {', '.join(sources)}",
+            f"from {', '.join(sources)}"
+            + "".join(
+                f" of one program, {p}"
+                for p in sorted({s["program"] for s in steps if s.get("program")})[:1]
+            ),
         )
     else:
         _line(console, "steps: none found (no Steps line, step markers or repeated module)")
