@@ -96,3 +96,12 @@ def test_scope_table_columns_are_documented() -> None:
 
     missing = sorted(c for c in (*SCOPES, *PASSES) if not _documented(c))
     assert not missing, f"README does not document {missing}"
+
+
+def test_host_fields_are_documented(capsys) -> None:
+    host = REPO / "fixtures" / "data" / "host_markers.xplane.pb"
+    document = _json(capsys, "host", str(host), "--format", "json")
+    fields = set(document) | set(document["input"]) | _keys(document["events"])
+    fields |= _keys(document["input"]["input_ops"]) | set(document["iteration_time_ms"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"

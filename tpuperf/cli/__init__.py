@@ -29,6 +29,7 @@ COMMANDS = [
     ("ops", "tpuperf.cli.ops"),
     ("tree", "tpuperf.cli.tree"),
     ("analyze", "tpuperf.cli.analyze"),
+    ("host", "tpuperf.cli.host"),
     ("analyzers", "tpuperf.cli.analyzers"),
     ("capture", "tpuperf.cli.capture"),
     ("demo", "tpuperf.cli.demo"),

@@ -298,6 +298,7 @@ _SCAN_COLUMNS = (
     ("profile", Column("profile", "key")),
     ("chip", Column("chip", "text", drop=5)),
     ("step_time_ms.median", Column("step ms")),
+    ("iteration_time_ms.median", Column("iter ms", drop=6)),
     ("idle_pct", Column("idle %", drop=1)),
     ("exposed_collective_pct", Column("coll %", drop=3)),
     ("flops_utilization_pct", Column("flops %", drop=4)),
