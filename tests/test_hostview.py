@@ -229,6 +229,7 @@ def test_real_gpu_profiles_in_the_readme() -> None:
     (first, *_) = host.values["functions"]
     assert (first["function"], first["where"]) == ("try_to_block", "api.py:3165")
     assert round(first["ms_per_iteration"], 1) == 19.7
+    assert round(host.values["between_steps_idle_ms_per_iteration"], 1) == 21.2
     gemm = analyze(tpuperf.load(shared_profile("gpu/mi300_jax_gemm.xplane.pb")))
     assert gemm.summary["steps_analyzed"] == 1
     assert round(gemm.summary["step_time_ms"]["median"], 2) == 0.70
@@ -267,3 +268,15 @@ def test_generated_host_gaps_against_their_truth(tmp_path) -> None:
     runtime = {r["name"]: r for r in document["events"] if r["kind"] == "runtime"}
     # The dispatch runs inside the step, while the GPU is still idle before its first kernel.
     assert "PjitFunction(train_step)" in runtime
+
+
+def test_report_page_has_the_host_section(markers) -> None:
+    from tpuperf.render.html import render_html
+
+    profile, truth = markers
+    page = render_html(analyze(profile), build_timeline(profile, AnalysisConfig()))
+    section = page.split('<section id="host">', 1)[1].split("</section>", 1)[0]
+    # Ranked as `tpuperf host` ranks them: the loader first, with its file:line.
+    first_row = section.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    assert "load_batch" in first_row
+    assert f"{truth['file']}:{truth['lines']['load_batch']}" in first_row

@@ -42,7 +42,7 @@ def render_host(document: dict[str, Any], console: Console, wide: bool = False) 
         source = "input events" if verdict["source"] == "input_events" else "data-loading code"
         console.print(
             Text(
-                f"Input: {verdict['classification']}: {source} take "
+                f"Input: {verdict['classification']}: {source} overlap "
                 f"{fmt_ms(verdict['input_ms_per_iteration'])} of device idle per iteration "
                 f"({fmt_pct(verdict['input_pct_of_iteration'])} of the iteration)"
             )
