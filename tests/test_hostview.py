@@ -280,3 +280,11 @@ def test_report_page_has_the_host_section(markers) -> None:
     first_row = section.split("<tbody>", 1)[1].split("</tr>", 1)[0]
     assert "load_batch" in first_row
     assert f"{truth['file']}:{truth['lines']['load_batch']}" in first_row
+
+
+def test_diff_summary_uses_the_iteration(markers) -> None:
+    path = DATA / "host_markers.xplane.pb"
+    summary = tpuperf.diff(str(path), str(path)).to_dict()["summary"]
+    idle = analyze(markers[0]).results["idle"].metrics
+    # idle_ms is per step per device: the idle share times the mean iteration.
+    assert summary["idle_ms"]["before"] == pytest.approx(idle["idle_ms_per_step"], rel=1e-6)
