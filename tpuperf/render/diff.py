@@ -39,6 +39,10 @@ _SUMMARY_ROWS = (
     ("FLOP utilization", "flops_utilization_pct", "points"),
     ("MFU", "mfu_pct", "points"),
 )
+# The smallest time a cell shows (0.1 us).
+SHOWN_MS = 5e-5
+# Programs that differ, one line each, before the rest are counted.
+PROGRAM_LINES = 5
 # Below this many ms, a change is floating-point noise (sums of the same times in another
 # order), shown as 0 rather than as -0.0 us.
 NOISE_MS = 1e-9
@@ -78,8 +82,11 @@ def change_text(entry: dict[str, Any]) -> str:
 
 def ci_text(low: Any, high: Any) -> str:
     """An interval of a change in ms: ``+98.0 ms..+115 ms``; ``-`` when there is none."""
-    if _finite(low) is None or _finite(high) is None:
+    low, high = _finite(low), _finite(high)
+    if low is None or high is None:
         return "-"
+    if max(abs(low), abs(high)) < SHOWN_MS:  # both read 0.0 us: no interval to speak of
+        return "0"
     return f"{signed_ms(low)}..{signed_ms(high)}"
 
 
@@ -143,15 +150,15 @@ def programs_lines(diff: DiffReport) -> list[str]:
     if all(p["identical"] for p in programs):
         return [f"Programs: all {len(programs)} identical (same fingerprint on both sides)"]
     lines = []
-    for p in programs:
-        if p["identical"]:
-            continue
+    different = [p for p in programs if not p["identical"]]
+    for p in different[:PROGRAM_LINES]:
         b, n = p["base_fingerprint"], p["new_fingerprint"]
         what = "only in NEW" if b is None else "only in BASE" if n is None else "changed"
         lines.append(f"Program {p['module']}: {what} ({_short(b)} -> {_short(n)})")
-    same = sum(p["identical"] for p in programs)
-    if same:
-        lines.append(f"Programs: {same} of {len(programs)} identical")
+    if len(different) > PROGRAM_LINES:
+        lines.append(f"... and {len(different) - PROGRAM_LINES} more programs (JSON lists all)")
+    same = len(programs) - len(different)
+    lines.append(f"Programs: {same} of {len(programs)} identical")
     return lines
 
 
@@ -273,7 +280,7 @@ def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> Non
     names = [r["op"] for r in records]
     if len(set(names)) < len(names):
         # Rows that would read the same: same-named ops of different programs.
-        columns.append(Column("program", "text", drop=7))
+        columns.append(Column("program", "text"))
         for row, r in zip(rows, records, strict=True):
             row.append(str(r["module"]))
     if any(r["base_op"] and r["base_op"] != r["op"] for r in records):
