@@ -341,6 +341,12 @@ def test_gates_on_verdict_and_significance(real, capsys) -> None:
         assert main(["diff", base, new, "-f", "json", "--fail-on", gate]) == 3, gate
         assert f"tpuperf: gate {gate}: tripped" in capsys.readouterr().err
     assert main(["diff", base, base, "-f", "json", "--fail-on", "verdict!=no_change"]) == 0
+    # A gate on the interval: the whole of it above 5%.
+    low = real[("cnn_b16", "cnn_b64")].summary["step_time_ms"]["median"]["ci_low_pct"]
+    assert low > 5
+    gate = "step_time_ms.median.ci_low_pct>5"
+    assert main(["diff", base, new, "-f", "json", "--fail-on", gate]) == 3
+    assert main(["diff", base, base, "-f", "json", "--fail-on", gate]) == 0
     assert main(["diff", base, new, "--fail-on", "verdict==fast"]) == 0  # never the verdict
     capsys.readouterr()
     assert main(["diff", base, new, "--fail-on", "verdict>1"]) == 2  # a word: == and != only

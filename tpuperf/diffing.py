@@ -223,7 +223,7 @@ GATE_TEXT_FIELDS = (
 SIGNIFICANCE_OF = {
     f"step_time_ms.{stat}.{leaf}": f"step_time_ms.{stat}.significant"
     for stat in STEP_STATS
-    for leaf in ("delta", "delta_pct", "after")
+    for leaf in ("delta", "delta_pct")
 }
 
 
