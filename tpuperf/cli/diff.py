@@ -65,8 +65,8 @@ def command(
         tpuperf diff logdir/ logdir/ --base-run run1,run2 --new-run run3,run4
 
         tpuperf diff base.xplane.pb new.xplane.pb -f json \\
-            --fail-on 'step_time_ms.median.delta_pct>5' --fail-on 'verdict==slower' \\
-            --fail-on 'exposed_collective_pct.delta>3'
+            --fail-on 'step_time_ms.median.delta_pct>5' \\
+            --fail-on 'verdict==slower' --fail-on 'exposed_collective_pct.delta>3'
     """
     from tpuperf import gates
     from tpuperf import output as out

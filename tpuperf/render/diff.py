@@ -154,7 +154,7 @@ def programs_lines(diff: DiffReport) -> list[str]:
     for p in different[:PROGRAM_LINES]:
         b, n = p["base_fingerprint"], p["new_fingerprint"]
         what = "only in NEW" if b is None else "only in BASE" if n is None else "changed"
-        lines.append(f"Program {p['module']}: {what} ({_short(b)} -> {_short(n)})")
+        lines.append(f"Program {p['module']}: {what} (BASE {_short(b)}, NEW {_short(n)})")
     if len(different) > PROGRAM_LINES:
         lines.append(f"... and {len(different) - PROGRAM_LINES} more programs (JSON lists all)")
     same = len(programs) - len(different)
