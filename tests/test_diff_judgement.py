@@ -410,3 +410,28 @@ def test_json_fields(real) -> None:
     assert set(summary["step_time_ms"]["p90"]) == {*diffing.STEP_FIELDS, "significant"}
     added = [r for r in data["ops"] if r["status"] == "added"]
     assert added and all(r["base_scope"] is None and r["beyond_factor_ms"] is None for r in added)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return bytes([number << 3, value])
+
+
+def test_fingerprint_leaves_out_the_module_id_and_schedule_order() -> None:
+    # HloProto { hlo_module { name, id, schedule { two entries } } }, as wire bytes.
+    entries = (_field(1, b"\x08\x01"), _field(1, b"\x08\x02"))
+
+    def proto(name: bytes, module_id: int, schedule: tuple[bytes, ...]) -> bytes:
+        module = _field(1, name) + _varint_field(5, module_id) + _field(7, b"".join(schedule))
+        return _field(1, module)
+
+    base = diffing.hlo_fingerprint(proto(b"jit_f", 3, entries))
+    assert diffing.hlo_fingerprint(proto(b"jit_f", 9, entries)) == base
+    assert diffing.hlo_fingerprint(proto(b"jit_f", 3, entries[::-1])) == base
+    assert diffing.hlo_fingerprint(proto(b"jit_g", 3, entries)) != base
+    assert diffing.hlo_fingerprint(proto(b"jit_f", 3, entries[:1])) != base
+    with pytest.raises(ValueError):
+        diffing.hlo_fingerprint(b"\x0a\x05ab")  # truncated
