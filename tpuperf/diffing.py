@@ -413,8 +413,9 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         }
         for i, (k, c, h) in enumerate(zip(*(_strings(ops, a) for a in _ATTRIBUTES), strict=True))
     ]
-    step_numbers = list(tl.steps_selected) if tl.has_steps else [-1]
+    step_numbers = sorted(tl.steps_selected) if tl.has_steps else [-1]
     column = {s: j for j, s in enumerate(step_numbers)}
+    numbers = np.array(step_numbers, dtype=np.int64)  # ascending, as the timeline selects them
     totals = np.zeros((len(keys), len(step_numbers)), dtype=np.float64)
     devices_per_step = np.zeros(len(step_numbers), dtype=np.float64)
     ran: dict[str, set[tuple[str, str]]] = {}  # module -> (host, program id) of what ran
@@ -430,13 +431,16 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
             view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
         )
         step = view.windows.step[window] if tl.has_steps else np.full(len(window), -1)
-        cols = np.fromiter((column[s] for s in step.tolist()), dtype=np.int64, count=len(step))
+        cols = np.searchsorted(numbers, step)  # every op here starts in a selected window
         rows = np.array(
             [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
             dtype=np.int64,
         )[group]
         keep = rows >= 0
-        np.add.at(totals, (rows[keep], cols[keep]), selected.array("self_ps")[keep])
+        cells = rows[keep] * len(step_numbers) + cols[keep]
+        totals += np.bincount(
+            cells, weights=selected.array("self_ps")[keep], minlength=totals.size
+        ).reshape(totals.shape)
         programs = selected.strings("program_id")
         _, firsts = group_index([module, programs])
         for m, p in zip(module.take(firsts), programs.take(firsts), strict=True):
