@@ -414,6 +414,16 @@ def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:
     assert sum(len(t["x"]) for t in roofline_figure["data"]) == roofline.tables["ops"].n
 
 
+def test_report_without_op_costs_gives_only_that_reason(tmp_path: Path) -> None:
+    """The CPU capture records no per-op FLOPs: peak flags would not help, so the roofline
+    section says only that (it told the user to pass them first)."""
+    page = tmp_path / "cpu.html"
+    assert main(["report", str(CPU_FIXTURE), "-o", str(page)]) == 0
+    section = _section(page.read_text(), "roofline")
+    assert "records no per-op FLOPs or bytes" in section
+    assert "Peaks unknown" not in section and "--peak-tflops" not in section
+
+
 # --------------------------------------------------------------------------- hostile strings
 
 SCRIPT_OP = "<script>alert(1)</script>"

@@ -486,7 +486,7 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
     ops: Table | None = result.tables.get("ops")
     notes = []
     known = peaks.get("peak_tflops") is not None and peaks.get("peak_hbm_gbps") is not None
-    if not known:
+    if not known and ops is not None and ops.n:  # without per-op costs, peaks would not help
         missing = [
             flag
             for flag, key in (
