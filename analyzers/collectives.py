@@ -6,6 +6,7 @@ import re
 from typing import Any, ClassVar
 
 import numpy as np
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
@@ -292,28 +293,7 @@ class CollectivesAnalyzer(Analyzer):
                 else f"Exposed {'synchronous ' if sync else ''}{head} outside the steps"
             ),
             evidence="; ".join(parts),
-            fix={
-                "tpu": (
-                    "Let XLA overlap collectives with compute (LIBTPU_INIT_ARGS) — "
-                    + (tpu or "--xla_tpu_enable_async_collective_fusion=true")
-                    + (
-                        f". The {', '.join(sync)} {'runs' if len(sync) == 1 else 'run'} "
-                        "synchronously: shard so the reduction can "
-                        "be pipelined with compute (FSDP/ZeRO-style sharding, gradient "
-                        "accumulation), batch small reductions into one, or reduce their size "
-                        "(bf16)."
-                        if sync
-                        else ""
-                    )
-                ),
-                "gpu": (
-                    "--xla_gpu_enable_latency_hiding_scheduler=true "
-                    + (gpu + " " if gpu else "")
-                    + "--xla_gpu_all_reduce_combine_threshold_bytes=134217728 (combine small "
-                    "collectives); make sure NCCL runs on its own stream "
-                    "(--xla_gpu_enable_highest_priority_async_stream=true)."
-                ),
-            },
+            fix=fixes.collectives(fixes.workload_of(tl), tpu, gpu, sync),
             est_savings_ms=exposed_ms,
             est_savings_pct=savings_pct(exposed_ms, step_ms),
             # One-off collectives outside the steps save wall time, not step time: less sure.
@@ -409,19 +389,7 @@ class CollectivesAnalyzer(Analyzer):
                 f"top: {ops_text}. Overlap can hide at most the {compute_ms:.3f} ms of compute "
                 "per step there is to hide them behind"
             ),
-            fix={
-                "tpu": (
-                    "Start the transfers earlier so compute covers them: in the "
-                    "`jax.checkpoint` policy offload activations that are used much later "
-                    "(`offload_src`/`offload_dst`), and let the scheduler move copy-start up "
-                    "(`--xla_tpu_enable_latency_hiding_scheduler=true`)."
-                ),
-                "gpu": (
-                    "Issue host<->device copies ahead of the step on their own stream: "
-                    "`jax.device_put` of the next batch before the current step, pinned host "
-                    "memory, and no `jax.device_get` or `.item()` inside the step."
-                ),
-            },
+            fix=fixes.hide_copies(fixes.workload_of(tl)),
             est_savings_ms=hide_ms,
             est_savings_pct=savings_pct(hide_ms, step_ms),
             confidence="medium",
@@ -442,19 +410,7 @@ class CollectivesAnalyzer(Analyzer):
             + ("host-offload copies" if is_tpu else "memcpys")
             + " hold up every step",
             evidence=f"{copy_ms:.3f} ms per step waiting on {what}{traffic}; top: {ops_text}",
-            fix={
-                "tpu": (
-                    "Offload less: in the `jax.checkpoint` policy, move names from "
-                    "`offloadable`/`offload_src` back to saveable (or use "
-                    "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`), keep "
-                    "serving caches in HBM, and offload in bf16 rather than f32."
-                ),
-                "gpu": (
-                    "Move fewer bytes between host and device: keep the data on the device "
-                    "across steps, transfer in bf16, and drop copies of results the step "
-                    "does not need on the host."
-                ),
-            },
+            fix=fixes.reduce_copies(fixes.workload_of(tl)),
             est_savings_ms=copy_ms,
             est_savings_pct=savings_pct(copy_ms, step_ms),
             confidence="medium",

@@ -27,6 +27,7 @@ from tpuperf.timeline import Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
+    from tpuperf.workload import Workload
 
 # Bump on any change to the JSON layout that could break a reader.
 SCHEMA_VERSION = jsonout.SCHEMA_VERSION
@@ -70,6 +71,7 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "peaks_source": ["string", None],
     # forward / backward / optimizer / other: {ms_per_step, pct}; null without scope data
     "passes": ["object", None],
+    "workload": ["object", None],  # framework, platform, vendor, training: see workload.py
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
 }
 PASS_FIELDS: dict[str, Any] = {
@@ -90,7 +92,7 @@ RECOMMENDATION_FIELDS: dict[str, Any] = {
     "kind": "string",
     "title": "string",
     "evidence": "object",  # text, ops, values, scopes
-    "fix": "object",  # tpu, gpu
+    "fix": "object",  # {platform: text}: the fix for the workload (analyzers/fixes.py)
     "est_savings_ms": "number",
     "est_savings_pct": "number",
     "confidence": "string",
@@ -227,6 +229,7 @@ def analyze(
         config = dataclasses.replace(config, host=host)
     chosen = base.select(analyzers)
     tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
+    tl = dataclasses.replace(tl, workload=_workload(profile, scopes))
 
     # The built-in analyzers read the frozen timeline and share nothing: they run side by side
     # (numpy lets go of the GIL in its loops), as do the report's own tables. Plug-ins run one
@@ -273,6 +276,18 @@ def analyze(
         notes=notes,
         summaries=summaries,
     )
+
+
+def _workload(profile: Profile, scopes: bool) -> Workload:
+    """What ran, for the analyzers to choose fixes from: training or inference needs the scope
+    table, so it stays unknown without ``scopes``."""
+    from tpuperf.workload import detect
+
+    if not scopes:
+        return detect(profile)
+    from tpuperf import scopes as sc
+
+    return detect(profile, sc.scopes(profile))
 
 
 def _run_one(analyzer: base.Analyzer, tl: Timeline, config: AnalysisConfig) -> AnalyzerResult:
@@ -356,6 +371,7 @@ def _summary(
         "peak_hbm_gbps": common.peak_hbm_gbps if common else None,
         "peaks_source": common.source if common else None,
         "passes": code.passes if code is not None else None,
+        "workload": tl.workload.to_dict() if tl.workload is not None else None,
         "top_recommendation": (
             {
                 "kind": top.kind,

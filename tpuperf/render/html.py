@@ -33,7 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
-from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
+from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct, workload_text
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table
@@ -247,7 +247,11 @@ def _cards(report: Report) -> str:
     cards = [
         _card("Chip", _e(s.get("chip") or "unknown"), _e(s.get("platform") or "")),
         _card("Peaks", peaks, peaks_detail),
-        _card("Devices", str(s.get("devices")), f"on {s.get('hosts')} host(s)"),
+        _card(
+            "Devices",
+            str(s.get("devices")),
+            f"on {s.get('hosts')} host(s); {_e(workload_text(s.get('workload')))}",
+        ),
         _card("Step time", step_value, step_detail),
         _card(
             "FLOP utilization",

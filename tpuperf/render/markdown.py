@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpuperf.output import visible
-from tpuperf.render.terminal import fmt_ms, fmt_pct, peaks_text
+from tpuperf.render.terminal import fmt_ms, fmt_pct, peaks_text, workload_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
@@ -53,6 +53,7 @@ def render_markdown(report: Report) -> str:
         ("Chip", f"{s.get('chip') or 'unknown'} ({s.get('platform')})"),
         ("Peaks", peaks),
         ("Devices", f"{s.get('devices')} on {s.get('hosts')} host(s)"),
+        ("Workload", workload_text(s.get("workload"))),
         (
             "Steps",
             f"{s['steps_analyzed']} analysed ({s['step_source']}), {s['steps_excluded']} left out"
