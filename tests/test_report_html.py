@@ -525,3 +525,5 @@ def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) ->
         assert html._COLOURS["red"] not in marked[0]
         assert (colour in marked[0]) if colour else ("color" not in marked[0])
         assert f"Straggler (confidence {confidence})" in _section(page, "devices")
+    # The alarm colour is kept for a verdict the evidence holds.
+    assert html._COLOURS["red"] in html._straggler_label("h/device:1", "high")

@@ -69,6 +69,7 @@ def render_markdown(report: Report) -> str:
         ("Exposed collective", fmt_pct(s.get("exposed_collective_pct"))),
         ("Exposed copy", fmt_pct(s.get("exposed_copy_pct"))),
         ("Idle", fmt_pct(s.get("idle_pct"))),
+        ("No op", fmt_pct(s.get("no_op_pct"))),
         ("FLOP utilization", fmt_pct(s.get("flops_utilization_pct"))),
         ("MFU", fmt_pct(s.get("mfu_pct"))),
         ("Passes", _passes(s.get("passes"))),
