@@ -403,3 +403,78 @@ def straggler(w: Workload, name: str) -> Fix:
             "and uneven shards of the batch (a device given more work)."
         )
     return _fix(w, text)
+
+
+def collective_bytes(w: Workload) -> Fix:
+    """Collectives move data slowly: send fewer bytes (collective_bytes)."""
+    if w.platform == "CPU" or not _jax(w):
+        return _fix(
+            w,
+            "Send fewer bytes: exchange 16-bit values, combine small collectives into "
+            "larger ones, and fewer replicas per group; `tpuperf ops --by collective` shows "
+            "the bytes and group size of each.",
+        )
+    grads = "Reduce gradients in bf16 (cast before the psum/all-reduce)"
+    other = "Exchange bf16 rather than f32 (cast before the psum/all-gather)"
+    first = grads if w.training else other if w.training is False else f"{other} (gradients too)"
+    if w.platform == "TPU":
+        rest = (
+            "combine small collectives (--xla_tpu_enable_all_reduce_combine... / larger "
+            "buckets), or shard so less is exchanged ("
+            + ("FSDP's reduce-scatter instead of a full all-reduce, " if w.training else "")
+            + "fewer replicas per group)."
+        )
+    else:
+        rest = (
+            "raise --xla_gpu_all_reduce_combine_threshold_bytes (fewer, larger NCCL calls), "
+            "or shard so less is exchanged (reduce-scatter instead of a full all-reduce)."
+        )
+    return _fix(w, f"{first}, {rest}")
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def near_oom(w: Workload) -> Fix:
+    """A program near the device's memory capacity (near_oom)."""
+    shard = "Shard the largest buffers across devices (jax.sharding.NamedSharding on their "
+    shard += "batch or model axis)"
+    remat = (
+        "rematerialize activations (jax.checkpoint(f, policy="
+        "jax.checkpoint_policies.dots_with_no_batch_dims_saveable)) or offload them to host "
+        "memory (policy=jax.checkpoint_policies.offload_dot_with_no_batch_dims('device', "
+        "'pinned_host'))"
+    )
+    donate = "donate the inputs the step replaces (jax.jit(step, donate_argnums=0))"
+    if not _jax(w):
+        return _fix(
+            w,
+            "Shard the largest buffers across devices, reuse the buffers the step replaces, "
+            "and a smaller batch; the buffers live at the peak are listed in `tpuperf memory`.",
+        )
+    parts = [shard]
+    if w.training:
+        parts.append(remat)
+    elif w.training is None:
+        parts.append(f"in training, {remat}")
+    parts.append(donate)
+    if w.platform == "GPU":
+        parts.append("XLA_PYTHON_CLIENT_MEM_FRACTION leaves the rest to the runtime")
+    return _fix(w, "; ".join(parts))
+
+
+def keep_offloaded(w: Workload) -> Fix:
+    """Buffers offloaded to host memory while device memory is free (offload_headroom)."""
+    policy = (
+        "drop the offload from their checkpoint policy "
+        "(jax.checkpoint_policies.save_and_offload_only_these_names: move their names from "
+        "names_which_can_be_offloaded to names_which_can_be_saved)"
+    )
+    kind = "put them in memory_kind='device' (jax.device_put / out_shardings)"
+    if w.training:
+        how = f"{policy}, or {kind}"
+    elif w.training is False:
+        how = kind
+    else:
+        how = f"{kind}; in training, {policy}"
+    return _fix(w, f"Keep these buffers in device memory: {how}")

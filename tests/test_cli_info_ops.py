@@ -230,6 +230,29 @@ def test_unknown_format_is_usage_error(capsys) -> None:
     assert "'xml' is not one of 'table', 'json'" in err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", str(CPU_FIXTURE), "--foo"], "no such option: --foo"),
+        (["analyze", str(CPU_FIXTURE), "-f", "csv"], "'csv' is not one of 'table', 'json'"),
+        (["ops", str(CPU_FIXTURE), "--top", "abc"], "'abc' is not a valid int"),
+        (["nosuch"], "no such command 'nosuch'"),
+    ],
+)
+def test_click_usage_errors_are_one_line_with_the_hint(
+    capsys, args: list[str], message: str
+) -> None:
+    """README: every message is one line ``tpuperf: error: ...``; click's four-line usage
+    block becomes its message and the hint where to look."""
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("tpuperf: error: "), err
+    assert message in err
+    command = args[0] if args[0] != "nosuch" else ""
+    assert f"see '{' '.join(['tpuperf', command]).strip()} -h'" in err
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -351,3 +374,34 @@ def test_truncated_and_corrupt_gzip_are_bad_input(capsys, tmp_path) -> None:
         code, _, err = run(capsys, "info", str(path))
         assert code == 4, err
         assert reason in err and str(path) in err
+
+
+def test_info_says_why_the_numpy_decoder_reads() -> None:
+    """With the C module built, TPUPERF_DECODER=numpy is a choice, not a missing build."""
+    from tpuperf import xspace
+
+    if xspace._native is None:
+        pytest.skip("the C decoder is not built here: numpy is the fallback, not a choice")
+    reason = "chosen by TPUPERF_DECODER=numpy"
+    env = {**os.environ, "TPUPERF_DECODER": "numpy"}
+    args = [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE)]
+    table = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, check=True)
+    assert f"decoder numpy ({reason}: slower, same results)" in table.stdout
+    assert "not built" not in table.stdout
+    document = subprocess.run(
+        [*args, "--format", "json"], capture_output=True, text=True, cwd=REPO, env=env, check=True
+    )
+    info = json.loads(document.stdout)
+    assert (info["decoder"], info["decoder_reason"]) == ("numpy", reason)
+    native = subprocess.run(
+        [*args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "TPUPERF_DECODER"},
+        check=True,
+    )
+    assert (json.loads(native.stdout)["decoder"], json.loads(native.stdout)["decoder_reason"]) == (
+        "native",
+        None,
+    )

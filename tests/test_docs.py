@@ -96,3 +96,45 @@ def test_scope_table_columns_are_documented() -> None:
 
     missing = sorted(c for c in (*SCOPES, *PASSES) if not _documented(c))
     assert not missing, f"README does not document {missing}"
+
+
+def test_collective_fields_are_documented(capsys) -> None:
+    from tpuperf.analyzers.collectives import COLLECTIVE_METRICS
+
+    coll = str(REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb")
+    document = _json(capsys, "ops", coll, "--format", "json", "--by", "collective")
+    assert document["rows"], "the FSDP capture has collectives"
+    report = _json(capsys, "analyze", coll, "--format", "json", "--analyzer", "collectives")
+    collectives = report["analyzers"]["collectives"]
+    fields = _keys(document["rows"]) | set(collectives["tables"]["collectives"]["columns"])
+    # The metrics of the per-collective table (the analyzer's older ones are in Definitions).
+    added = {"last_arriver", *(t for t in COLLECTIVE_METRICS if t != "ms_per_step")}
+    assert added <= set(collectives["metrics"])
+    fields |= added | set(collectives["metrics"]["last_arriver"])
+    fields |= {r["kind"] for r in report["recommendations"]}
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_memory_fields_are_documented(capsys) -> None:
+    from tests.conftest import REPO as _REPO
+
+    path = _REPO / "fixtures" / "data" / "memory_cnn.xplane.pb"
+    document = _json(capsys, "memory", str(path), "--format", "json")
+    programs = document["programs"]
+    fields = set(document) | _keys(programs) | _keys([b for p in programs for b in p["buffers"]])
+    fields |= _keys([s for p in programs for s in p["by_scope"]]) | _keys(document["allocators"])
+    fields |= _keys([p["split_bytes"] for p in programs])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_memory_allocator_fields_are_documented(capsys) -> None:
+    from tests.conftest import SHARED_PROFILES
+
+    path = SHARED_PROFILES / "tpu" / "v6e_4chip_inference.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    document = _json(capsys, "memory", str(path), "--format", "json")
+    missing = sorted(f for f in _keys(document["allocators"]) if not _documented(f))
+    assert document["allocators"] and not missing, f"README does not document {missing}"

@@ -225,3 +225,45 @@ def test_evidence_text_accounts_for_every_op_whose_code_it_cites(
         else:
             assert more is None, text
     assert checked  # a recommendation that cites ops at more places than the text names
+
+
+def test_analyze_takes_a_path_a_path_object_or_a_profile() -> None:
+    """``tpuperf.analyze`` owns the request: a path, a ``Path`` and a loaded Profile give one
+    report, and the options it is given are those of ``tpuperf analyze``."""
+    from pathlib import Path
+
+    from conftest import CPU_FIXTURE
+
+    import tpuperf
+
+    by_text = tpuperf.analyze(str(CPU_FIXTURE), steps="2:8").to_dict()
+    by_path = tpuperf.analyze(Path(CPU_FIXTURE), steps="2:8").to_dict()
+    by_profile = tpuperf.analyze(tpuperf.load(CPU_FIXTURE), steps="2:8").to_dict()
+    assert by_text == by_path == by_profile
+    assert by_text["summary"]["steps_analyzed"] == 6
+    assert by_text["source"] == str(CPU_FIXTURE)
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        ({"warmup": -1}, "--warmup"),
+        ({"top": -2}, "--top"),
+        ({"peak_tflops": 0.0}, "--peak-tflops"),
+        ({"peak_hbm_gbps": -5.0}, "--peak-hbm-gbps"),
+        ({"steps": "9:3"}, "--steps"),
+    ],
+)
+def test_analyze_checks_its_options(options: dict[str, Any], flag: str) -> None:
+    from conftest import CPU_FIXTURE
+
+    with pytest.raises(UsageError, match=flag):
+        analyze(str(CPU_FIXTURE), **options)
+
+
+def test_report_carries_the_options_it_was_made_with() -> None:
+    from conftest import CPU_FIXTURE
+
+    made = analyze(str(CPU_FIXTURE), warmup=3, top=4, peak_tflops=7.5)
+    assert (made.config.warmup_steps, made.config.top_ops, made.config.peak_tflops) == (3, 4, 7.5)
+    assert len(made.top_ops.records()) <= 4

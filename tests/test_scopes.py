@@ -401,6 +401,17 @@ def test_analyze_without_scopes_leaves_the_scope_fields_empty(
 # --------------------------------------------------------------------------- commands
 
 
+@pytest.mark.parametrize("min_pct", ["150", "-1", "nan"])
+def test_tree_min_pct_outside_0_to_100_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], min_pct: str
+) -> None:
+    """A share above 100% hid every node and exited 0 with an empty tree."""
+    assert main(["tree", str(CPU_FIXTURE), "--min-pct", min_pct]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"tpuperf: error: --min-pct {min_pct}: a share of op time, from 0 to 100")
+
+
 def test_tree_command_renders_and_writes_json(
     scoped: tuple[Profile, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -90,7 +90,7 @@ def export_perfetto(
         raise UsageError(f"--align {align}: choose one of {', '.join(ALIGNMENTS)}")
     counts = ExportCounts()
     if isinstance(path_or_handle, (str, os.PathLike)):
-        from tpuperf.output import write_atomic
+        from tpuperf.files import write_atomic
 
         write_atomic(path_or_handle, lambda handle: _write(profile, handle, counts, align))
     else:

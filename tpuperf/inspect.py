@@ -45,6 +45,7 @@ def describe(profile: Profile) -> dict[str, Any]:
         "source": profile.source,
         "platform": profile.platform,
         "decoder": decoder(),
+        "decoder_reason": decoder_reason(),
         "hosts": [
             {
                 "host": h.host,
@@ -101,6 +102,17 @@ def decoder() -> str:
     from tpuperf import xspace
 
     return "numpy" if xspace._native is None else "native"
+
+
+def decoder_reason() -> str | None:
+    """Why the numpy decoder reads profiles (None with the C one): asked for, or no C module."""
+    from tpuperf import _native, xspace
+
+    if xspace._native is not None:
+        return None
+    return (
+        "chosen by TPUPERF_DECODER=numpy" if _native.numpy_asked() else "the C module is not built"
+    )
 
 
 def _file_facts(url: str) -> dict[str, Any]:

@@ -53,6 +53,7 @@ import numpy as np
 from tpuperf import schema
 from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
+from tpuperf.tables import collective_of
 
 if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
@@ -399,26 +400,41 @@ def _build(profile: Profile) -> Scopes:
     )
 
 
+# Collectives that reduce gradients (tpuperf.tables.COLLECTIVES kinds).
+_GRADIENT_REDUCTIONS = ("all-reduce", "reduce-scatter")
+
+
 def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> list[str]:
     """Each op's pass (see the module docstring)."""
     backward = {
-        identity[:2]
-        for identity, p in zip(identities, parsed, strict=True)
-        if _BACKWARD_TRANSFORMS.intersection(p.transforms)
+        identity[:2] for identity, p in zip(identities, parsed, strict=True) if is_backward(p)
     }
     out = []
     for identity, p in zip(identities, parsed, strict=True):
-        if not p.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
-            out.append(PASS_OTHER)
-        elif _BACKWARD_TRANSFORMS.intersection(p.transforms):
-            out.append(PASS_BACKWARD)
-        elif _FORWARD_TRANSFORMS.intersection(p.transforms):
-            out.append(PASS_FORWARD)
-        elif identity[:2] in backward:
-            out.append(PASS_OPTIMIZER)
-        else:
-            out.append(PASS_FORWARD)
+        found = pass_of(p, identity[:2] in backward)
+        if found == PASS_OPTIMIZER and collective_of(identity[2]) in _GRADIENT_REDUCTIONS:
+            # A gradient reduction written after jax.grad (pmean, psum) has no transpose in
+            # its scope, but it finishes the backward pass: the optimizer starts after it.
+            found = PASS_BACKWARD
+        out.append(found)
     return out
+
+
+def is_backward(path: ScopePath) -> bool:
+    """Whether a path is under ``transpose(...)``: an op of the backward pass."""
+    return bool(_BACKWARD_TRANSFORMS.intersection(path.transforms))
+
+
+def pass_of(path: ScopePath, program_has_backward: bool) -> str:
+    """The pass of an op with this path, in a program that has backward ops or not (see the
+    module docstring); the memory view gives the buffers an op defines the same pass."""
+    if not path.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
+        return PASS_OTHER
+    if is_backward(path):
+        return PASS_BACKWARD
+    if _FORWARD_TRANSFORMS.intersection(path.transforms):
+        return PASS_FORWARD
+    return PASS_OPTIMIZER if program_has_backward else PASS_FORWARD
 
 
 def _hlo_metadata(

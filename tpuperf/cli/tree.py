@@ -3,13 +3,16 @@ from __future__ import annotations
 import typer
 
 from tpuperf.cli._common import (
+    format_option,
     host_option,
+    output_option,
     profile_argument,
     run_option,
     steps_option,
     warmup_option,
+    wide_option,
 )
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
 
@@ -47,21 +50,16 @@ def command(
     """
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
-    from tpuperf.config import AnalysisConfig
     from tpuperf.errors import UsageError
-    from tpuperf.report import parse_steps
+    from tpuperf.report import analysis_config
     from tpuperf.scopes import no_scopes_message, tree_report
 
     fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and depth < 1:
         raise UsageError("--depth must be at least 1")
-    if not min_pct >= 0:
-        raise UsageError("--min-pct must be 0 or more")
-    if warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
-    config = AnalysisConfig(
-        warmup_steps=warmup, steps=parse_steps(steps) if steps is not None else None
-    )
+    if not 0 <= min_pct <= 100:  # a share of all op time: above 100 would hide every node
+        raise UsageError(f"--min-pct {min_pct:g}: a share of op time, from 0 to 100")
+    config = analysis_config(steps=steps, warmup=warmup)
     loaded = load_profile(profile, host, run)
     document = tree_report(loaded, depth, min_pct, config)
     if fmt is Format.table and not document["scoped"]:

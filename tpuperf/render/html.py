@@ -33,7 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
-from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct, workload_text
+from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_text
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table
@@ -75,6 +75,14 @@ STEPS_CHART = "steps-chart"
 DEVICES_CHART = "devices-chart"
 ROOFLINE_CHART = "roofline-chart"
 SCOPES_CHART = "scopes-chart"
+MEMORY_CHART = "memory-chart"
+# The peak's split by buffer kind: (kind, label, colour).
+_MEMORY_KINDS = (
+    ("parameter", "parameters", "#4c78a8"),
+    ("output", "outputs", "#72b7b2"),
+    ("temporary", "temporaries", "#f58518"),
+    ("constant", "constants", "#b279a2"),
+)
 
 # Pass -> colour, in the order passes are listed (the terminal tree's colours).
 PASS_COLOURS = {
@@ -110,6 +118,7 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
         _recommendations_section(report),
         _top_ops_section(report),
         _scopes_section(report, tree, figures),
+        _memory_section(report, figures),
         _notes_section(report),
     ]
     title = f"tpuperf report: {report.source}" if report.source else "tpuperf report"
@@ -945,6 +954,91 @@ def _scope_hover(node: dict[str, Any]) -> str:
     if node.get("source"):
         lines.append(f"source {_e(node['source'])}")
     return "<br>".join(lines)
+
+
+def _memory_section(report: Report, figures: dict[str, Any]) -> str:
+    """The largest program's peak device memory: a bar of its split by kind against the
+    capacity, the bytes live at the peak by scope and pass, and the bytes in use along its
+    schedule (from the memory analyzer's metrics)."""
+    result = report.results.get("memory")
+    metrics = result.metrics if result is not None else {}
+    if not metrics:
+        return _section(
+            "memory",
+            "Memory",
+            _note(
+                "No buffer assignment in this profile (no HLO modules with one), or the "
+                "memory analyzer did not run."
+            ),
+        )
+    peak = metrics["peak_bytes"]
+    capacity = metrics.get("capacity_bytes")
+    whole = max(capacity or peak, 1)
+    parts, legend = [], []
+    for kind, label, colour in _MEMORY_KINDS:
+        value = metrics["split_bytes"].get(kind, 0)
+        parts.append(
+            f'<span style="width:{100.0 * value / whole:.3f}%;background:{colour}" '
+            f'title="{_e(label)} {_e(fmt_bytes(value))}"></span>'
+        )
+        legend.append(
+            f'<span class="key"><i style="background:{colour}"></i>{_e(label)} '
+            f"<b>{_e(fmt_bytes(value))}</b></span>"
+        )
+    of = (
+        f"of {_e(fmt_bytes(capacity))} ({_e(metrics.get('capacity_source'))}), headroom "
+        f"{_e(fmt_pct(metrics.get('headroom_pct')))}"
+        if capacity
+        else "of an unknown capacity"
+    )
+    bar = (
+        f'<div class="split"><div class="label">{_e(metrics["peak_program"])}: peak '
+        f"{_e(fmt_bytes(peak))} {of}</div>"
+        f'<div class="bar">{"".join(parts)}</div><div class="legend">{"".join(legend)}</div></div>'
+    )
+    rows = "".join(
+        f"<tr><td>{_e(r['scope'])}</td><td>{_e(fmt_bytes(r['bytes']))}</td>"
+        f"<td>{r['buffers']}</td><td>"
+        + ", ".join(f"{_e(name)} {_e(fmt_bytes(v))}" for name, v in r["passes"].items() if v)
+        + "</td></tr>"
+        for r in metrics["by_scope"]
+    )
+    table = (
+        "<table><thead><tr><th>scope</th><th>live at the peak</th><th>buffers</th>"
+        f"<th>by pass</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    curve = metrics.get("curve_bytes") or []
+    content = [bar, table]
+    if curve:
+        figures[MEMORY_CHART] = {
+            "data": [
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "in use",
+                    "y": [v / (1 << 30) for v in curve],
+                    "line": {"color": "#f58518"},
+                    "hovertemplate": "%{y:.4g} GiB<extra></extra>",
+                }
+            ],
+            "layout": {
+                "xaxis": {"title": {"text": "schedule (heap simulator events, sampled)"}},
+                "yaxis": {"title": {"text": "GiB in use"}, "rangemode": "tozero"},
+                "margin": {"t": 20, "r": 20, "b": 50, "l": 70},
+                "height": 300,
+            },
+        }
+        content.append(f'<div class="chart" id="{MEMORY_CHART}"></div>')
+    return _section(
+        "memory",
+        "Memory",
+        _note(
+            "The largest program's peak device memory (see tpuperf memory for every program): "
+            "its allocations by kind, the bytes live at the peak by the scope that made them, "
+            "and the bytes in use along its schedule."
+        ),
+        *content,
+    )
 
 
 def _notes_section(report: Report) -> str:

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import display_name, shorten, wider_console
-from tpuperf.render.terminal import fmt_ms, fmt_pct
+from tpuperf.render.text import fmt_ms, fmt_pct, fmt_step_ms
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
 PASS_STYLES = {
@@ -172,15 +172,6 @@ def _label(node: dict[str, Any]) -> str:
     label = display_name(node["name"])
     source = _short_source(node["source"]) if node["kind"] == "op" else ""
     return f"{label} {source}" if source else label
-
-
-def fmt_step_ms(value: float) -> str:
-    """Milliseconds with three significant digits or more, without the unit."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
 
 
 def _walk(
