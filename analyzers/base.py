@@ -66,7 +66,9 @@ class Recommendation:
     kind: str
     title: str
     evidence: str  # the numbers behind it, in a sentence
-    fix: dict[str, str]  # {"tpu": ..., "gpu": ...}: the code change or XLA flags
+    # {platform: text} (tpu, gpu or cpu): the code change or XLA flags for the workload that ran,
+    # chosen by tpuperf/analyzers/fixes.py (a plug-in may give one per platform)
+    fix: dict[str, str]
     est_savings_ms: float  # per step; an upper bound derived from the evidence
     est_savings_pct: float  # of the mean step window, 0-100 (see savings_pct)
     confidence: str  # one of CONFIDENCE

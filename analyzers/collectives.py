@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_AVOIDABLE_COLLECTIVE,
     KIND_COLLECTIVE_BYTES,
@@ -44,6 +45,7 @@ from tpuperf.tables import (
     text_collective,
 )
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
+from tpuperf.workload import Workload
 
 COLLECTIVE_KINDS = (
     "all-reduce",
@@ -189,7 +191,9 @@ class CollectivesAnalyzer(Analyzer):
         )
         if rec is not None:
             result.recommendations.append(rec)
-        result.recommendations.extend(self._bandwidth_recs(extra, totals, step_ms))
+        result.recommendations.extend(
+            self._bandwidth_recs(extra, totals, step_ms, fixes.workload_of(tl))
+        )
         result.recommendations.extend(self._avoidable_recs(extra, step_ms))
         if copy_ms > 0 and copies.n:
             compute_ms = tl.per_step(tl.total("compute_ps")) / 1e9
@@ -333,28 +337,7 @@ class CollectivesAnalyzer(Analyzer):
                 else f"Exposed {'synchronous ' if sync else ''}{head} outside the steps"
             ),
             evidence="; ".join(parts),
-            fix={
-                "tpu": (
-                    "Let XLA overlap collectives with compute (LIBTPU_INIT_ARGS) — "
-                    + (tpu or "--xla_tpu_enable_async_collective_fusion=true")
-                    + (
-                        f". The {', '.join(sync)} {'runs' if len(sync) == 1 else 'run'} "
-                        "synchronously: shard so the reduction can "
-                        "be pipelined with compute (FSDP/ZeRO-style sharding, gradient "
-                        "accumulation), batch small reductions into one, or reduce their size "
-                        "(bf16)."
-                        if sync
-                        else ""
-                    )
-                ),
-                "gpu": (
-                    "--xla_gpu_enable_latency_hiding_scheduler=true "
-                    + (gpu + " " if gpu else "")
-                    + "--xla_gpu_all_reduce_combine_threshold_bytes=134217728 (combine small "
-                    "collectives); make sure NCCL runs on its own stream "
-                    "(--xla_gpu_enable_highest_priority_async_stream=true)."
-                ),
-            },
+            fix=fixes.collectives(fixes.workload_of(tl), tpu, gpu, sync),
             est_savings_ms=exposed_ms,
             est_savings_pct=savings_pct(exposed_ms, step_ms),
             # One-off collectives outside the steps save wall time, not step time: less sure.
@@ -450,7 +433,11 @@ class CollectivesAnalyzer(Analyzer):
         )
 
     def _bandwidth_recs(
-        self, extra: dict[str, Any], totals: dict[str, Any], step_ms: float
+        self,
+        extra: dict[str, Any],
+        totals: dict[str, Any],
+        step_ms: float,
+        workload: Workload,
     ) -> list[Recommendation]:
         """Moving the data dominates: fewer bytes (bf16), fewer, larger collectives, or a
         sharding that needs less; bounded by the exposed transfer time."""
@@ -496,20 +483,7 @@ class CollectivesAnalyzer(Analyzer):
                 kind=KIND_COLLECTIVE_BYTES,
                 title="Collectives move data slowly: send fewer bytes",
                 evidence=evidence,
-                fix={
-                    "tpu": (
-                        "Reduce gradients in bf16 (cast before the psum/all-reduce), combine "
-                        "small collectives (--xla_tpu_enable_all_reduce_combine... / larger "
-                        "buckets), or shard so less is exchanged (FSDP's reduce-scatter instead "
-                        "of a full all-reduce, fewer replicas per group)."
-                    ),
-                    "gpu": (
-                        "Reduce gradients in bf16, raise "
-                        "--xla_gpu_all_reduce_combine_threshold_bytes (fewer, larger NCCL "
-                        "calls), or shard so less is exchanged (reduce-scatter instead of a "
-                        "full all-reduce)."
-                    ),
-                },
+                fix=fixes.collective_bytes(workload),
                 est_savings_ms=savings,
                 est_savings_pct=savings_pct(savings, step_ms),
                 confidence="medium" if peak else "low",
@@ -687,19 +661,7 @@ class CollectivesAnalyzer(Analyzer):
                 f"top: {ops_text}. Overlap can hide at most the {compute_ms:.3f} ms of compute "
                 "per step there is to hide them behind"
             ),
-            fix={
-                "tpu": (
-                    "Start the transfers earlier so compute covers them: in the "
-                    "`jax.checkpoint` policy offload activations that are used much later "
-                    "(`offload_src`/`offload_dst`), and let the scheduler move copy-start up "
-                    "(`--xla_tpu_enable_latency_hiding_scheduler=true`)."
-                ),
-                "gpu": (
-                    "Issue host<->device copies ahead of the step on their own stream: "
-                    "`jax.device_put` of the next batch before the current step, pinned host "
-                    "memory, and no `jax.device_get` or `.item()` inside the step."
-                ),
-            },
+            fix=fixes.hide_copies(fixes.workload_of(tl)),
             est_savings_ms=hide_ms,
             est_savings_pct=savings_pct(hide_ms, step_ms),
             confidence="medium",
@@ -720,19 +682,7 @@ class CollectivesAnalyzer(Analyzer):
             + ("host-offload copies" if is_tpu else "memcpys")
             + " hold up every step",
             evidence=f"{copy_ms:.3f} ms per step waiting on {what}{traffic}; top: {ops_text}",
-            fix={
-                "tpu": (
-                    "Offload less: in the `jax.checkpoint` policy, move names from "
-                    "`offloadable`/`offload_src` back to saveable (or use "
-                    "`jax.checkpoint_policies.dots_with_no_batch_dims_saveable`), keep "
-                    "serving caches in HBM, and offload in bf16 rather than f32."
-                ),
-                "gpu": (
-                    "Move fewer bytes between host and device: keep the data on the device "
-                    "across steps, transfer in bf16, and drop copies of results the step "
-                    "does not need on the host."
-                ),
-            },
+            fix=fixes.reduce_copies(fixes.workload_of(tl)),
             est_savings_ms=copy_ms,
             est_savings_pct=savings_pct(copy_ms, step_ms),
             confidence="medium",

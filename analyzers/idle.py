@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_HOST_BOUND,
     KIND_IDLE_GAPS,
@@ -26,40 +27,12 @@ from tpuperf.analyzers.base import (
 from tpuperf import hostview
 from tpuperf.columns import Strings, Table
 from tpuperf.timeline import Timeline
+from tpuperf.workload import Workload
 
 # A host-bound verdict needs between-step gaps to be most of the time no op runs, and a
 # visible part of the step (not 0.03% of it, as on a saturated inference loop).
 _HOST_BOUND_SHARE = 0.5
 _HOST_BOUND_MIN_PCT = 5.0
-
-_INPUT_FIX = {
-    "tpu": (
-        "Feed the device ahead of time: prefetch batches to device (e.g. "
-        "`flax.jax_utils.prefetch_to_device`, or `jax.device_put` the next batch "
-        "before the step), add loader workers (grain `worker_count`, tf.data "
-        "`.prefetch(tf.data.AUTOTUNE)`), and drop per-step host syncs "
-        "(`float(loss)`, `.block_until_ready()`, logging every step)."
-    ),
-    "gpu": (
-        "Same as on TPU: prefetch to device, more data-loader workers with pinned "
-        "memory, no per-step host syncs; on PyTorch/XLA, overlap with "
-        "`MpDeviceLoader`."
-    ),
-}
-_FEWER_CALLS_FIX = {
-    "tpu": (
-        "Make fewer, larger jit calls: put the Python-level loop inside one jit "
-        "(`jax.lax.scan` / `jax.lax.fori_loop`), keep the host from syncing between "
-        "calls (no `float(x)`, `.block_until_ready()` or `jax.device_get` between "
-        "them), and let calls dispatch asynchronously; mark steps with "
-        "`jax.profiler.StepTraceAnnotation` for step-level numbers."
-    ),
-    "gpu": (
-        "Make fewer, larger jit calls: fold the sequence of jitted functions into "
-        "one jit (`jax.lax.scan` for loops), avoid host syncs between calls, and "
-        "mark steps with `jax.profiler.StepTraceAnnotation`."
-    ),
-}
 
 
 def _span_metrics(tl: Timeline) -> dict[str, Any]:
@@ -280,6 +253,7 @@ class IdleAnalyzer(Analyzer):
                     metrics,
                     host_bound,
                     between_calls=tl.step_source == "module_period",
+                    workload=fixes.workload_of(tl),
                 )
             )
         if interior_ms > 0:
@@ -294,6 +268,7 @@ class IdleAnalyzer(Analyzer):
         metrics: dict[str, Any],
         verdict: bool,
         between_calls: bool,
+        workload: Workload,
     ) -> Recommendation:
         if between_calls:
             # Steps are the executions of one jitted function: the gaps are the host's time
@@ -305,7 +280,7 @@ class IdleAnalyzer(Analyzer):
                 f"time from one call to the next, {100 * share:.0f}% of the time no op runs); "
                 "no Steps line or step markers, so each call counts as a step"
             )
-            fix = _FEWER_CALLS_FIX
+            fix = fixes.fewer_calls(workload)
         else:
             title = (
                 "Host-bound: devices wait for input before each step"
@@ -318,13 +293,13 @@ class IdleAnalyzer(Analyzer):
                 f"({metrics['between_steps_idle_pct']:.1f}% of the iteration, "
                 f"{100 * share:.0f}% of the time no op runs)"
             )
-            fix = _INPUT_FIX
+            fix = fixes.input_pipeline(workload)
         return Recommendation(
             analyzer=self.name,
             kind=KIND_HOST_BOUND,
             title=title,
             evidence=evidence,
-            fix=dict(fix),
+            fix=fix,
             est_savings_ms=between_ms,
             est_savings_pct=savings_pct(between_ms, step_ms),
             confidence="high" if verdict else "medium",
@@ -409,20 +384,7 @@ class IdleAnalyzer(Analyzer):
                 f"under {metrics['micro_gap_us']:g} us ({metrics['micro_idle_pct']:.1f}%), "
                 f"{metrics['macro_gaps']} longer ({metrics['macro_idle_pct']:.1f}%)"
             ),
-            fix={
-                "tpu": (
-                    "Remove host round-trips inside the step: host callbacks (`jax.debug.print`, "
-                    "`jax.pure_callback`, `io_callback`), Python loops that dispatch many small "
-                    "jitted calls (use `jax.lax.scan`/`fori_loop` inside one jit), and data-"
-                    "dependent shapes that force recompiles or transfers."
-                ),
-                "gpu": (
-                    "Cut launch overhead: let XLA use CUDA graphs "
-                    "(`--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUSTOM_CALL`), fuse small "
-                    "kernels (`jax.lax.scan` instead of Python loops), and remove host callbacks "
-                    "inside the step."
-                ),
-            },
+            fix=fixes.in_step_gaps(fixes.workload_of(tl)),
             est_savings_ms=interior_ms,
             est_savings_pct=savings_pct(interior_ms, step_ms),
             # Dependency waits cannot all be removed; the estimate is a loose upper bound.

@@ -18,7 +18,7 @@ at the peak) and the op time of the scope table (:mod:`tpuperf.scopes`). Three k
   device has headroom. Keeping the offloaded buffers that fit (largest first) saves their
   share of the copy time.
 
-Time is per step per device over the capture (the scope table's windows).
+Time is per step per device over the analysed step windows, as the other analyzers count it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_NEAR_OOM,
     KIND_OFFLOAD_HEADROOM,
@@ -40,6 +41,7 @@ from tpuperf.analyzers.base import (
 if TYPE_CHECKING:
     from tpuperf.memory import MemoryReport, ProgramMemory
     from tpuperf.timeline import Timeline
+    from tpuperf.workload import Workload
 
 NEAR_OOM_PCT = 10.0  # headroom under this share of the device's memory is near out-of-memory
 _BUFFERS_CITED = 3
@@ -72,14 +74,16 @@ class MemoryAnalyzer(Analyzer):
             return result
         result.metrics = _metrics(report)
         step_ms = tl.mean_window_ps / 1e9
-        times = _program_times(tl.profile)
+        times = _program_times(tl)
         for program in report.programs:
             capacity = report.capacity_of(program)
             if capacity is None:
                 continue
             headroom = capacity - program.peak_bytes
             if 100.0 * headroom / capacity < NEAR_OOM_PCT:
-                result.recommendations.append(_near_oom(program, capacity, headroom))
+                result.recommendations.append(
+                    _near_oom(program, capacity, headroom, fixes.workload_of(tl))
+                )
                 continue
             spent = times.get((program.module, program.program_id), _Times())
             if program.remat_bytes and spent.remat_ms > 0:
@@ -88,7 +92,7 @@ class MemoryAnalyzer(Analyzer):
                 )
             if program.offloaded_bytes and spent.copy_ms > 0:
                 result.recommendations.append(
-                    _offload(program, headroom, spent, step_ms, tl.has_steps)
+                    _offload(program, headroom, spent, step_ms, tl.has_steps, fixes.workload_of(tl))
                 )
         return result
 
@@ -135,15 +139,16 @@ class _Times:
     copy_ops: list[str] = field(default_factory=list)
 
 
-def _program_times(profile: Any) -> dict[tuple[str, str], _Times]:
-    """(module, program id) -> its recomputation and offload copy time, most time first."""
+def _program_times(tl: Timeline) -> dict[tuple[str, str], _Times]:
+    """(module, program id) -> its recomputation and offload copy time per step per device, over
+    the step windows analyze counts (the other analyzers' windows), most time first."""
     from tpuperf import scopes
     from tpuperf.memory import is_remat
 
-    data = scopes.scopes(profile)
+    data = scopes.scopes(tl.profile)
     if not data.n:
         return {}
-    times = scopes.scope_time(profile)
+    times = scopes.scope_time(tl.profile, timeline=tl)
     table = data.table
     modules = table.strings("module").tolist()
     programs = table.strings("program_id").tolist()
@@ -169,7 +174,9 @@ def _confidence(has_steps: bool) -> str:
     return "medium" if has_steps else "low"
 
 
-def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommendation:
+def _near_oom(
+    program: ProgramMemory, capacity: int, headroom: int, workload: Workload
+) -> Recommendation:
     cited = [b for b in program.buffers[:_BUFFERS_CITED]]
     listed = "; ".join(
         f"{b.op} {_gib(b.size_bytes)} {b.shape} ({b.scope}, {b.pass_}"
@@ -190,23 +197,7 @@ def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommend
             f"{program.split['parameter']}, outputs {program.split['output']}); "
             f"{len(program.buffers)} buffers are live at the peak, the largest: {listed}"
         ),
-        fix={
-            "tpu": (
-                "Shard the largest buffers across devices (jax.sharding.NamedSharding on their "
-                "batch or model axis); rematerialize activations "
-                "(jax.checkpoint(f, policy="
-                "jax.checkpoint_policies.dots_with_no_batch_dims_saveable)) "
-                "or offload them to host memory "
-                "(policy=jax.checkpoint_policies.offload_dot_with_no_batch_dims('device', "
-                "'pinned_host')); donate the inputs the step replaces "
-                "(jax.jit(step, donate_argnums=0))"
-            ),
-            "gpu": (
-                "Shard the largest buffers (jax.sharding.NamedSharding); rematerialize "
-                "activations (jax.checkpoint with a policy); donate the step's inputs "
-                "(donate_argnums); XLA_PYTHON_CLIENT_MEM_FRACTION leaves the rest to the runtime"
-            ),
-        },
+        fix=fixes.near_oom(workload),
         est_savings_ms=0.0,
         est_savings_pct=0.0,
         confidence="high",
@@ -271,7 +262,12 @@ def _remat(
 
 
 def _offload(
-    program: ProgramMemory, headroom: int, spent: _Times, step_ms: float, has_steps: bool
+    program: ProgramMemory,
+    headroom: int,
+    spent: _Times,
+    step_ms: float,
+    has_steps: bool,
+    workload: Workload,
 ) -> Recommendation:
     copy_ms = spent.copy_ms
     total = sum(program.offloaded_bytes)
@@ -298,18 +294,7 @@ def _offload(
             f"above the {program.peak_bytes}-byte peak: keeping them on the device buys back "
             f"{savings:.3f} ms per step"
         ),
-        fix={
-            "tpu": (
-                "Keep these buffers in device memory: drop the offload from their checkpoint "
-                "policy (jax.checkpoint_policies.save_and_offload_only_these_names: move their "
-                "names from names_which_can_be_offloaded to names_which_can_be_saved), or put "
-                "them in memory_kind='device' (jax.device_put / out_shardings)"
-            ),
-            "gpu": (
-                "Keep these buffers in device memory: drop the offload from the checkpoint "
-                "policy, or memory_kind='device' in their sharding"
-            ),
-        },
+        fix=fixes.keep_offloaded(workload),
         est_savings_ms=savings,
         est_savings_pct=savings_pct(savings, step_ms),
         confidence=_confidence(has_steps),

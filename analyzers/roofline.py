@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_LOW_COMPUTE_UTILIZATION,
     KIND_MEMORY_BOUND,
@@ -19,6 +20,7 @@ from tpuperf.roofline import model as rl
 
 from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.timeline import Timeline, window_of
+from tpuperf.workload import Workload
 
 
 class RooflineAnalyzer(Analyzer):
@@ -109,10 +111,14 @@ class RooflineAnalyzer(Analyzer):
         step_ms = tl.mean_window_ps / 1e9
         mem = per_op.take(bound.eq(rl.BOUND_MEMORY))
         if mem.array("lost_ms_per_step").sum() > 0:
-            result.recommendations.append(self._memory_rec(mem, peaks, step_ms))
+            result.recommendations.append(
+                self._memory_rec(mem, peaks, step_ms, fixes.workload_of(tl))
+            )
         comp = per_op.take(bound.eq(rl.BOUND_COMPUTE))
         if comp.array("lost_ms_per_step").sum() > 0:
-            result.recommendations.append(self._compute_rec(comp, peaks, step_ms, metrics))
+            result.recommendations.append(
+                self._compute_rec(comp, peaks, step_ms, metrics, fixes.workload_of(tl))
+            )
         return result
 
     def _per_op(self, costed: Table, tl: Timeline, peaks: chips.Peaks) -> Table:
@@ -182,7 +188,9 @@ class RooflineAnalyzer(Analyzer):
         table = Table(columns)
         return table.take(np.argsort(-dur_ps, kind="stable"))
 
-    def _memory_rec(self, mem: Table, peaks: chips.Peaks, step_ms: float) -> Recommendation:
+    def _memory_rec(
+        self, mem: Table, peaks: chips.Peaks, step_ms: float, workload: Workload
+    ) -> Recommendation:
         lost_ms = float(mem.array("lost_ms_per_step").sum())
         time_ms = float(mem.array("ms_per_step").sum())
         top = _top(mem, "lost_ms_per_step", 5)
@@ -200,20 +208,7 @@ class RooflineAnalyzer(Analyzer):
                 f"({100 * gbps / peaks.peak_hbm_gbps:.0f}% of {peaks.peak_hbm_gbps:.0f} GB/s); at "  # type: ignore[operator]
                 f"full bandwidth they would take {time_ms - lost_ms:.3f} ms. Top: {ops_text}"
             ),
-            fix={
-                "tpu": (
-                    "Move fewer bytes: keep activations in bf16, fuse elementwise chains into "
-                    "their producers (check the HLO for un-fused converts, transposes and "
-                    "broadcasts), "
-                    "use layouts with a minor dimension that is a multiple of 128, and raise "
-                    "intensity with a larger per-chip batch; write hot loops as Pallas kernels."
-                ),
-                "gpu": (
-                    "Move fewer bytes: bf16 activations, fuse elementwise chains (Triton/Pallas "
-                    "kernels for hot ones, `--xla_gpu_enable_triton_gemm=true` for GEMM epilogue "
-                    "fusion), avoid layout-changing transposes, larger batch to raise intensity."
-                ),
-            },
+            fix=fixes.memory_bound(workload),
             est_savings_ms=lost_ms,
             est_savings_pct=savings_pct(lost_ms, step_ms),
             confidence="medium",
@@ -226,7 +221,12 @@ class RooflineAnalyzer(Analyzer):
         )
 
     def _compute_rec(
-        self, comp: Table, peaks: chips.Peaks, step_ms: float, metrics: dict[str, Any]
+        self,
+        comp: Table,
+        peaks: chips.Peaks,
+        step_ms: float,
+        metrics: dict[str, Any],
+        workload: Workload,
     ) -> Recommendation:
         lost_ms = float(comp.array("lost_ms_per_step").sum())
         time_ms = float(comp.array("ms_per_step").sum())
@@ -248,19 +248,7 @@ class RooflineAnalyzer(Analyzer):
                 + (f"; program FLOP utilization {util:.1f}%" if util is not None else "")
                 + f". Top: {ops_text}"
             ),
-            fix={
-                "tpu": (
-                    "Feed the MXU: matmul dimensions that are multiples of 128 (256 on v6e and "
-                    "later), bf16 inputs (`jnp.bfloat16`, not `precision=HIGHEST`), a larger "
-                    "per-chip batch, and fewer tiny matmuls (batch them with `vmap`/`einsum`)."
-                ),
-                "gpu": (
-                    "Feed the tensor cores: bf16/fp16 inputs, GEMM dimensions that are multiples "
-                    "of 16 (64 is better), a larger batch, and "
-                    "`--xla_gpu_enable_triton_gemm=true` or "
-                    "cuBLASLt autotuning (`--xla_gpu_autotune_level=4`)."
-                ),
-            },
+            fix=fixes.compute_bound(workload),
             est_savings_ms=lost_ms,
             est_savings_pct=savings_pct(lost_ms, step_ms),
             # FLOP counts are XLA's estimates and peaks are rarely reachable: a loose bound.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_STRAGGLER,
     AnalysisConfig,
@@ -237,19 +238,7 @@ class StepsAnalyzer(Analyzer):
             kind=KIND_STRAGGLER,
             title=f"Straggler: {names[0]} holds every step back by {excess_ms:.3f} ms",
             evidence=evidence,
-            fix={
-                "tpu": (
-                    f"Check {names[0]}'s chip and host: `tpu-info` for the chip's state, host CPU "
-                    "contention (other processes, data loading pinned to that host), and uneven "
-                    "shards (a batch or sequence split that gives that device more work); "
-                    "replace the VM if the chip itself is slow."
-                ),
-                "gpu": (
-                    f"Check {names[0]}: `nvidia-smi -q -d PERFORMANCE,CLOCK` (or `rocm-smi`) for "
-                    "thermal or power throttling, other processes on the GPU, NUMA/PCIe placement "
-                    "of its host threads, and uneven shards of the batch."
-                ),
-            },
+            fix=fixes.straggler(fixes.workload_of(tl), names[0]),
             est_savings_ms=excess_ms,
             est_savings_pct=savings_pct(excess_ms, step_ms),
             confidence=confidence,

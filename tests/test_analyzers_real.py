@@ -131,3 +131,14 @@ def test_cpu_fixture_runs_and_explains_why_there_is_no_roofline() -> None:
     assert s["flops_utilization_pct"] is None and s["peak_tflops"] is None
     assert 0 < s["idle_pct"] < 100
     assert report.errors == {}
+
+
+def test_v6e_copy_wait_is_one_number_in_every_recommendation(v6e_report: Report) -> None:
+    """The memory analyzer's offload advice and reduce_copies quote the same wait on copies
+    per step: both over the analysed step windows (it once counted every window of the
+    capture, 767.8 ms against 760.1 ms)."""
+    recs = {r.kind: r for r in v6e_report.recommendations}
+    copies = recs["reduce_copies"].values["exposed_copy_ms_per_step"]
+    offload = recs["offload_headroom"].values["copy_ms_per_step"]
+    assert offload == pytest.approx(copies, rel=1e-9)
+    assert f"waits {offload:.3f} ms a step" in recs["offload_headroom"].title

@@ -309,7 +309,7 @@ def test_exposed_collective_estimate_is_the_exposed_time() -> None:
     assert rec.est_savings_pct == pytest.approx(16.0)
     assert rec.ops[0] == "all-reduce.3"
     assert "--xla_tpu_enable_async_collective_fusion" in rec.fix["tpu"]
-    assert "--xla_gpu_enable_latency_hiding_scheduler" in rec.fix["gpu"]
+    assert set(rec.fix) == {"tpu"}  # the fix for the platform that ran, only
 
 
 # ---------------------------------------------------------------------------- roofline

@@ -45,6 +45,12 @@ def check_schema(data: dict) -> None:
     assert data["schema_version"] == report_module.SCHEMA_VERSION
     _check(data["summary"], report_module.SUMMARY_FIELDS, "summary")
     _check(data["summary"]["step_time_ms"], report_module.STEP_TIME_FIELDS, "step_time_ms")
+    workload = data["summary"]["workload"]
+    if workload is not None:
+        assert set(workload) == {"framework", "platform", "vendor", "training"}
+        assert workload["framework"] in ("jax", "tensorflow", "pytorch", "unknown")
+        assert workload["platform"] == data["platform"]
+        assert workload["training"] in (True, False, None)
     passes = data["summary"]["passes"]
     if passes is not None:
         assert list(passes) == ["forward", "backward", "optimizer", "other"]
@@ -57,7 +63,8 @@ def check_schema(data: dict) -> None:
         for cited in rec["evidence"]["scopes"]:
             assert set(cited) == {"op", "scope", "primitive", "pass", "source"}
             assert cited["op"] in rec["evidence"]["ops"]
-        assert set(rec["fix"]) == {"tpu", "gpu"}
+        # The one fix for the workload that ran (analyzers/fixes.py), keyed by its platform.
+        assert set(rec["fix"]) == {data["platform"].lower()}
         assert rec["confidence"] in ("high", "medium", "low")
         assert 0 <= rec["est_savings_pct"] <= 100
     for i, top in enumerate(data["top_ops"]):

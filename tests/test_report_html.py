@@ -354,9 +354,10 @@ def test_report_of_the_real_cpu_capture_draws_its_scope_tree(tmp_path: Path) -> 
 
     data = sc.scopes(profile)
     total = step = 0
-    for device in profile.device_tables:
-        rows = data.rows(device)
-        self_ps = device.ops.array("self_ps")
+    # The ops of the step windows the report analyses (warm-up left out), as analyze counts.
+    for view in build_timeline(profile, AnalysisConfig()).devices:
+        rows = data.device_rows[view.key][view.selected]
+        self_ps = view.ops.array_at("self_ps", view.selected)
         total += int(self_ps.sum())
         in_scope = [r in in_step for r in rows.tolist()]
         step += int(self_ps[in_scope].sum())
@@ -532,6 +533,8 @@ def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) ->
         assert html._COLOURS["red"] not in marked[0]
         assert (colour in marked[0]) if colour else ("color" not in marked[0])
         assert f"Straggler (confidence {confidence})" in _section(page, "devices")
+    # The alarm colour is kept for a verdict the evidence holds.
+    assert html._COLOURS["red"] in html._straggler_label("h/device:1", "high")
 
 
 # --------------------------------------------------------------------------- issue 22: layout

@@ -27,6 +27,7 @@ from tpuperf.timeline import Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
+    from tpuperf.workload import Workload
 
 # Bump on any change to the JSON layout that could break a reader.
 SCHEMA_VERSION = jsonout.SCHEMA_VERSION
@@ -72,6 +73,7 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "peaks_source": ["string", None],
     # forward / backward / optimizer / other: {ms_per_step, pct}; null without scope data
     "passes": ["object", None],
+    "workload": ["object", None],  # framework, platform, vendor, training: see workload.py
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
     # Memory (tpuperf/memory.py): the largest program's peak, its device's capacity, the
     # headroom, each program's peak by module name; null without HLO modules.
@@ -99,7 +101,7 @@ RECOMMENDATION_FIELDS: dict[str, Any] = {
     "kind": "string",
     "title": "string",
     "evidence": "object",  # text, ops, values, scopes
-    "fix": "object",  # tpu, gpu
+    "fix": "object",  # {platform: text}: the fix for the workload (analyzers/fixes.py)
     "est_savings_ms": "number",
     "est_savings_pct": "number",
     "confidence": "string",
@@ -288,6 +290,7 @@ def analyze(
         profile = source
     chosen = base.select(analyzers)
     tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
+    tl = dataclasses.replace(tl, workload=_workload(profile, scopes))
 
     # The built-in analyzers read the frozen timeline and share nothing: they run side by side
     # (numpy lets go of the GIL in its loops), as do the report's own tables. Plug-ins run one
@@ -309,7 +312,7 @@ def analyze(
         code = code_future.result() if code_future is not None else None
     recommendations = sorted(
         (
-            rec
+            _platform_fix(rec, tl.platform)
             for r in results.values()
             for rec in r.recommendations
             if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT or rec.kind in base.URGENT_KINDS
@@ -341,6 +344,27 @@ def analyze(
         summaries=summaries,
         config=config,
     )
+
+
+def _platform_fix(rec: Recommendation, platform: str) -> Recommendation:
+    """``rec`` with the fix for the platform that ran only, where it gives one per platform
+    (a plug-in may): the built-in analyzers choose theirs in analyzers/fixes.py."""
+    key = platform.lower()
+    if key in rec.fix and len(rec.fix) > 1:
+        return dataclasses.replace(rec, fix={key: rec.fix[key]})
+    return rec
+
+
+def _workload(profile: Profile, scopes: bool) -> Workload:
+    """What ran, for the analyzers to choose fixes from: training or inference needs the scope
+    table, so it stays unknown without ``scopes``."""
+    from tpuperf.workload import detect
+
+    if not scopes:
+        return detect(profile)
+    from tpuperf import scopes as sc
+
+    return detect(profile, sc.scopes(profile))
 
 
 def _memory_summary(profile: Profile) -> dict[str, Any]:
@@ -444,6 +468,7 @@ def _summary(
         "peak_hbm_gbps": common.peak_hbm_gbps if common else None,
         "peaks_source": common.source if common else None,
         "passes": code.passes if code is not None else None,
+        "workload": tl.workload.to_dict() if tl.workload is not None else None,
         "top_recommendation": (
             {
                 "kind": top.kind,

@@ -58,6 +58,7 @@ from tpuperf.steps import (
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
     from tpuperf.tables import DeviceTables
+    from tpuperf.workload import Workload
 
 # --------------------------------------------------------------------------- intervals
 
@@ -383,6 +384,9 @@ class Timeline:
     notes: tuple[str, ...]
     platform: str
     profile: Any = field(default=None, repr=False, compare=False)  # what it was built from
+    # What ran (framework, platform, training): the analyzers choose fixes from it. Set by
+    # report.analyze; analyzers read it through tpuperf.analyzers.fixes.workload_of.
+    workload: Workload | None = field(default=None, compare=False)
 
     @property
     def has_steps(self) -> bool:

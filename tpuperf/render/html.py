@@ -34,7 +34,7 @@ from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
 from tpuperf.render.fit import display_name, shorten_apart
-from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct
+from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_text
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table
@@ -256,7 +256,11 @@ def _cards(report: Report) -> str:
     cards = [
         _card("Chip", _e(s.get("chip") or "unknown"), _e(s.get("platform") or "")),
         _card("Peaks", peaks, peaks_detail),
-        _card("Devices", str(s.get("devices")), f"on {s.get('hosts')} host(s)"),
+        _card(
+            "Devices",
+            str(s.get("devices")),
+            f"on {s.get('hosts')} host(s); {_e(workload_text(s.get('workload')))}",
+        ),
         _card("Step time", step_value, step_detail),
         _card(
             "FLOP utilization",

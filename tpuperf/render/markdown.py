@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpuperf.render.text import fmt_ms, fmt_pct, md_code, md_text, peaks_text
+from tpuperf.render.text import fmt_ms, fmt_pct, md_code, md_text, peaks_text, workload_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
@@ -34,6 +34,7 @@ def render_markdown(report: Report) -> str:
         ("Chip", f"{s.get('chip') or 'unknown'} ({s.get('platform')})"),
         ("Peaks", peaks),
         ("Devices", f"{s.get('devices')} on {s.get('hosts')} host(s)"),
+        ("Workload", workload_text(s.get("workload"))),
         (
             "Steps",
             f"{s['steps_analyzed']} analysed ({s['step_source']}), {s['steps_excluded']} left out"
@@ -49,6 +50,7 @@ def render_markdown(report: Report) -> str:
         ("Exposed collective", fmt_pct(s.get("exposed_collective_pct"))),
         ("Exposed copy", fmt_pct(s.get("exposed_copy_pct"))),
         ("Idle", fmt_pct(s.get("idle_pct"))),
+        ("No op", fmt_pct(s.get("no_op_pct"))),
         ("FLOP utilization", fmt_pct(s.get("flops_utilization_pct"))),
         ("MFU", fmt_pct(s.get("mfu_pct"))),
         ("Passes", _passes(s.get("passes"))),

@@ -15,7 +15,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
-from tpuperf.render.text import GIB, SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, peaks_text
+from tpuperf.render.text import (
+    GIB,
+    SEGMENTS,
+    fmt_bytes,
+    fmt_ms,
+    fmt_pct,
+    peaks_text,
+    workload_text,
+)
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
@@ -83,6 +91,8 @@ def _header(report: Report, width: int) -> Panel:
         lines.append("  peaks unknown", style="yellow")
     lines.append("\nDevices  ", style="bold")
     lines.append(f"{s.get('devices')} on {s.get('hosts')} host(s)")
+    lines.append("\nWorkload ", style="bold")
+    lines.append(workload_text(s.get("workload")))
     lines.append("\nSteps    ", style="bold")
     st = s.get("step_time_ms") or {}
     if s.get("step_source"):

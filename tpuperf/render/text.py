@@ -33,6 +33,25 @@ def peaks_text(summary: dict[str, Any]) -> str | None:
     )
 
 
+_FRAMEWORK_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "pytorch": "PyTorch/XLA"}
+
+
+def workload_text(workload: dict[str, Any] | None) -> str:
+    """``JAX on TPU, inference (no backward ops)``: the summary's workload, which the fixes
+    were chosen for; ``unknown`` without one."""
+    if not workload:
+        return "unknown"
+    framework = _FRAMEWORK_NAMES.get(workload.get("framework") or "", "unknown framework")
+    platform = workload.get("platform") or "unknown platform"
+    where = "XLA:CPU" if platform == "CPU" else platform
+    training = workload.get("training")
+    if training is None:
+        kind = "training or inference not known (no scope information)"
+    else:
+        kind = "training (backward ops)" if training else "inference (no backward ops)"
+    return f"{framework} on {where}, {kind}"
+
+
 def _number(value: Any) -> float | None:
     """A float, or None for None/NaN/NA (table cells may hold any of them)."""
     try:
