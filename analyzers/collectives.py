@@ -165,7 +165,7 @@ class CollectivesAnalyzer(Analyzer):
                 top.strings("op").tolist(), top.array("exposed_ms_per_step").tolist(), strict=True
             ):
                 exposed_by_op[op] = exposed_by_op.get(op, 0.0) + value
-        table, totals, extra = collective_table(tl, exposed_by_op)
+        table, totals, extra = collective_table(tl, exposed_by_op, windows)
         metrics.update({k: v for k, v in totals.items() if k != "ms_per_step"})
         metrics["last_arriver"] = _last_arriver(extra)
         if table.n:
@@ -1252,10 +1252,18 @@ def _peer_waits(occ: _Occurrences, instances: list[_Instance], of_row: np.ndarra
 
 
 def collective_table(
-    tl: Timeline, exposed_by_op: dict[str, float]
+    tl: Timeline, exposed_by_op: dict[str, float], windows: Table | None = None
 ) -> tuple[Table, dict[str, Any], dict[str, Any]]:
     """One row per collective op (see README, Collectives), the totals over them, and what the
-    advice needs (per-op facts, instances)."""
+    advice needs (per-op facts, instances). ``windows`` (the async windows, start to done)
+    give an async collective's bandwidth."""
+    window_ps: dict[str, tuple[int, int]] = {}  # start op -> (windows, their total ps)
+    if windows is not None and windows.n:
+        for op, dur in zip(
+            windows.strings("op").tolist(), windows.array("dur_ps").tolist(), strict=True
+        ):
+            count, total = window_ps.get(op, (0, 0))
+            window_ps[op] = (count + 1, total + int(dur))
     occ = _occurrences(tl)
     n_windows = max(tl.n_windows, 1)
     names = [v.name for v in tl.devices]
@@ -1281,11 +1289,11 @@ def collective_table(
         buffer = nbytes * (group or 1) if kind == "reduce-scatter" else nbytes
         sync = occ.role[first] == ""
         count = int(at.sum())
-        algbw = (
-            buffer * count / transfer * 1000.0
-            if sync and transfer > 0 and np.isfinite(buffer) and buffer > 0
-            else None
-        )
+        moved = np.isfinite(buffer) and buffer > 0
+        algbw = buffer * count / transfer * 1000.0 if sync and transfer > 0 and moved else None
+        if not sync and moved and op in window_ps and window_ps[op][1] > 0:
+            # An async collective moves its data from its start to its done: the window.
+            algbw = buffer * window_ps[op][0] / window_ps[op][1] * 1000.0
         busbw = algbw * bus_factor(kind, group) if algbw is not None and group else None
         mine = [instances[i] for i in set(of_row[at].tolist()) if i >= 0]
         grouped = [i for i in mine if len(i.devices) > 1]

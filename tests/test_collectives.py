@@ -135,3 +135,25 @@ def test_interconnect_peaks_per_chip(chip: str, link: str, gbps: float) -> None:
     assert spec.interconnect_per_direction_gbps == gbps / 2
     named = {s.name for s in chips.CHIPS}
     assert set(chips._INTERCONNECTS) <= named  # no entry for a chip the table lacks
+
+
+def test_async_bandwidth_is_bytes_over_the_start_to_done_windows(tmp_path) -> None:
+    """On the generated TPU training scenario (async all-gathers of 64 MiB), each -start row's
+    algbw is its bytes times its windows over their total length; busbw applies (n-1)/n."""
+    import tpuperf
+    from fixtures.generate import write_run
+
+    run = write_run("collective_training", tmp_path, seed=3)[0]
+    result = tpuperf.analyze(tpuperf.load(run)).results["collectives"]
+    windows = result.frame("async_windows")
+    table = result.frame("collectives").set_index("op")
+    starts = [op for op in table.index if "-start" in op]
+    assert starts
+    for op in starts:
+        row = table.loc[op]
+        mine = windows[windows["op"] == op]
+        want = row["bytes"] * len(mine) / mine["dur_ps"].sum() * 1000.0
+        assert row["algbw_gbps"] == pytest.approx(want)
+        assert row["busbw_gbps"] == pytest.approx(
+            want * bus_factor(row["kind"], int(row["group_size"]))
+        )
