@@ -1252,16 +1252,15 @@ def _peer_waits(occ: _Occurrences, instances: list[_Instance], of_row: np.ndarra
 
 
 def collective_table(
-    tl: Timeline, exposed_by_op: dict[str, float], windows: Table | None = None
+    tl: Timeline, exposed_by_op: dict[str, float], async_windows: Table | None = None
 ) -> tuple[Table, dict[str, Any], dict[str, Any]]:
     """One row per collective op (see README, Collectives), the totals over them, and what the
-    advice needs (per-op facts, instances). ``windows`` (the async windows, start to done)
+    advice needs (per-op facts, instances). ``async_windows`` (start to done)
     give an async collective's bandwidth."""
     window_ps: dict[str, tuple[int, int]] = {}  # start op -> (windows, their total ps)
-    if windows is not None and windows.n:
-        for op, dur in zip(
-            windows.strings("op").tolist(), windows.array("dur_ps").tolist(), strict=True
-        ):
+    if async_windows is not None and async_windows.n:
+        names = async_windows.strings("op").tolist()
+        for op, dur in zip(names, async_windows.array("dur_ps").tolist(), strict=True):
             count, total = window_ps.get(op, (0, 0))
             window_ps[op] = (count + 1, total + int(dur))
     occ = _occurrences(tl)
