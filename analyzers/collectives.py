@@ -254,8 +254,12 @@ class CollectivesAnalyzer(Analyzer):
             in_step_ms = float(exposed.mean()) / 1e9
             compute_ms = float(compute.mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
-        if transfer_only and totals and totals.get("ms_per_step"):
+        exposed_all_ms = in_step_ms
+        moving = False
+        if transfer_only and not straggling and totals and totals.get("ms_per_step"):
+            # Only the moving part can hide behind compute; waiting for a late peer cannot.
             in_step_ms *= totals["transfer_ms_per_step"] / totals["ms_per_step"]
+            moving = True
         # Overlap hides a collective behind compute, so it saves at most the compute there is.
         hideable_ms = min(in_step_ms, compute_ms)
         if transfer_only and hideable_ms <= 0.01 * step_ms and outside_ms <= 0:
@@ -290,6 +294,13 @@ class CollectivesAnalyzer(Analyzer):
                     f"{in_step_ms:.3f} ms per step of collectives with no compute beside them on "
                     f"{slow_name}, the slow chip, which waits for no one (the median device shows "
                     f"{median_ms:.3f} ms, the rest waiting for it); over all devices: "
+                )
+            elif moving:
+                text = (
+                    f"{exposed_all_ms:.3f} ms per step of collectives with no compute beside "
+                    f"them, of which {in_step_ms:.3f} ms move data and the rest "
+                    f"({totals['wait_pct'] if totals else 0:.0f}% of collective time) waits for "
+                    "peers, which overlap cannot hide: "
                 )
             else:
                 text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
