@@ -1116,7 +1116,11 @@ def _fact_of(
 
 
 def _occurrences(tl: Timeline) -> _Occurrences:
-    facts = _facts(tl)
+    # The HLO protos are decoded only for a profile with collectives in its steps.
+    present = any(
+        v.ops.strings("kind").take(v.selected).eq(schema.KIND_COLLECTIVE).any() for v in tl.devices
+    )
+    facts = _facts(tl) if present else {}
     keys_by_host: dict[str, dict[str, str]] = {}
     for host, by_key in facts.items():
         keys: dict[str, str] = {}
