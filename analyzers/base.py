@@ -45,6 +45,12 @@ KIND_STRAGGLER = "straggler"
 KIND_COLLECTIVE_WAIT = "collective_wait"  # peers wait at collectives for a late device
 KIND_COLLECTIVE_BYTES = "collective_bytes"  # collectives move data slowly: fewer bytes
 KIND_AVOIDABLE_COLLECTIVE = "avoidable_collective"  # collective work the program need not do
+KIND_NEAR_OOM = "near_oom"  # ranked first whatever the others save (see URGENT_KINDS)
+KIND_REMAT_HEADROOM = "remat_headroom"
+KIND_OFFLOAD_HEADROOM = "offload_headroom"
+
+# Kinds the report lists first, though they save no time: a program about to run out of memory.
+URGENT_KINDS = frozenset({KIND_NEAR_OOM})
 
 
 def savings_pct(savings_ms: float, step_ms: float) -> float:
@@ -147,6 +153,7 @@ BUILTIN: list[tuple[str, str]] = [
     ("idle", "tpuperf.analyzers.idle:IdleAnalyzer"),
     ("collectives", "tpuperf.analyzers.collectives:CollectivesAnalyzer"),
     ("roofline", "tpuperf.analyzers.roofline:RooflineAnalyzer"),
+    ("memory", "tpuperf.analyzers.memory:MemoryAnalyzer"),
 ]
 
 

@@ -25,6 +25,7 @@ from tpuperf.analyzers.steps import modified_z
 from tpuperf.roofline.chips import lookup
 
 from tpuperf import schema
+from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Strings,
     Table,
@@ -956,38 +957,15 @@ def _pair_async(view: DeviceView) -> _Windows | None:
     """Async windows from ``-start``/``-done`` op pairs of the selected ops: each start to
     the end of the next done of the same name (``x-start.3`` with ``x-done.3``)."""
     ops = view.selected_ops("op", "collective", "async_role", "start_ps", "dur_ps")
-    role = ops.strings("async_role")
-    starts = ops.take(role.eq("start"))
-    dones = ops.take(role.eq("done"))
-    if not starts.n or not dones.n:
+    found = pair_async(ops)
+    if found is None:
         return None
-    starts = starts.take(np.argsort(starts.array("start_ps"), kind="stable"))
-    start_op = starts.strings("op")
-    start_ps = starts.array("start_ps")
-    done_op = dones.strings("op")
-    done_start = dones.array("start_ps")
-    done_end = done_start + dones.array("dur_ps")
-    done_codes = done_op.codes
-    end = np.full(starts.n, -1, dtype=np.int64)
-    start_codes = start_op.codes
-    for code, name in enumerate(start_op.values):
-        asks = np.flatnonzero(start_codes == code)
-        partner = done_op.code(name.replace("-start", "-done"))
-        if not len(asks) or partner < 0:
-            continue
-        rows = np.flatnonzero(done_codes == partner)
-        rows = rows[np.argsort(done_start[rows], kind="stable")]
-        at = np.searchsorted(done_start[rows], start_ps[asks], side="left")
-        found = at < len(rows)
-        end[asks[found]] = done_end[rows[at[found]]]
-    paired = np.flatnonzero(end >= 0)
-    if not len(paired):
-        return None
-    collective = starts.strings("collective").take(paired)
+    rows, end = found
+    collective = ops.strings("collective").take(rows)
     kind_names = [c or "copy" for c in collective.values]
     codes, values = factorize(kind_names)
     kind = Strings(collective.codes, values, codes)
-    return start_op.take(paired), kind, start_ps[paired], end[paired]
+    return ops.strings("op").take(rows), kind, ops.array("start_ps")[rows], end
 
 
 def _async_summary(windows: Table) -> dict[str, Any]:

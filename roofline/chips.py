@@ -207,3 +207,45 @@ def resolve_peaks(
     return Peaks(
         tflops, hbm, tflops_source, hbm_source, chip=spec.name if spec else (chip_name or "")
     )
+
+
+# HBM capacity per chip, in GiB (2**30 bytes: HBM stacks come in binary sizes, and vendors'
+# "GB" here means them), by the ChipSpec name above. Used for memory headroom when the
+# profile states no capacity of its own (DESIGN.md, Memory).
+_HBM_GIB: dict[str, float] = {
+    # https://cloud.google.com/tpu/docs/v4 : 32 GiB HBM per chip.
+    "TPU v4": 32.0,
+    # https://cloud.google.com/tpu/docs/v5e : 16 GiB HBM per chip.
+    "TPU v5e": 16.0,
+    # https://cloud.google.com/tpu/docs/v5p : 95 GiB HBM per chip.
+    "TPU v5p": 95.0,
+    # https://cloud.google.com/tpu/docs/v6e : 32 GiB HBM per chip (the allocator of a v6e
+    # profile states 31.25 GiB usable).
+    "TPU v6e": 32.0,
+    # https://cloud.google.com/tpu/docs/tpu7x : 192 GiB HBM per chip.
+    "TPU7x": 192.0,
+    # V100 datasheet (above): 32 GB or 16 GB HBM2; the larger, the SXM2 part's usual size.
+    "V100": 32.0,
+    # A100 datasheet (above): 40 GB HBM2 or 80 GB HBM2e.
+    "A100 40GB": 40.0,
+    "A100 80GB": 80.0,
+    # H100 datasheet (above): 80 GB HBM3 (SXM) / 80 GB HBM2e (PCIe).
+    "H100 PCIe": 80.0,
+    "H100 SXM": 80.0,
+    # https://www.nvidia.com/en-us/data-center/h200/ : 141 GB HBM3e.
+    "H200 SXM": 141.0,
+    # https://www.nvidia.com/en-us/data-center/hgx/ : HGX B200, 1.4 TB HBM3e over 8 GPUs
+    # (180 GB each).
+    "B200": 180.0,
+    # MI300X data sheet (above): 192 GB HBM3.
+    "MI300X (gfx942)": 192.0,
+    # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html : 288 GB HBM3E.
+    "MI355X (gfx950)": 288.0,
+}
+
+
+def hbm_capacity_bytes(chip_name: str | None) -> int | None:
+    """The chip table's HBM capacity of a chip name, in bytes, or None."""
+    spec = lookup(chip_name)
+    gib = _HBM_GIB.get(spec.name) if spec else None
+    return round(gib * (1 << 30)) if gib else None

@@ -114,6 +114,7 @@ def test_entry_point_plugins_join_the_registry() -> None:
         "idle",
         "collectives",
         "roofline",
+        "memory",
         "broken",
         "counts",
         "per_device",

@@ -114,3 +114,36 @@ def test_collective_fields_are_documented(capsys) -> None:
     fields |= {r["kind"] for r in report["recommendations"]}
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
+
+
+def test_memory_fields_are_documented(capsys) -> None:
+    from tests.conftest import REPO as _REPO
+
+    path = _REPO / "fixtures" / "data" / "memory_cnn.xplane.pb"
+    document = _json(capsys, "memory", str(path), "--format", "json")
+    programs = document["programs"]
+    fields = set(document) | _keys(programs) | _keys([b for p in programs for b in p["buffers"]])
+    fields |= _keys([s for p in programs for s in p["by_scope"]]) | _keys(document["allocators"])
+    fields |= _keys([p["split_bytes"] for p in programs])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
+def test_memory_allocator_fields_are_documented(capsys) -> None:
+    from tests.conftest import SHARED_PROFILES
+
+    path = SHARED_PROFILES / "tpu" / "v6e_4chip_inference.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    document = _json(capsys, "memory", str(path), "--format", "json")
+    missing = sorted(f for f in _keys(document["allocators"]) if not _documented(f))
+    assert document["allocators"] and not missing, f"README does not document {missing}"
+
+
+def test_host_fields_are_documented(capsys) -> None:
+    host = REPO / "fixtures" / "data" / "host_markers.xplane.pb"
+    document = _json(capsys, "host", str(host), "--format", "json")
+    fields = set(document) | set(document["input"]) | _keys(document["events"])
+    fields |= _keys(document["input"]["input_ops"]) | set(document["iteration_time_ms"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"

@@ -8,8 +8,12 @@ every other field is skipped by the protobuf runtime as unknown. As with
 :mod:`tpuperf._xspace_schema`, nothing is generated or checked in, and the types
 live in a pool of their own, apart from a jaxlib or XProf copy of the same schema.
 
-Only :mod:`tpuperf.scopes` (scope data) and :mod:`tpuperf.tables` (the opcode, shape and
-replica groups of collectives) import this module, and only when they are asked for.
+Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.tables` (the opcode, shape and
+replica groups of collectives) and :mod:`tpuperf.memory` import this module, and only when
+they are asked for. :data:`HloProto` reads what scopes need; :data:`HloBufferProto` reads the
+same message with the module's buffer assignment (``HloProto.buffer_assignment``: logical
+buffers, allocations, heap simulator traces), which only the memory view needs (decoding it
+costs time).
 """
 
 from __future__ import annotations
@@ -115,11 +119,68 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
 _PACKAGE = "xla"
 
 
-def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="tpuperf/hlo.proto", package=_PACKAGE, syntax="proto3"
-    )
-    for name, fields in _MESSAGES.items():
+# What the memory view reads besides: field numbers of openxla/xla xla/service/hlo.proto
+# (LogicalBufferProto, BufferAllocationProto, HeapSimulatorTrace, BufferAssignmentProto) and
+# xla/xla_data.proto (ShapeProto).
+_BUFFER_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
+    **_MESSAGES,
+    "HloProto": [
+        *_MESSAGES["HloProto"],
+        ("buffer_assignment", 3, _F.TYPE_MESSAGE, _OPTIONAL, "BufferAssignmentProto"),
+    ],
+    "BufferAssignmentProto": [
+        ("logical_buffers", 1, _F.TYPE_MESSAGE, _REPEATED, "LogicalBufferProto"),
+        ("buffer_allocations", 3, _F.TYPE_MESSAGE, _REPEATED, "BufferAllocationProto"),
+        ("heap_simulator_traces", 4, _F.TYPE_MESSAGE, _REPEATED, "HeapSimulatorTrace"),
+    ],
+    "LogicalBufferProto": [
+        ("id", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("size", 2, _F.TYPE_INT64, _OPTIONAL, None),
+        ("defined_at", 3, _F.TYPE_MESSAGE, _OPTIONAL, "BufferLocation"),
+        ("color", 4, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "BufferLocation": [  # LogicalBufferProto.Location
+        ("instruction_name", 2, _F.TYPE_STRING, _OPTIONAL, None),
+        ("shape_index", 3, _F.TYPE_INT64, _REPEATED, None),
+        ("instruction_id", 4, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "BufferAllocationProto": [
+        ("index", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("size", 2, _F.TYPE_INT64, _OPTIONAL, None),
+        ("is_thread_local", 3, _F.TYPE_BOOL, _OPTIONAL, None),
+        ("is_entry_computation_parameter", 5, _F.TYPE_BOOL, _OPTIONAL, None),
+        ("parameter_number", 6, _F.TYPE_INT64, _OPTIONAL, None),
+        ("maybe_live_out", 7, _F.TYPE_BOOL, _OPTIONAL, None),
+        ("color", 8, _F.TYPE_INT64, _OPTIONAL, None),
+        ("assigned", 9, _F.TYPE_MESSAGE, _REPEATED, "Assigned"),
+        ("is_tuple", 11, _F.TYPE_BOOL, _OPTIONAL, None),
+        ("is_constant", 12, _F.TYPE_BOOL, _OPTIONAL, None),
+    ],
+    "Assigned": [  # BufferAllocationProto.Assigned
+        ("logical_buffer_id", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("offset", 2, _F.TYPE_INT64, _OPTIONAL, None),
+        ("size", 3, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "HeapSimulatorTrace": [
+        ("events", 1, _F.TYPE_MESSAGE, _REPEATED, "HeapEvent"),
+        ("whole_module_simulation", 2, _F.TYPE_BOOL, _OPTIONAL, None),
+        ("buffer_allocation_index", 3, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "HeapEvent": [  # HeapSimulatorTrace.Event; kind: ALLOC 0, FREE 1, SHARE_WITH 2
+        ("kind", 1, _F.TYPE_INT32, _OPTIONAL, None),
+        ("buffer_id", 2, _F.TYPE_INT64, _OPTIONAL, None),
+        ("computation_name", 3, _F.TYPE_STRING, _OPTIONAL, None),
+        ("instruction_name", 4, _F.TYPE_STRING, _OPTIONAL, None),
+        ("share_with_canonical_id", 5, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+}
+
+
+def _file_descriptor(
+    messages: dict[str, list[tuple[str, int, int, int, str | None]]], file_name: str
+) -> descriptor_pb2.FileDescriptorProto:
+    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=_PACKAGE, syntax="proto3")
+    for name, fields in messages.items():
         message = proto.message_type.add(name=name)
         for field_name, number, ftype, label, type_name in fields:
             field = message.field.add(name=field_name, number=number, type=ftype, label=label)
@@ -129,6 +190,12 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 
 
 _POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file_descriptor())
+_POOL.Add(_file_descriptor(_MESSAGES, "tpuperf/hlo.proto"))
 
 HloProto = message_class(_POOL, f"{_PACKAGE}.HloProto")
+
+# A pool of its own: the same names, more fields.
+_BUFFER_POOL = descriptor_pool.DescriptorPool()
+_BUFFER_POOL.Add(_file_descriptor(_BUFFER_MESSAGES, "tpuperf/hlo_buffers.proto"))
+
+HloBufferProto = message_class(_BUFFER_POOL, f"{_PACKAGE}.HloProto")

@@ -37,7 +37,7 @@ import numpy as np
 
 from tpuperf import jsonout, schema
 from tpuperf.columns import Table, from_arrow, to_arrow
-from tpuperf.output import write_atomic
+from tpuperf.files import write_atomic
 from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
@@ -230,13 +230,21 @@ class Cache:
                         waits=tables["waits"] if tables["waits"].n else None,
                     )
                 )
+            host_events = None
+            if "host_events" in meta["tables"]:
+                part = entry / "host_events.parquet"
+                host_events = _read_parquet(part)
+                if host_events.n != meta["tables"]["host_events"]["rows"]:
+                    raise ValueError(f"{part.name}: row count changed")
             info = HostInfo(**{**meta["info"], "path": url})
             warnings = [str(w) for w in meta["warnings"]]
             protos = _read_protos(entry / "hlo_protos.parquet", meta["hlo_protos"])
         except Exception:  # any damage at all: the entry is rebuilt, never trusted
             _remove(entry)
             return None
-        return HostTables(devices, read["lines"], info, warnings, protos)
+        return HostTables(
+            devices, read["lines"], info, warnings, hlo_protos=protos, host_events=host_events
+        )
 
     def put_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
@@ -256,6 +264,10 @@ class Cache:
             part = temp / "lines.parquet"
             _write_parquet(tables.lines, part)
             counts["lines"] = {"rows": tables.lines.n, "bytes": part.stat().st_size}
+            if tables.host_events is not None:
+                part = temp / "host_events.parquet"
+                _write_parquet(tables.host_events, part)
+                counts["host_events"] = {"rows": tables.host_events.n, "bytes": 0}
             meta = {
                 "key": key,
                 "info": dataclasses.asdict(tables.info),

@@ -72,6 +72,7 @@ TOP_LEVEL_FIELDS = (
     "ops",
     "categories",
     "recommendations",
+    "memory",
     "warnings",
 )
 RUN_FIELDS = (
@@ -101,6 +102,8 @@ OP_COLUMNS = (
     "count_per_step_after",
 )
 CATEGORY_COLUMNS = ("category", "ms_per_step_before", "ms_per_step_after", "delta_ms", "delta_pct")
+# Each program's peak device memory before and after, in GiB (tpuperf/memory.py).
+MEMORY_FIELDS = ("module", "peak_gib_before", "peak_gib_after", "delta", "delta_pct")
 RECOMMENDATION_COLUMNS = (
     "kind",
     "analyzer",
@@ -123,6 +126,7 @@ def _summary_shape() -> dict[str, Any]:
         shape[f"{name}_pct"] = POINT_FIELDS
     shape["flops_utilization_pct"] = POINT_FIELDS
     shape["mfu_pct"] = POINT_FIELDS
+    shape["peak_hbm_gib"] = DELTA_FIELDS
     shape["ops"] = OP_STATUSES
     shape["recommendations"] = RECOMMENDATION_STATUSES
     shape["warnings"] = ()
@@ -165,6 +169,7 @@ class DiffReport:
     recommendations: Table
     warnings: list[str] = field(default_factory=list)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "base"/"new" -> RUN_FIELDS
+    memory: list[dict[str, Any]] = field(default_factory=list)  # MEMORY_FIELDS, per program
 
     def gate_row(self) -> dict[str, Any]:
         """The summary flattened to :data:`GATE_FIELDS` (``step_time_ms.median.delta_pct``)."""
@@ -188,6 +193,7 @@ class DiffReport:
                 "ops": ops,
                 "categories": self.categories.records(),
                 "recommendations": self.recommendations.records(),
+                "memory": self.memory,
                 "warnings": self.warnings,
             }
         )
@@ -245,7 +251,8 @@ def compare(
         recommendations.strings("status").tolist(), RECOMMENDATION_STATUSES
     )
     summary["warnings"] = len(warnings)
-    return DiffReport(base, new, summary, ops, categories, recommendations, warnings, runs)
+    memory = memory_diff(base.summary, new.summary)
+    return DiffReport(base, new, summary, ops, categories, recommendations, warnings, runs, memory)
 
 
 # --------------------------------------------------------------------------- summary
@@ -288,10 +295,11 @@ def points(before: Any, after: Any) -> dict[str, float | None]:
 
 
 def _window_ms(summary: dict[str, Any]) -> float | None:
-    """The mean window per step per device: the summary's window over its steps (one window,
-    the op span, when the run has no steps)."""
+    """The mean window per step per device: the summary's window over its iterations (its
+    steps in a summary without them; one window, the op span, when the run has no steps)."""
     window = _number(summary.get("window_ms"))
-    return window / max(int(summary.get("steps_analyzed") or 0), 1) if window else None
+    count = (summary.get("iteration_time_ms") or {}).get("count") or summary.get("steps_analyzed")
+    return window / max(int(count or 0), 1) if window else None
 
 
 def _summary(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +317,29 @@ def _summary(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         out[f"{name}_pct"] = points(pct_b, pct_n)
     for key in ("flops_utilization_pct", "mfu_pct"):
         out[key] = points(base.get(key), new.get(key))
+    out["peak_hbm_gib"] = delta(base.get("peak_hbm_gib"), new.get("peak_hbm_gib"))
     return out
+
+
+def memory_diff(base: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each program's peak device memory before and after (GiB), paired by module name
+    (program ids change with every recompilation), largest change first."""
+    before = base.get("program_peak_gib") or {}
+    after = new.get("program_peak_gib") or {}
+    rows = [
+        {
+            "module": module,
+            "peak_gib_before": before.get(module),
+            "peak_gib_after": after.get(module),
+            **{
+                k: v
+                for k, v in delta(before.get(module), after.get(module)).items()
+                if k in ("delta", "delta_pct")
+            },
+        }
+        for module in sorted(set(before) | set(after))
+    ]
+    return sorted(rows, key=lambda r: -abs(r["delta"] or 0.0))
 
 
 def _counts(statuses: Iterable[str], names: Sequence[str]) -> dict[str, int]:

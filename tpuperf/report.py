@@ -54,6 +54,8 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "steps_analyzed": "int",
     "steps_excluded": "int",
     "step_time_ms": "object",  # median, mean, p90, min, max (null without steps), count
+    "iteration_time_ms": "object",  # a step's start to the next's: as step_time_ms
+    "outside_steps_ms_per_iteration": ["number", None],  # after a step ends, before the next
     "window_ms": "number",
     "busy_pct": ["number", None],
     "compute_pct": ["number", None],
@@ -71,6 +73,13 @@ SUMMARY_FIELDS: dict[str, Any] = {
     # forward / backward / optimizer / other: {ms_per_step, pct}; null without scope data
     "passes": ["object", None],
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
+    # Memory (tpuperf/memory.py): the largest program's peak, its device's capacity, the
+    # headroom, each program's peak by module name; null without HLO modules.
+    "peak_hbm_gib": ["number", None],
+    "peak_program": ["string", None],
+    "hbm_capacity_gib": ["number", None],
+    "headroom_pct": ["number", None],
+    "program_peak_gib": ["object", None],
 }
 PASS_FIELDS: dict[str, Any] = {
     "ms_per_step": "number",
@@ -146,6 +155,8 @@ class Report:
     ops: Table = field(default_factory=lambda: Table({}), repr=False)
     notes: list[str] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
+    # The frozen options the analysis ran with (the steps, host and peaks asked for); not in JSON.
+    config: AnalysisConfig = field(default_factory=AnalysisConfig, repr=False)
 
     @property
     def errors(self) -> dict[str, str]:
@@ -201,30 +212,80 @@ def parse_steps(text: str) -> tuple[int | None, int | None]:
     return bounds
 
 
+def analysis_config(
+    *,
+    steps: str | tuple[int | None, int | None] | None = None,
+    warmup: int | None = None,
+    host: str | None = None,
+    peak_tflops: float | None = None,
+    peak_hbm_gbps: float | None = None,
+    top: int | None = None,
+    config: AnalysisConfig | None = None,
+) -> AnalysisConfig:
+    """The frozen config of one analysis request: ``config`` (default: the defaults) with the
+    options that were given, each checked (a bad one is a :class:`UsageError` naming its
+    flag). ``steps`` is ``"A:B"`` or ``(A, B)``."""
+    config = config if config is not None else AnalysisConfig()
+    if warmup is not None and warmup < 0:
+        raise UsageError("--warmup must be 0 or more")
+    if top is not None and top < 0:
+        raise UsageError("--top must be 0 or more")
+    for flag, value in (("--peak-tflops", peak_tflops), ("--peak-hbm-gbps", peak_hbm_gbps)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be a positive number")
+    given: dict[str, Any] = {
+        "warmup_steps": warmup,
+        "steps": parse_steps(steps) if isinstance(steps, str) else steps,
+        "host": host,
+        "peak_tflops": peak_tflops,
+        "peak_hbm_gbps": peak_hbm_gbps,
+        "top_ops": top,
+    }
+    return dataclasses.replace(config, **{k: v for k, v in given.items() if v is not None})
+
+
 def analyze(
-    profile: Profile,
+    source: Profile | str | os.PathLike[str],
     config: AnalysisConfig | None = None,
     analyzers: list[str] | None = None,
+    *,
     steps: str | tuple[int | None, int | None] | None = None,
+    warmup: int | None = None,
     host: str | None = None,
+    run: str | None = None,
+    peak_tflops: float | None = None,
+    peak_hbm_gbps: float | None = None,
+    top: int | None = None,
     scopes: bool = True,
 ) -> Report:
-    """Run the analyzers (all by default) on ``profile`` and rank their recommendations.
+    """Run the analyzers (all by default) on ``source`` and rank their recommendations.
 
-    ``steps`` ("A:B" or (A, B)) keeps step numbers A <= n < B instead of leaving
-    out warm-up steps; ``host`` analyses one host of a multi-host profile. An
-    analyzer that fails is recorded in the report (``Report.errors``); the
-    others still run. ``scopes`` adds where the model's code made the ops (the
-    forward / backward / optimizer split, the scope and source line of top ops and
-    of the ops recommendations cite); without it nothing of tpuperf/scopes.py runs.
+    ``source`` is a :class:`~tpuperf.profile.Profile` or anything :func:`tpuperf.load`
+    reads (a file, a run directory, a logdir, a URL; ``run`` picks a run of a logdir).
+    The options are those of ``tpuperf analyze``: ``steps`` ("A:B" or (A, B)) keeps step
+    numbers A <= n < B instead of leaving out ``warmup`` steps; ``host`` analyses one host
+    of a multi-host profile; ``peak_tflops``/``peak_hbm_gbps`` are used where neither the
+    profile nor the chip table knows the chip; ``top`` top ops are listed. They override
+    ``config`` where given. An analyzer that fails is recorded in the report
+    (``Report.errors``); the others still run. ``scopes`` adds where the model's code made
+    the ops (the forward / backward / optimizer split, the scope and source line of top ops
+    and of the ops recommendations cite); without it nothing of tpuperf/scopes.py runs.
     """
-    config = config if config is not None else AnalysisConfig()
-    if steps is not None:
-        config = dataclasses.replace(
-            config, steps=parse_steps(steps) if isinstance(steps, str) else steps
-        )
-    if host is not None:
-        config = dataclasses.replace(config, host=host)
+    config = analysis_config(
+        steps=steps,
+        warmup=warmup,
+        host=host,
+        peak_tflops=peak_tflops,
+        peak_hbm_gbps=peak_hbm_gbps,
+        top=top,
+        config=config,
+    )
+    if isinstance(source, (str, os.PathLike)):
+        from tpuperf.profile import load
+
+        profile = load(source, run=run)
+    else:
+        profile = source
     chosen = base.select(analyzers)
     tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
 
@@ -238,6 +299,7 @@ def analyze(
             a.name: pool.submit(_run_one, a, tl, config) for a in chosen if a.name in builtin
         }
         ops_future = pool.submit(op_table, tl)
+        memory_future = pool.submit(_memory_summary, profile)
         code_future = pool.submit(_Code.of, profile, tl) if scopes else None
         results = {
             a.name: running[a.name].result() if a.name in running else _run_one(a, tl, config)
@@ -250,29 +312,43 @@ def analyze(
             rec
             for r in results.values()
             for rec in r.recommendations
-            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT
+            if _finite(rec.est_savings_pct) >= MIN_SAVINGS_PCT or rec.kind in base.URGENT_KINDS
         ),
-        key=lambda r: (-_finite(r.est_savings_pct), -_finite(r.est_savings_ms)),
+        key=lambda r: (
+            r.kind not in base.URGENT_KINDS,  # near out-of-memory first
+            -_finite(r.est_savings_pct),
+            -_finite(r.est_savings_ms),
+        ),
     )
     roofline = results.get("roofline")
     if code is not None:
         recommendations = [code.annotate(rec) for rec in recommendations]
     summary = _summary(tl, config, recommendations, code)
+    summary.update(memory_future.result())
     notes = list(profile.warnings) + list(tl.notes)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
-    top = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
+    top_ops = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
     return Report(
         source=profile.source,
         platform=profile.platform,
         summary=summary,
         results=results,
         recommendations=recommendations,
-        top_ops=top,
+        top_ops=top_ops,
         ops=ops,
         notes=notes,
         summaries=summaries,
+        config=config,
     )
+
+
+def _memory_summary(profile: Profile) -> dict[str, Any]:
+    """Peak, capacity and headroom for the summary (tpuperf/memory.py; a module that cannot be
+    read is left out there, with a note)."""
+    from tpuperf import memory
+
+    return memory.summary_fields(profile)
 
 
 def _run_one(analyzer: base.Analyzer, tl: Timeline, config: AnalysisConfig) -> AnalyzerResult:
@@ -307,7 +383,8 @@ def _summary(
     # same whichever analyzers were selected (fleet scans flatten it).
     peaks_by_device = rl.device_peaks(tl, config)
     views = tl.devices
-    pct: dict[str, float | None] = {name: tl.device_mean_pct(col) for name, col in _SUMMARY_PCTS}
+    # Shares of the iteration (a step's start to the next's), so host time between steps counts.
+    pct: dict[str, float | None] = {name: tl.iteration_mean_pct(col) for name, col in _SUMMARY_PCTS}
     span_idle = (
         float(
             np.mean(
@@ -337,13 +414,24 @@ def _summary(
         "step_time_ms": stats_ms(tl.step_time_ps)
         if tl.has_steps
         else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
-        "window_ms": tl.total("step_ps") / max(tl.n_devices, 1) / 1e9 if tl.n_windows else 0.0,
+        "iteration_time_ms": stats_ms(tl.iteration_time_ps)
+        if tl.has_steps
+        else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
+        "outside_steps_ms_per_iteration": (
+            tl.per_iteration(sum(int(v.outside_steps["outside_ps"].sum()) for v in views)) / 1e9
+            if tl.has_steps
+            else None
+        ),
+        "window_ms": (
+            tl.iteration_total("step_ps") / max(tl.n_devices, 1) / 1e9 if tl.n_windows else 0.0
+        ),
         **pct,
         "span_idle_pct": span_idle,
         "equivalent_idle_chips": (
             float(
                 sum(
-                    float(v.breakdown["idle_ps"].sum()) / float(v.breakdown["step_ps"].sum())
+                    float(v.iteration_breakdown["idle_ps"].sum())
+                    / float(v.iteration_breakdown["step_ps"].sum())
                     for v in views
                 )
             )

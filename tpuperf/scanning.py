@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tpuperf import gates, jsonout
 from tpuperf.errors import BadInput, TpuperfError, UsageError
 from tpuperf.gates import Gate
+from tpuperf.sources import filesystem, host_name, strip_profile_suffix
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,11 +58,17 @@ ROW_FIELDS: dict[str, tuple[str, str]] = {
     "step_time_ms.median": ("float64", "median step time, ms"),
     "step_time_ms.mean": ("float64", "mean step time, ms"),
     "step_time_ms.p90": ("float64", "90th percentile step time, ms"),
-    "busy_pct": ("float64", "time the op line is busy, % of the step window"),
-    "idle_pct": ("float64", "idle time, % of the step window, averaged over devices"),
-    "exposed_collective_pct": ("float64", "collective time compute did not hide, % of the window"),
+    "iteration_time_ms.median": ("float64", "median iteration (step start to next), ms"),
+    "iteration_time_ms.mean": ("float64", "mean iteration time, ms"),
+    "iteration_time_ms.p90": ("float64", "90th percentile iteration time, ms"),
+    "outside_steps_ms": ("float64", "time after a step ends, before the next, per iteration"),
+    "busy_pct": ("float64", "time the op line is busy, % of the iteration"),
+    "idle_pct": ("float64", "idle time, % of the iteration, averaged over devices"),
+    "exposed_collective_pct": ("float64", "collective time compute did not hide, % of iteration"),
     "flops_utilization_pct": ("float64", "achieved FLOP/s over peak, %"),
     "mfu_pct": ("float64", "model FLOP/s over peak, %"),
+    "peak_hbm_gib": ("float64", "the largest program's peak device memory, GiB (see Memory)"),
+    "headroom_pct": ("float64", "device memory left above that peak, % of the capacity"),
     "top_recommendation.kind": ("string", "kind of the top-ranked recommendation"),
     "top_recommendation.est_savings_pct": ("float64", "its estimated saving, % of step time"),
     "top_recommendation.est_savings_ms": ("float64", "its estimated saving per step, ms"),
@@ -80,11 +87,17 @@ _REPORT_PATHS: dict[str, tuple[str | int, ...]] = {
     "step_time_ms.median": ("summary", "step_time_ms", "median"),
     "step_time_ms.mean": ("summary", "step_time_ms", "mean"),
     "step_time_ms.p90": ("summary", "step_time_ms", "p90"),
+    "iteration_time_ms.median": ("summary", "iteration_time_ms", "median"),
+    "iteration_time_ms.mean": ("summary", "iteration_time_ms", "mean"),
+    "iteration_time_ms.p90": ("summary", "iteration_time_ms", "p90"),
+    "outside_steps_ms": ("summary", "outside_steps_ms_per_iteration"),
     "busy_pct": ("summary", "busy_pct"),
     "idle_pct": ("summary", "idle_pct"),
     "exposed_collective_pct": ("summary", "exposed_collective_pct"),
     "flops_utilization_pct": ("summary", "flops_utilization_pct"),
     "mfu_pct": ("summary", "mfu_pct"),
+    "peak_hbm_gib": ("summary", "peak_hbm_gib"),
+    "headroom_pct": ("summary", "headroom_pct"),
     "top_recommendation.kind": ("recommendations", 0, "kind"),
     "top_recommendation.est_savings_pct": ("recommendations", 0, "est_savings_pct"),
     "top_recommendation.est_savings_ms": ("recommendations", 0, "est_savings_ms"),
@@ -149,7 +162,7 @@ def discover(paths: Iterable[str], per_run: bool = False) -> tuple[list[Target],
 
 
 def _discover_one(path: str) -> list[ProfileFile]:
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path, walk=True)
     remote = "://" in path
     if any(ch in root for ch in "*?["):
         matches = fs.glob(root, detail=True)
@@ -185,40 +198,11 @@ def _profile_file(fs: Any, name: str, info: dict[str, Any], remote: bool) -> Pro
     from tpuperf.cache import listing_key
 
     url = fs.unstrip_protocol(name) if remote else name
-    return ProfileFile(url, _host_name(name), listing_key(info) if remote else None)
-
-
-def _filesystem(path: str) -> tuple[Any, str]:
-    if "://" not in path:
-        from fsspec.implementations.local import LocalFileSystem
-
-        return LocalFileSystem(), os.path.abspath(path)
-    import fsspec
-
-    try:
-        return fsspec.core.url_to_fs(path)
-    except (ImportError, ValueError) as exc:
-        hint = " (install tpuperf[gcs] for gs:// paths)" if path.startswith("gs://") else ""
-        raise BadInput(f"{path}: cannot open this URL: {exc}{hint}") from None
-
-
-def _strip_suffix(name: str) -> str | None:
-    from tpuperf.sources import PROFILE_SUFFIXES
-
-    base = name[:-3] if name.endswith(".gz") else name
-    for suffix in PROFILE_SUFFIXES:
-        if base.endswith(suffix):
-            return base[: -len(suffix)]
-    return None
+    return ProfileFile(url, host_name(name), listing_key(info) if remote else None)
 
 
 def _is_profile(name: str) -> bool:
-    return _strip_suffix(PurePosixPath(name).name) is not None
-
-
-def _host_name(name: str) -> str:
-    base = PurePosixPath(name).name
-    return _strip_suffix(base) or base
+    return strip_profile_suffix(PurePosixPath(name).name) is not None
 
 
 def _parent(url: str) -> str:

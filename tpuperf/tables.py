@@ -171,6 +171,7 @@ class DeviceTables:
     clock: DeviceClock | None = None  # TPU: the device clock (see DeviceClock)
     # Waiting for peers inside collectives (XLA:CPU's Rendezvous events): schema "waits".
     waits: Table | None = None
+    untimed: int = 0  # events left out: their times are past what int64 picoseconds hold
 
 
 @dataclass
@@ -233,6 +234,9 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
             _place_steps(device, markers)
         devices += cpu
         warnings += cpu_warnings
+    for device in devices:
+        if device.untimed:
+            warnings.append(_untimed_warning(f"{host}: device {device.device}", device.untimed))
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
@@ -506,10 +510,11 @@ def _device(
     executions: _HostExecutions,
 ) -> DeviceTables:
     clock = None
+    untimed = 0
     if kind == "TPU":
         ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
     else:
-        ops, modules = _stream_ops(plane, module_names, executions)
+        ops, modules, untimed = _stream_ops(plane, module_names, executions)
         async_ops = _EMPTY_ASYNC
     steps_line = _line(plane, _STEPS_LINE)
     steps = (
@@ -528,6 +533,7 @@ def _device(
         async_ops=async_ops,
         steps=steps,
         clock=clock,
+        untimed=untimed,
     )
 
 
@@ -1233,10 +1239,18 @@ class _HostExecutions:
 
 def _stream_ops(
     plane: Plane, module_names: dict[str, str], executions: _HostExecutions
-) -> tuple[Table, Table]:
+) -> tuple[Table, Table, int]:
     lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
     found = _kernel_ops(plane, lines, module_names, executions)
-    return found.ops, _module_runs(found.ops, found.execution) if found.ops.n else _EMPTY_MODULES
+    modules = _module_runs(found.ops, found.execution) if found.ops.n else _EMPTY_MODULES
+    return found.ops, modules, found.untimed
+
+
+def _untimed_warning(where: str, untimed: int) -> str:
+    return (
+        f"{where}: {untimed} op event{'s' if untimed != 1 else ''} with times past what int64 "
+        "picoseconds hold left out (their times are unknown)"
+    )
 
 
 # Events of XLA:CPU inside a collective while it waits for its peers to arrive.
@@ -1258,7 +1272,7 @@ def _host_devices(
     facts = collective_facts(protos) if protos else {}
     found = _kernel_ops(plane, lines, module_names, None, facts)
     if not found.ops.n:
-        return [], []
+        return [], [_untimed_warning(host, found.untimed)] if found.untimed else []
     warnings = []
     ordinal = found.ordinal
     if not (ordinal >= 0).any():
@@ -1290,6 +1304,7 @@ def _host_devices(
                 waits=waits,
             )
         )
+    devices[0].untimed = found.untimed  # the host's events: counted once, on its first device
     return devices, warnings
 
 
@@ -1314,6 +1329,7 @@ class _KernelOps:
     ordinal: np.ndarray  # per op: device_ordinal, -1 where the event does not say
     waits: Table  # schema "waits" less host and device
     waits_ordinal: np.ndarray  # per wait: the device_ordinal of the op it lies in
+    untimed: int = 0  # events left out: their times are past what int64 picoseconds hold
 
 
 _OP_COST_COLUMNS = (
@@ -1355,10 +1371,15 @@ def _kernel_ops(
         "ordinal": [],
     }
     waits: dict[str, list[Any]] = {"line": [], "start_ps": [], "dur_ps": [], "ordinal": []}
+    untimed = 0
     is_wait = np.array([n in _WAIT_EVENTS for n in plane.metadata.names] + [False], dtype=bool)
     for line in lines:
         hlo_codes, hlo_values = line.stat_codes("hlo_op")
         idx = np.arange(len(line)) if gpu else np.flatnonzero(hlo_codes >= 0)
+        timed = _timed(line.start_ps[idx], line.duration_ps[idx])
+        if not timed.all():
+            untimed += len(idx) - int(timed.sum())
+            idx = idx[timed]
         if not len(idx):
             continue
         named = [plane.metadata.rows(line.metadata_id[idx])]
@@ -1410,7 +1431,7 @@ def _kernel_ops(
         numbers["ordinal"].append(ordinal)
         line.release()
     if not columns["op"]:
-        return _KernelOps(_empty_ops(), _NONE, _NONE, _EMPTY_WAITS, _NONE)
+        return _KernelOps(_empty_ops(), _NONE, _NONE, _EMPTY_WAITS, _NONE, untimed)
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate(numbers[name]).astype(np.int64, copy=False)
@@ -1445,7 +1466,15 @@ def _kernel_ops(
         joined("ordinal"),
         wait_table,
         np.concatenate(waits["ordinal"]) if waits["ordinal"] else _NONE,
+        untimed,
     )
+
+
+def _timed(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Which host-clock events have times to use: start within +-_LATEST_PS and a duration
+    from 0 to _LATEST_PS, so that their ends, and differences of them, stay in int64 (a start
+    near the int64 limit made self time overflow)."""
+    return (start > -_LATEST_PS) & (start < _LATEST_PS) & (dur >= 0) & (dur < _LATEST_PS)
 
 
 def _line_waits(

@@ -33,7 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
-from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
+from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table
@@ -75,6 +75,14 @@ STEPS_CHART = "steps-chart"
 DEVICES_CHART = "devices-chart"
 ROOFLINE_CHART = "roofline-chart"
 SCOPES_CHART = "scopes-chart"
+MEMORY_CHART = "memory-chart"
+# The peak's split by buffer kind: (kind, label, colour).
+_MEMORY_KINDS = (
+    ("parameter", "parameters", "#4c78a8"),
+    ("output", "outputs", "#72b7b2"),
+    ("temporary", "temporaries", "#f58518"),
+    ("constant", "constants", "#b279a2"),
+)
 
 # Pass -> colour, in the order passes are listed (the terminal tree's colours).
 PASS_COLOURS = {
@@ -92,14 +100,15 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
     """The whole report as one HTML document (text).
 
     ``tree``: the scope tree to draw (:func:`tpuperf.scopes.scope_tree`); by default that of
-    the timeline's profile, when the report has scope information (``summary["passes"]``).
+    the timeline's profile over the timeline's step windows, when the report has scope
+    information (``summary["passes"]``).
     """
     plotly_js = _plotly_js()
     figures: dict[str, dict[str, Any]] = {}
     if tree is None and report.summary.get("passes") is not None and timeline.profile is not None:
         from tpuperf.scopes import scope_tree
 
-        tree = scope_tree(timeline.profile)
+        tree = scope_tree(timeline.profile, timeline)
     body = [
         _header(report),
         _cards(report),
@@ -108,7 +117,9 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
         _roofline_section(report, timeline, figures),
         _recommendations_section(report),
         _top_ops_section(report),
+        _host_section(report),
         _scopes_section(report, tree, figures),
+        _memory_section(report, figures),
         _notes_section(report),
     ]
     title = f"tpuperf report: {report.source}" if report.source else "tpuperf report"
@@ -379,6 +390,12 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         return ""
     stragglers: dict[tuple[str, int], dict[str, Any]] = {}
     steps = report.results.get("steps")
+    # The straggler verdict's confidence is its recommendation's (low with few steps or
+    # devices that run different work): taken before the report's cut of tiny savings.
+    confidence = next(
+        (r.confidence for r in (steps.recommendations if steps else []) if r.kind == "straggler"),
+        "low",
+    )
     if steps is not None:
         for s in steps.metrics.get("stragglers") or []:
             stragglers[(s["host"], int(s["device"]))] = s
@@ -390,9 +407,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         if straggler is None:
             labels.append(_e(view.name))
         else:
-            labels.append(
-                f'<span style="color:{_COLOURS["red"]}"><b>{_e(view.name)} · straggler</b></span>'
-            )
+            labels.append(_straggler_label(view.name, confidence))
     traces = []
     for column, label, colour in _BREAKDOWN:
         ms = [view.breakdown[column].sum() / max(len(view.windows), 1) / 1e9 for view in views]
@@ -439,7 +454,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
             f"(modified z {s['z']:.1f})"
             for (host, device), s in stragglers.items()
         )
-        text = f"Straggler: {found}."
+        text = f"Straggler (confidence {confidence}): {found}."
     else:
         text = (
             "No straggler: devices spend about the same time computing. A straggler shows as a "
@@ -451,6 +466,16 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         _note(text),
         f'<div class="chart" id="{DEVICES_CHART}"></div>',
     )
+
+
+def _straggler_label(name: str, confidence: str) -> str:
+    """A straggler's axis label with its confidence; the alarm colour only when the evidence
+    holds (high: red, medium: amber), a low-confidence one in the plain text colour."""
+    text = f"{_e(name)} · straggler ({_e(confidence)} confidence)"
+    colour = {"high": _COLOURS["red"], "medium": _COLOURS["yellow"]}.get(confidence)
+    if colour is None:
+        return f"<i>{text}</i>"
+    return f'<span style="color:{colour}"><b>{text}</b></span>'
 
 
 def _op_categories(timeline: Timeline) -> dict[tuple[str, str], str]:
@@ -808,6 +833,40 @@ def _top_ops_section(report: Report) -> str:
     )
 
 
+def _host_section(report: Report) -> str:
+    """What the host ran while the devices were idle (tpuperf host): the idle analyzer's
+    host_events table, its first rows; nothing when the profile has no host events."""
+    idle = report.results.get("idle")
+    table = idle.tables.get("host_events") if idle is not None else None
+    if table is None or not table.n:
+        return ""
+    records = table.records()[:15]
+    head = "".join(
+        f"<th>{_e(h)}</th>"
+        for h in ("host event", "kind", "where", "idle ms / iteration", "calls / iteration")
+    )
+    rows = "".join(
+        "<tr>"
+        f'<td>{_e(r["name"])}</td><td class="short">{_e(r["kind"])}</td>'
+        f"<td>{_e(r['where'] or '-')}</td>"
+        f'<td class="num">{_e(_g(r["idle_ms_per_iteration"]))}</td>'
+        f'<td class="num">{_e(_g(r["calls_per_iteration"]))}</td>'
+        "</tr>"
+        for r in records
+    )
+    return _section(
+        "host",
+        "Host while the devices were idle",
+        _note(
+            "Host events ranked by the device-idle time they overlap per iteration (a step's "
+            "start to the next step's start); Python functions by their self time as the "
+            "innermost user frame. `tpuperf host` shows them all."
+        ),
+        f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>",
+    )
+
+
 # Text columns of a few short words, kept on one line (names wrap anywhere instead).
 _SHORT_TEXT = ("kind", "bound")
 
@@ -926,6 +985,91 @@ def _scope_hover(node: dict[str, Any]) -> str:
     if node.get("source"):
         lines.append(f"source {_e(node['source'])}")
     return "<br>".join(lines)
+
+
+def _memory_section(report: Report, figures: dict[str, Any]) -> str:
+    """The largest program's peak device memory: a bar of its split by kind against the
+    capacity, the bytes live at the peak by scope and pass, and the bytes in use along its
+    schedule (from the memory analyzer's metrics)."""
+    result = report.results.get("memory")
+    metrics = result.metrics if result is not None else {}
+    if not metrics:
+        return _section(
+            "memory",
+            "Memory",
+            _note(
+                "No buffer assignment in this profile (no HLO modules with one), or the "
+                "memory analyzer did not run."
+            ),
+        )
+    peak = metrics["peak_bytes"]
+    capacity = metrics.get("capacity_bytes")
+    whole = max(capacity or peak, 1)
+    parts, legend = [], []
+    for kind, label, colour in _MEMORY_KINDS:
+        value = metrics["split_bytes"].get(kind, 0)
+        parts.append(
+            f'<span style="width:{100.0 * value / whole:.3f}%;background:{colour}" '
+            f'title="{_e(label)} {_e(fmt_bytes(value))}"></span>'
+        )
+        legend.append(
+            f'<span class="key"><i style="background:{colour}"></i>{_e(label)} '
+            f"<b>{_e(fmt_bytes(value))}</b></span>"
+        )
+    of = (
+        f"of {_e(fmt_bytes(capacity))} ({_e(metrics.get('capacity_source'))}), headroom "
+        f"{_e(fmt_pct(metrics.get('headroom_pct')))}"
+        if capacity
+        else "of an unknown capacity"
+    )
+    bar = (
+        f'<div class="split"><div class="label">{_e(metrics["peak_program"])}: peak '
+        f"{_e(fmt_bytes(peak))} {of}</div>"
+        f'<div class="bar">{"".join(parts)}</div><div class="legend">{"".join(legend)}</div></div>'
+    )
+    rows = "".join(
+        f"<tr><td>{_e(r['scope'])}</td><td>{_e(fmt_bytes(r['bytes']))}</td>"
+        f"<td>{r['buffers']}</td><td>"
+        + ", ".join(f"{_e(name)} {_e(fmt_bytes(v))}" for name, v in r["passes"].items() if v)
+        + "</td></tr>"
+        for r in metrics["by_scope"]
+    )
+    table = (
+        "<table><thead><tr><th>scope</th><th>live at the peak</th><th>buffers</th>"
+        f"<th>by pass</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    curve = metrics.get("curve_bytes") or []
+    content = [bar, table]
+    if curve:
+        figures[MEMORY_CHART] = {
+            "data": [
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": "in use",
+                    "y": [v / (1 << 30) for v in curve],
+                    "line": {"color": "#f58518"},
+                    "hovertemplate": "%{y:.4g} GiB<extra></extra>",
+                }
+            ],
+            "layout": {
+                "xaxis": {"title": {"text": "schedule (heap simulator events, sampled)"}},
+                "yaxis": {"title": {"text": "GiB in use"}, "rangemode": "tozero"},
+                "margin": {"t": 20, "r": 20, "b": 50, "l": 70},
+                "height": 300,
+            },
+        }
+        content.append(f'<div class="chart" id="{MEMORY_CHART}"></div>')
+    return _section(
+        "memory",
+        "Memory",
+        _note(
+            "The largest program's peak device memory (see tpuperf memory for every program): "
+            "its allocations by kind, the bytes live at the peak by the scope that made them, "
+            "and the bytes in use along its schedule."
+        ),
+        *content,
+    )
 
 
 def _notes_section(report: Report) -> str:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from tpuperf import columns
 from tpuperf.render.fit import Column, Kind, fit
-from tpuperf.render.tree import fmt_step_ms
+from tpuperf.render.text import fmt_step_ms
+
+if TYPE_CHECKING:
+    from tpuperf.columns import Table
 
 
 def _missing(value: Any) -> bool:
@@ -87,7 +89,8 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
     decoder = (
         "C module (tpuperf._wire_native)"
         if info["decoder"] == "native"
-        else "numpy (the C module is not built: slower, same results)"
+        else f"numpy ({info.get('decoder_reason') or 'the C module is not built'}: slower, "
+        "same results)"
     )
     _line(console, f"platform {info['platform']}; decoder {decoder}")
     for host in info["hosts"]:
@@ -114,6 +117,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         Column("kind", "text", drop=5),
         Column("peak TFLOP/s", drop=2),
         Column("peak HBM GB/s", drop=1),
+        Column("peaks from", "text", drop=6),
         Column("ops"),
     ]
     rows = [
@@ -124,6 +128,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
             _name(d["kind"]),
             _number(d["peak_tflops"]),
             _number(d["peak_hbm_gbps"], 2),
+            _name(d["peaks_source"]),
             f"{d['ops']:,}",
         ]
         for d in info["devices"]
@@ -142,7 +147,11 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         _line(
             console,
             f"steps: {'/'.join(map(str, counts))} per device on {len(steps)} device(s), "
-            f"from {', '.join(sources)}",
+            f"from {', '.join(sources)}"
+            + "".join(
+                f" of one program, {p}"
+                for p in sorted({s["program"] for s in steps if s.get("program")})[:1]
+            ),
         )
     else:
         _line(console, "steps: none found (no Steps line, step markers or repeated module)")
@@ -206,7 +215,7 @@ _OPS_NAMES: dict[str, tuple[tuple[str, str, Any, int], ...]] = {
 
 
 def render_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops``: one table, or with ``per_device`` one per device, in one layout."""
     names = [n for n in _OPS_NAMES[by] if n[0] in table]
@@ -251,7 +260,7 @@ _COLLECTIVE_CELLS: tuple[tuple[str, str, Kind, Any, int], ...] = (
 )
 
 
-def render_collectives(table: columns.Table, console: Console, wide: bool = False) -> None:
+def render_collectives(table: Table, console: Console, wide: bool = False) -> None:
     """``tpuperf ops --by collective``: one row per collective op."""
     spec = [Column(header, kind, drop=drop) for _, header, kind, _, drop in _COLLECTIVE_CELLS]
     rows = [
@@ -271,12 +280,10 @@ _SCOPE_NUMBERS = (
 
 
 def render_scope_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops --by scope|source|pass``, per step (the JSON, CSV and Parquet forms also
     hold the totals over the capture). Scopes are indented by depth (rows come in tree order)."""
-    from tpuperf.scopes import split_levels
-
     spec = [Column(by, "key")] + ([Column("scope", "text", drop=4)] if by == "source" else [])
     numbers = [n for n in _SCOPE_NUMBERS if n[0] in table]
     spec += [Column(header, drop=drop) for _, header, _, drop in numbers]
@@ -284,16 +291,26 @@ def render_scope_ops(
         spec = [Column("host", "text", drop=5), Column("device", drop=6), *spec]
     records = table.records()
     rows = []
+    parents: dict[int, str] = {}  # depth -> the path of the last scope seen at that depth
     for r in records:
         name = str(r[by])
-        if by == "scope" and int(r["depth"]) > 1:
-            name = "  " * (int(r["depth"]) - 1) + split_levels(name)[-1]
+        if by == "scope":
+            depth = int(r["depth"])
+            parents[depth] = name
+            if depth > 1:
+                name = "  " * (depth - 1) + _leaf(name, parents.get(depth - 1, ""))
         row = [_name(name)] + ([_name(r["scope"])] if by == "source" else [])
         row += [_number_cell(fmt, r[field]) for field, _, fmt, _ in numbers]
         if per_device:
             row = [_name(r["host"]), str(r["device"]), *row]
         rows.append(row)
     fit(spec, rows, _width(console, wide)).print(console, rows)
+
+
+def _leaf(path: str, parent: str) -> str:
+    """A scope's own level: its path after its parent's (rows come in tree order, a parent
+    before its children, so the parent is the last scope one level up)."""
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + "/") else path
 
 
 def _programs_apart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -321,6 +338,7 @@ _SCAN_COLUMNS = (
     ("profile", Column("profile", "key")),
     ("chip", Column("chip", "text", drop=5)),
     ("step_time_ms.median", Column("step ms")),
+    ("iteration_time_ms.median", Column("iter ms", drop=6)),
     ("idle_pct", Column("idle %", drop=1)),
     ("exposed_collective_pct", Column("coll %", drop=3)),
     ("flops_utilization_pct", Column("flops %", drop=4)),

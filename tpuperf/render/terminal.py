@@ -15,55 +15,25 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
+from tpuperf.render.text import GIB, SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
 
-# The split of step time, in bar order: (summary key, label, style, character). Each part has
-# its own character, so the bar reads without colour too (a pipe, a CI log, a file).
-SEGMENTS = [
-    ("compute_pct", "compute", "green", "█"),
-    ("exposed_collective_pct", "exposed collective", "red", "▓"),
-    ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
-    ("no_op_pct", "idle (no op)", "grey50", "░"),
-]
 
-
-def peaks_text(summary: dict[str, Any]) -> str | None:
-    """``918 TFLOP/s, 1638 GB/s``; a peak the chip table and profile do not know is ``?``
-    (an unknown chip with only a FLOP peak); None when neither is known."""
-    tflops, gbps = summary.get("peak_tflops"), summary.get("peak_hbm_gbps")
-    if tflops is None and gbps is None:
+def memory_text(summary: dict[str, Any]) -> str | None:
+    """``peak 20.00 GiB (jit_f) of 32.00 GiB, headroom 37.5%``; None without HLO modules."""
+    peak = summary.get("peak_hbm_gib")
+    if peak is None:
         return None
+    text = f"peak {fmt_bytes(round(peak * GIB))} ({summary.get('peak_program')})"
+    capacity = summary.get("hbm_capacity_gib")
+    if capacity is None:
+        return text + ", capacity unknown"
     return (
-        f"{'?' if tflops is None else f'{tflops:g}'} TFLOP/s, "
-        f"{'?' if gbps is None else f'{gbps:g}'} GB/s"
+        text
+        + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
     )
-
-
-def _number(value: Any) -> float | None:
-    """A float, or None for None/NaN/NA (table cells may hold any of them)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if f != f else f
-
-
-def fmt_ms(value: Any) -> str:
-    value = _number(value)
-    if value is None:
-        return "-"
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.1f} us"
-
-
-def fmt_pct(value: Any) -> str:
-    value = _number(value)
-    return "-" if value is None else f"{value:.1f}%"
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
@@ -125,6 +95,15 @@ def _header(report: Report, width: int) -> Panel:
             f"median {fmt_ms(st.get('median'))}   mean {fmt_ms(st.get('mean'))}   "
             f"p90 {fmt_ms(st.get('p90'))}"
         )
+        it = s.get("iteration_time_ms") or {}
+        if s.get("outside_steps_ms_per_iteration"):
+            # Only where the host's time between steps makes the iteration longer.
+            lines.append("\nIter.    ", style="bold")
+            lines.append(
+                f"median {fmt_ms(it.get('median'))}   mean {fmt_ms(it.get('mean'))}   "
+                f"p90 {fmt_ms(it.get('p90'))}   "
+                f"outside {fmt_ms(s['outside_steps_ms_per_iteration'])}"
+            )
     else:
         lines.append(f"none found; window {fmt_ms(s.get('window_ms'))} per device")
     lines.append("\nPasses   ", style="bold")
@@ -135,6 +114,10 @@ def _header(report: Report, width: int) -> Panel:
         lines.append(f"utilization {fmt_pct(util)}")
         if s.get("mfu_pct") is not None:
             lines.append(f"   MFU {fmt_pct(s['mfu_pct'])}")
+    memory = memory_text(s)
+    if memory is not None:
+        lines.append("\nMemory   ", style="bold")
+        lines.append(memory)
     inner = max(10, width - 4)  # the panel's border and padding
     lines.append("\n\n")
     lines.append(split_bar(s, inner))
@@ -306,7 +289,8 @@ def _details(report: Report, console: Console, width: int | None) -> None:
         m = idle.metrics
         console.print(
             Text(
-                f"Idle: {fmt_pct(m['idle_pct'])} — between steps "
+                f"Idle (not busy): {fmt_pct(m['idle_pct'])}; no op: {fmt_pct(m['no_op_pct'])} — "
+                "between steps "
                 f"{fmt_pct(m['between_steps_idle_pct'])}, "
                 f"inside steps {fmt_pct(m['in_step_idle_pct'])} (micro < {m['micro_gap_us']:g} us: "
                 f"{fmt_pct(m['micro_idle_pct'])}); {m['equivalent_idle_chips']:.2f} equivalent "
