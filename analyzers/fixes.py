@@ -35,6 +35,12 @@ def _fix(w: Workload, text: str) -> Fix:
     return {w.platform.lower(): text}
 
 
+def for_platform(w: Workload, text: str) -> Fix:
+    """``text`` as the fix of the platform that ran (an analyzer whose text is already
+    specific to what it found)."""
+    return _fix(w, text)
+
+
 def _jax(w: Workload) -> bool:
     return w.framework == FRAMEWORK_JAX
 

@@ -242,7 +242,9 @@ class IdleAnalyzer(Analyzer):
         named = _waited_for(host, step_ms) if host is not None else []
         if named:
             result.recommendations.append(
-                self._host_code(named, between_ms, step_ms, metrics, host_bound)
+                self._host_code(
+                    named, between_ms, step_ms, metrics, host_bound, fixes.workload_of(tl)
+                )
             )
         elif between_ms > 0 and tl.has_steps:
             result.recommendations.append(
@@ -316,6 +318,7 @@ class IdleAnalyzer(Analyzer):
         step_ms: float,
         metrics: dict[str, Any],
         verdict: bool,
+        workload: Workload,
     ) -> Recommendation:
         """Host-bound, naming the code the devices waited for: each function's device-idle
         time per iteration (its self time as the innermost user frame, between steps), and
@@ -338,18 +341,18 @@ class IdleAnalyzer(Analyzer):
             f"{listed} per iteration while the devices waited (Python tracer, self time of "
             "the innermost user frame)"
         )
-        fixes = []
+        chosen: list[str] = []
         for f in named:
             fix = _fix_for(f["function"])
-            if fix not in fixes:
-                fixes.append(fix)
-        text = " ".join(fixes)
+            if fix not in chosen:
+                chosen.append(fix)
+        text = " ".join(chosen)
         return Recommendation(
             analyzer=self.name,
             kind=KIND_HOST_BOUND,
             title=title,
             evidence=evidence,
-            fix={"tpu": text, "gpu": text},
+            fix=fixes.for_platform(workload, text),
             est_savings_ms=savings,
             est_savings_pct=savings_pct(savings, step_ms),
             confidence="high" if verdict else "medium",

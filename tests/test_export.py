@@ -402,13 +402,16 @@ def test_every_chip_has_the_async_windows_the_analysis_uses(tmp_path: Path) -> N
                 names.update(view.slice_names[uuid])
                 tracks.add(path[2])
         assert tracks == {ASYNC_TRACK if device == 0 else ASYNC_PAIRED_TRACK}, device
+        # The trace has every window of the capture (one per copy-start); the analysis the
+        # ones that start in its steps (all but the last call's six).
+        starts = profile.device_tables[device].ops.strings("async_role").eq("start")
+        assert sum(names.values()) == int(starts.sum()) == 600
         mine = windows.array("device") == device
         want = collections.Counter(windows.strings("op").take(mine).tolist())
-        assert sum(want.values()) == 600
+        assert sum(want.values()) == 594
         if device:  # TPU:0's line names its windows by the line's own events
-            assert names == want, device
-        else:
-            assert sum(names.values()) == 600
+            assert set(names) == set(want), device
+            assert all(names[op] >= n for op, n in want.items()), device
 
 
 def test_a_file_name_that_says_another_format_is_refused(

@@ -731,13 +731,13 @@ def _tree_and_analysis(capsys: pytest.CaptureFixture[str], path: str, *args: str
 def test_tree_is_over_the_step_windows_analyze_uses_on_v6e(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """v6e: 100 jit_f steps, the first left out as warm-up, on 4 chips: 396 windows, and the
-    tree's op time per step is analyze's pass split (784 ms; it was 788 ms over 400 windows,
-    with the ops outside the steps counted in)."""
+    """v6e: 100 jit_f calls make 99 steps (the last call ends the last step), the first left
+    out as warm-up, on 4 chips: 392 windows, and the tree's op time per step is analyze's pass
+    split (784 ms; it was 788 ms over 400 windows, with the ops outside the steps counted in)."""
     path = str(shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
     tree, summary = _tree_and_analysis(capsys, path)
-    assert (tree["steps_analyzed"], tree["steps_excluded"]) == (99, 1)
-    assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 396
+    assert (tree["steps_analyzed"], tree["steps_excluded"]) == (98, 1)
+    assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 392
     assert tree["step_source"] == summary["step_source"] == "module_period"
     root = tree["tree"]
     passes = summary["passes"]
