@@ -204,7 +204,8 @@ def _near_oom(program: ProgramMemory, capacity: int, headroom: int) -> Recommend
             "gpu": (
                 "Shard the largest buffers (jax.sharding.NamedSharding); rematerialize "
                 "activations (jax.checkpoint with a policy); donate the step's inputs "
-                "(donate_argnums); XLA_PYTHON_CLIENT_MEM_FRACTION leaves the rest to the runtime"
+                "(donate_argnums); raise XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75) to let "
+                "JAX use more of the GPU"
             ),
         },
         est_savings_ms=0.0,
