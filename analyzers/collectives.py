@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 from tpuperf.analyzers.base import (
+    KIND_AVOIDABLE_COLLECTIVE,
+    KIND_COLLECTIVE_BYTES,
+    KIND_COLLECTIVE_WAIT,
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
     KIND_REDUCE_COPIES,
@@ -17,8 +22,10 @@ from tpuperf.analyzers.base import (
     savings_pct,
 )
 from tpuperf.analyzers.steps import modified_z
+from tpuperf.roofline.chips import lookup
 
 from tpuperf import schema
+from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Strings,
     Table,
@@ -28,6 +35,13 @@ from tpuperf.columns import (
     group_index,
     median,
     sum_by,
+)
+from tpuperf.tables import (
+    EVERY_DEVICE,
+    HloCollective,
+    collective_facts,
+    split_module_name,
+    text_collective,
 )
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 
@@ -145,8 +159,20 @@ class CollectivesAnalyzer(Analyzer):
             "exposed_copy_pct": tl.device_mean_pct("other_ps"),
         }
         result.metrics = metrics
-        if coll.n:
-            result.tables["collective_ops"] = _top_ops(coll, tl)
+        top = _top_ops(coll, tl) if coll.n else None
+        exposed_by_op: dict[str, float] = {}
+        if top is not None:
+            for op, value in zip(
+                top.strings("op").tolist(), top.array("exposed_ms_per_step").tolist(), strict=True
+            ):
+                exposed_by_op[op] = exposed_by_op.get(op, 0.0) + value
+        table, totals, extra = collective_table(tl, exposed_by_op)
+        metrics.update({k: v for k, v in totals.items() if k != "ms_per_step"})
+        metrics["last_arriver"] = _last_arriver(extra)
+        if table.n:
+            result.tables["collectives"] = table
+        if top is not None:
+            result.tables["collective_ops"] = top
         if windows.n:
             result.tables["async_windows"] = windows
         if copies.n:
@@ -155,9 +181,16 @@ class CollectivesAnalyzer(Analyzer):
         step_ms = tl.mean_window_ps / 1e9
         outside = self._outside(tl)
         metrics["outside_steps"] = outside or None
-        rec = self._collective_rec(coll, by_kind, outside, step_ms, config, tl)
+        waiting = (totals.get("wait_pct") or 0.0) >= WAIT_DOMINATES_PCT
+        if waiting:
+            result.recommendations.append(self._wait_rec(extra, totals, tl, step_ms))
+        rec = self._collective_rec(
+            coll, by_kind, outside, step_ms, config, tl, transfer_only=waiting, totals=totals
+        )
         if rec is not None:
             result.recommendations.append(rec)
+        result.recommendations.extend(self._bandwidth_recs(extra, totals, step_ms))
+        result.recommendations.extend(self._avoidable_recs(extra, step_ms))
         if copy_ms > 0 and copies.n:
             compute_ms = tl.per_step(tl.total("compute_ps")) / 1e9
             result.recommendations.extend(
@@ -200,7 +233,12 @@ class CollectivesAnalyzer(Analyzer):
         step_ms: float,
         config: AnalysisConfig,
         tl: Timeline,
+        transfer_only: bool = False,
+        totals: dict[str, Any] | None = None,
     ) -> Recommendation | None:
+        """Hiding collectives behind compute. Where waiting for peers dominates, only their
+        transfer can be hidden (overlap does not make a late peer arrive sooner), and there is
+        no advice without compute to hide behind."""
         compute = np.array([v.mean("compute_ps") for v in tl.devices])
         exposed = np.array([v.mean("exposed_collective_ps") for v in tl.devices])
         z = modified_z(compute)
@@ -217,8 +255,12 @@ class CollectivesAnalyzer(Analyzer):
             in_step_ms = float(exposed.mean()) / 1e9
             compute_ms = float(compute.mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
+        if transfer_only and totals and totals.get("ms_per_step"):
+            in_step_ms *= totals["transfer_ms_per_step"] / totals["ms_per_step"]
         # Overlap hides a collective behind compute, so it saves at most the compute there is.
         hideable_ms = min(in_step_ms, compute_ms)
+        if transfer_only and hideable_ms <= 0.01 * step_ms and outside_ms <= 0:
+            return None
         exposed_ms = hideable_ms + outside_ms
         if in_step_ms + outside_ms <= 0:
             return None
@@ -325,6 +367,243 @@ class CollectivesAnalyzer(Analyzer):
                 "by_kind_ms": {k: by_kind[k]["exposed_ms_per_step"] for k in by_kind},
             },
         )
+
+    def _wait_rec(
+        self, extra: dict[str, Any], totals: dict[str, Any], tl: Timeline, step_ms: float
+    ) -> Recommendation:
+        """Waiting for peers dominates the collectives: the fix is the late device's work
+        (a straggler) or the spread of arrivals (load imbalance), not overlap."""
+        rows = [r for r in extra["rows"] if r["_instances"]]
+        worst = max(rows, key=lambda r: r["wait_ms"]) if rows else extra["rows"][0]
+        waits = np.asarray(extra["device_wait_ms"])
+        last = worst["_last_device"]
+        consistent = last is not None and (worst["last_arriver_pct"] or 0) >= (
+            100 * LAST_ARRIVER_MIN_SHARE
+        )
+        source = (
+            "Rendezvous events inside each collective"
+            if totals["wait_source"] == "rendezvous"
+            else "start times across the group"
+        )
+        text = (
+            f"{totals['wait_ms_per_step']:.3f} of {totals['ms_per_step']:.3f} ms per step of "
+            f"collective time ({totals['wait_pct']:.0f}%) is waiting for peers (from the "
+            f"{source}); {worst['op']} ({worst['kind']}) waits {worst['wait_ms']:.3f} ms per "
+            f"step, arrivals spread {worst['arrival_spread_ms'] or 0:.3f} ms"
+        )
+        ops = [worst["op"]]
+        # Evening out the work saves what the latest device is systematically late by (its
+        # lateness over the median device's), at most what the devices wait.
+        lateness = np.asarray(extra["device_lateness_ms"])
+        late = int(np.argmax(lateness))
+        savings = float(lateness[late] - median(lateness)) if len(lateness) else 0.0
+        savings = min(max(savings, 0.0), float(np.mean(waits)) if len(waits) else 0.0)
+        if consistent:
+            name = tl.devices[last].name
+            others = np.delete(waits, last)
+            more, more_ops = _runs_more(tl, last)
+            text += (
+                f"; {name} arrives last {worst['_last_count']} of {worst['_instances']} times,"
+                f" {lateness[last] - median(lateness):.3f} ms per step later than the median "
+                f"device, and waits {waits[last]:.3f} ms per step against a median of "
+                f"{median(others) if len(others) else 0.0:.3f} ms"
+                + (f"; it runs more of: {more}" if more else "")
+            )
+            ops += more_ops
+            title = f"Straggler at collectives: the others wait for {name} at {worst['op']}"
+            confidence = "high" if worst["_instances"] >= 10 else "medium"
+        else:
+            if last is not None:
+                text += (
+                    f"; no device is last most of the time ({tl.devices[last].name} is, "
+                    f"{worst['_last_count']} of {worst['_instances']} times), so most of the "
+                    f"wait is jitter; the latest on average, {tl.devices[late].name}, is "
+                    f"{savings:.3f} ms per step later than the median device"
+                )
+            title = "Load imbalance: devices wait for each other at collectives"
+            confidence = "low"
+        fix = (
+            "Even out the work per device before the collective: look at what the late "
+            "device runs that the others do not (uneven shards of the batch or sequence, a "
+            "branch on the device index, padding), and at its host (CPU contention, data "
+            "loading); overlapping the collective with compute does not make a late peer "
+            "arrive sooner."
+        )
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_COLLECTIVE_WAIT,
+            title=title,
+            evidence=text,
+            fix={"tpu": fix, "gpu": fix},
+            est_savings_ms=savings,
+            est_savings_pct=savings_pct(savings, step_ms),
+            confidence=confidence,
+            ops=ops,
+            values={
+                "wait_ms_per_step": totals["wait_ms_per_step"],
+                "wait_pct": totals["wait_pct"],
+                "last_arriver": tl.devices[last].name if last is not None else None,
+                "last_arriver_pct": worst["last_arriver_pct"],
+                "device_wait_ms_per_step": [float(w) for w in waits],
+                "device_lateness_ms_per_step": [float(x) for x in lateness],
+            },
+        )
+
+    def _bandwidth_recs(
+        self, extra: dict[str, Any], totals: dict[str, Any], step_ms: float
+    ) -> list[Recommendation]:
+        """Moving the data dominates: fewer bytes (bf16), fewer, larger collectives, or a
+        sharding that needs less; bounded by the exposed transfer time."""
+        peak = totals.get("interconnect_peak_gbps")
+        found, savings, ops = [], 0.0, []
+        for row in extra["rows"]:
+            transfer = min(row["transfer_ms"], row["exposed_ms_per_step"])
+            fact = row["_fact"]
+            if transfer <= 0 or row["transfer_ms"] < row["wait_ms"]:
+                continue  # no exposed transfer, or waiting dominates this collective
+            if peak and row["busbw_gbps"] is not None:
+                if row["link_peak_pct"] >= LOW_LINK_PCT:
+                    continue
+                # At the link's peak the same bytes would take busbw/peak of the time.
+                saved = transfer * (1 - row["busbw_gbps"] / peak)
+                why = f"{row['busbw_gbps']:.1f} GB/s bus bandwidth, {row['link_peak_pct']:.0f}%"
+                why += " of the link"
+            elif fact is not None and fact.dtype in ("f32", "f64"):
+                saved = transfer / 2  # half the bytes in bf16 (f32) or f32 (f64)
+                why = f"{fact.dtype}"
+                if row["busbw_gbps"] is not None:
+                    why += f", {row['busbw_gbps']:.2f} GB/s bus bandwidth"
+            else:
+                continue
+            found.append(
+                f"{row['op']} {row['transfer_ms']:.3f} ms moving {row['bytes'] / 1e6:.2f} MB "
+                f"x{row['count_per_step']:g} ({why})"
+            )
+            savings += saved
+            ops.append(row["op"])
+        if savings <= 0.01 * step_ms:
+            return []
+        small = [r for r in extra["rows"] if r["count_per_step"] >= 4 and r["bytes"] < 1e6]
+        evidence = (
+            f"{totals['transfer_ms_per_step']:.3f} ms per step of collectives move data "
+            f"(waiting is {totals['wait_pct'] or 0:.0f}%): " + "; ".join(found[:5])
+        )
+        if small:
+            evidence += f"; {len(small)} op(s) run 4+ times per step on under 1 MB each"
+        return [
+            Recommendation(
+                analyzer=self.name,
+                kind=KIND_COLLECTIVE_BYTES,
+                title="Collectives move data slowly: send fewer bytes",
+                evidence=evidence,
+                fix={
+                    "tpu": (
+                        "Reduce gradients in bf16 (cast before the psum/all-reduce), combine "
+                        "small collectives (--xla_tpu_enable_all_reduce_combine... / larger "
+                        "buckets), or shard so less is exchanged (FSDP's reduce-scatter instead "
+                        "of a full all-reduce, fewer replicas per group)."
+                    ),
+                    "gpu": (
+                        "Reduce gradients in bf16, raise "
+                        "--xla_gpu_all_reduce_combine_threshold_bytes (fewer, larger NCCL "
+                        "calls), or shard so less is exchanged (reduce-scatter instead of a "
+                        "full all-reduce)."
+                    ),
+                },
+                est_savings_ms=savings,
+                est_savings_pct=savings_pct(savings, step_ms),
+                confidence="medium" if peak else "low",
+                ops=ops,
+                values={
+                    "transfer_ms_per_step": totals["transfer_ms_per_step"],
+                    "interconnect_peak_gbps": peak,
+                },
+            )
+        ]
+
+    def _avoidable_recs(self, extra: dict[str, Any], step_ms: float) -> list[Recommendation]:
+        """Collective work the program need not do: an all-reduce whose result is only
+        sliced (a reduce-scatter moves half), the same all-gather twice per step."""
+        recs = []
+        for row in extra["rows"]:
+            fact = row["_fact"]
+            if row["kind"] != "all-reduce" or fact is None or not fact.sliced:
+                continue
+            # all-reduce = reduce-scatter + all-gather; the gathered half is thrown away.
+            saved = min(row["ms_per_step"] - row["wait_ms"], row["exposed_ms_per_step"]) / 2
+            if saved <= 0:
+                continue
+            recs.append(
+                Recommendation(
+                    analyzer=self.name,
+                    kind=KIND_AVOIDABLE_COLLECTIVE,
+                    title=f"{row['op']}: all-reduce then slice; a reduce-scatter does half",
+                    evidence=(
+                        f"{row['op']} all-reduces {row['bytes'] / 1e6:.2f} MB "
+                        f"({row['ms_per_step']:.3f} ms per step) and every use of its result "
+                        "is a slice: each device keeps only its shard"
+                    ),
+                    fix={
+                        "tpu": (
+                            "Reduce-scatter the gradients to the parameters' sharding: give "
+                            "the gradients the parameters' NamedSharding "
+                            "(jax.lax.with_sharding_constraint) or use psum_scatter in "
+                            "shard_map, so XLA emits a reduce-scatter instead of "
+                            "all-reduce + dynamic-slice."
+                        ),
+                        "gpu": (
+                            "Reduce-scatter the gradients to the parameters' sharding "
+                            "(with_sharding_constraint on the gradients, or psum_scatter in "
+                            "shard_map); check --xla_gpu_enable_reduce_scatter_creator is on."
+                        ),
+                    },
+                    est_savings_ms=saved,
+                    est_savings_pct=savings_pct(saved, step_ms),
+                    confidence="medium",
+                    ops=[row["op"]],
+                    values={"bytes": row["bytes"], "ms_per_step": row["ms_per_step"]},
+                )
+            )
+        gathers: dict[int, list[dict[str, Any]]] = {}
+        for row in extra["rows"]:
+            fact = row["_fact"]
+            if row["kind"] == "all-gather" and fact is not None and fact.operand >= 0:
+                gathers.setdefault(fact.operand, []).append(row)
+        for same in gathers.values():
+            if len(same) < 2:
+                continue
+            extra_rows = sorted(same, key=lambda r: -r["ms_per_step"])[1:]
+            saved = sum(r["exposed_ms_per_step"] for r in extra_rows)
+            if saved <= 0:
+                continue
+            names = [r["op"] for r in same]
+            recs.append(
+                Recommendation(
+                    analyzer=self.name,
+                    kind=KIND_AVOIDABLE_COLLECTIVE,
+                    title=f"The same all-gather runs {len(same)} times per step",
+                    evidence=(
+                        f"{', '.join(names)} gather the same operand "
+                        f"({same[0]['bytes'] / 1e6:.2f} MB each)"
+                    ),
+                    fix={
+                        "tpu": (
+                            "Gather the parameter once per step and reuse it (keep the gathered "
+                            "value live, or loosen the remat policy that recomputes it)."
+                        ),
+                        "gpu": (
+                            "Gather the parameter once per step and reuse it (keep the gathered "
+                            "value live, or loosen the remat policy that recomputes it)."
+                        ),
+                    },
+                    est_savings_ms=saved,
+                    est_savings_pct=savings_pct(saved, step_ms),
+                    confidence="medium",
+                    ops=names,
+                    values={"ops": names},
+                )
+            )
+        return recs
 
     def _outside(self, tl: Timeline) -> dict[str, Any]:
         """Exposed collectives on the devices but outside every step (setup, one-off calls)."""
@@ -667,38 +946,15 @@ def _pair_async(view: DeviceView) -> _Windows | None:
     """Async windows from ``-start``/``-done`` op pairs of the selected ops: each start to
     the end of the next done of the same name (``x-start.3`` with ``x-done.3``)."""
     ops = view.selected_ops("op", "collective", "async_role", "start_ps", "dur_ps")
-    role = ops.strings("async_role")
-    starts = ops.take(role.eq("start"))
-    dones = ops.take(role.eq("done"))
-    if not starts.n or not dones.n:
+    found = pair_async(ops)
+    if found is None:
         return None
-    starts = starts.take(np.argsort(starts.array("start_ps"), kind="stable"))
-    start_op = starts.strings("op")
-    start_ps = starts.array("start_ps")
-    done_op = dones.strings("op")
-    done_start = dones.array("start_ps")
-    done_end = done_start + dones.array("dur_ps")
-    done_codes = done_op.codes
-    end = np.full(starts.n, -1, dtype=np.int64)
-    start_codes = start_op.codes
-    for code, name in enumerate(start_op.values):
-        asks = np.flatnonzero(start_codes == code)
-        partner = done_op.code(name.replace("-start", "-done"))
-        if not len(asks) or partner < 0:
-            continue
-        rows = np.flatnonzero(done_codes == partner)
-        rows = rows[np.argsort(done_start[rows], kind="stable")]
-        at = np.searchsorted(done_start[rows], start_ps[asks], side="left")
-        found = at < len(rows)
-        end[asks[found]] = done_end[rows[at[found]]]
-    paired = np.flatnonzero(end >= 0)
-    if not len(paired):
-        return None
-    collective = starts.strings("collective").take(paired)
+    rows, end = found
+    collective = ops.strings("collective").take(rows)
     kind_names = [c or "copy" for c in collective.values]
     codes, values = factorize(kind_names)
     kind = Strings(collective.codes, values, codes)
-    return start_op.take(paired), kind, start_ps[paired], end[paired]
+    return ops.strings("op").take(rows), kind, ops.array("start_ps")[rows], end
 
 
 def _async_summary(windows: Table) -> dict[str, Any]:
@@ -727,3 +983,449 @@ def _async_summary(windows: Table) -> dict[str, Any]:
         name: counts(np.flatnonzero(kind.eq(name))) for name in sorted(set(kind.values))
     }
     return out
+
+
+# --------------------------------------------------------------------------- per collective
+
+# Bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md, also TraceLens's): what each rank
+# sends over its links per byte of the collective's buffer, for a group of n.
+_BUS_FACTORS = {
+    "all-reduce": lambda n: 2.0 * (n - 1) / n,
+    "all-gather": lambda n: (n - 1) / n,
+    "reduce-scatter": lambda n: (n - 1) / n,
+    "all-to-all": lambda n: (n - 1) / n,
+}
+
+
+def bus_factor(kind: str, n: int) -> float:
+    """busbw / algbw for a collective of ``kind`` over ``n`` devices (1 for a permute, a
+    send/recv, a broadcast, or a group of one)."""
+    factor = _BUS_FACTORS.get(kind)
+    return factor(n) if factor is not None and n > 1 else 1.0
+
+
+# Waiting dominates a collective's time from this share on; a device that arrives last at
+# least this often is the one the others wait for.
+WAIT_DOMINATES_PCT = 50.0
+LAST_ARRIVER_MIN_SHARE = 0.5
+# A link used below this share of its peak moves data "far below" what it can.
+LOW_LINK_PCT = 50.0
+
+COLLECTIVE_METRICS = (
+    "ms_per_step",
+    "wait_ms_per_step",
+    "transfer_ms_per_step",
+    "wait_pct",
+    "wait_source",
+    "interconnect_peak_gbps",
+)
+_COLLECTIVE_COLUMNS = (
+    "op",
+    "kind",
+    "bytes",
+    "group_size",
+    "count_per_step",
+    "ms_per_step",
+    "exposed_ms_per_step",
+    "wait_ms",
+    "transfer_ms",
+    "algbw_gbps",
+    "busbw_gbps",
+    "link_peak_pct",
+    "arrival_spread_ms",
+    "last_arriver",
+    "last_arriver_pct",
+)
+
+
+@dataclass
+class _Occurrences:
+    """Every execution of a collective op in the selected steps, over the devices."""
+
+    device: np.ndarray  # position in tl.devices
+    host: list[str]  # by position in tl.devices
+    op: list[str]
+    kind: list[str]
+    role: list[str]
+    step: np.ndarray
+    start: np.ndarray
+    dur: np.ndarray
+    wait: np.ndarray  # ps waiting for peers; NaN where the device records no waits
+    facts: list[HloCollective | None]
+
+    @property
+    def n(self) -> int:
+        return len(self.op)
+
+
+def _facts(tl: Timeline) -> dict[str, dict[tuple[str, str], HloCollective]]:
+    """The collectives of each host's HLO protos, by (proto key, op)."""
+    protos: dict[str, dict[str, bytes]] = getattr(tl.profile, "hlo_protos", None) or {}
+    return {host: collective_facts(by_name) for host, by_name in protos.items()}
+
+
+def _fact_of(
+    facts: dict[tuple[str, str], HloCollective],
+    keys: dict[str, str],
+    module: str,
+    program: str,
+    op: str,
+    hlo_text: str,
+) -> HloCollective | None:
+    """An op's collective facts: from its program's HLO proto, else its HLO text (TPU)."""
+    key = keys.get(program) or keys.get(module)
+    if key is not None and (key, op) in facts:
+        return facts[key, op]
+    if " = " in hlo_text:
+        nbytes, group, dtype = text_collective(hlo_text)
+        return HloCollective(op, nbytes, group, dtype=dtype)
+    return None
+
+
+def _occurrences(tl: Timeline) -> _Occurrences:
+    facts = _facts(tl)
+    keys_by_host: dict[str, dict[str, str]] = {}
+    for host, by_key in facts.items():
+        keys: dict[str, str] = {}
+        for proto_key, _ in by_key:
+            split = split_module_name(proto_key)
+            name, program = split if split else (proto_key, "")
+            if program:
+                keys.setdefault(program, proto_key)
+            keys.setdefault(name, proto_key)
+        keys_by_host[host] = keys
+    parts: dict[str, list[Any]] = {
+        name: [] for name in ("device", "op", "kind", "role", "step", "start", "dur", "wait")
+    }
+    fact_list: list[HloCollective | None] = []
+    for position, view in enumerate(tl.devices):
+        rows = view.selected[
+            view.ops.strings("kind").take(view.selected).eq(schema.KIND_COLLECTIVE)
+        ]
+        if not len(rows):
+            continue
+        ops = view.ops.select(
+            ("op", "collective", "async_role", "module", "program_id", "hlo_text", "line")
+        ).take(rows)
+        start = view.ops.array_at("start_ps", rows)
+        dur = view.ops.array_at("dur_ps", rows)
+        index = window_of(start, view.windows.start_ps, view.windows.end_ps)
+        wait = _waits_in(view, ops.strings("line"), start, start + dur)
+        host_facts = facts.get(view.host, {})
+        host_keys = keys_by_host.get(view.host, {})
+        names = ops.strings("op").tolist()
+        modules = ops.strings("module").tolist()
+        programs = ops.strings("program_id").tolist()
+        texts = ops.strings("hlo_text").tolist()
+        cache: dict[tuple[str, str, str], HloCollective | None] = {}
+        for name, module, program, text in zip(names, modules, programs, texts, strict=True):
+            key = (name, module, program)
+            if key not in cache:
+                cache[key] = _fact_of(host_facts, host_keys, module, program, name, text)
+            fact_list.append(cache[key])
+        parts["device"].append(np.full(len(rows), position, dtype=np.int64))
+        parts["op"] += names
+        parts["kind"] += ops.strings("collective").tolist()
+        parts["role"] += ops.strings("async_role").tolist()
+        parts["step"].append(view.windows.step[index])
+        parts["start"].append(start)
+        parts["dur"].append(dur)
+        parts["wait"].append(wait)
+    return _Occurrences(
+        device=_stack_ints(parts["device"]),
+        host=[v.host for v in tl.devices],
+        op=parts["op"],
+        kind=parts["kind"],
+        role=parts["role"],
+        step=_stack_ints(parts["step"]),
+        start=_stack_ints(parts["start"]),
+        dur=_stack_ints(parts["dur"]),
+        wait=np.concatenate(parts["wait"]) if parts["wait"] else np.zeros(0),
+        facts=fact_list,
+    )
+
+
+def _stack_ints(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _waits_in(view: DeviceView, line: Strings, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The time each op spent in the device's wait events (Rendezvous) on its own line; NaN
+    for every op where the device records none."""
+    waits = view.tables.waits
+    if waits is None or not waits.n:
+        return np.full(len(start), np.nan)
+    out = np.zeros(len(start), dtype=np.float64)
+    wait_line = waits.strings("line").tolist()
+    wait_start = waits.array("start_ps")
+    wait_dur = waits.array("dur_ps")
+    names = line.tolist()
+    for name in set(names):
+        on = np.array([w == name for w in wait_line], dtype=bool)
+        order = np.argsort(wait_start[on], kind="stable")
+        s, d = wait_start[on][order], wait_dur[on][order]
+        total = np.concatenate([[0], np.cumsum(d)])
+        rows = np.array([n == name for n in names], dtype=bool)
+        lo = np.searchsorted(s, start[rows], side="left")
+        hi = np.searchsorted(s, end[rows], side="left")
+        out[rows] = total[hi] - total[lo]
+    return out
+
+
+@dataclass
+class _Instance:
+    """One collective as the group executes it: the same op, step and occurrence on each
+    device."""
+
+    op: str
+    devices: list[int]
+    starts: list[int]
+
+    @property
+    def spread_ps(self) -> int:
+        return max(self.starts) - min(self.starts)
+
+    @property
+    def last(self) -> int:
+        return self.devices[int(np.argmax(self.starts))]
+
+
+def _instances(occ: _Occurrences) -> tuple[list[_Instance], np.ndarray]:
+    """The instances of the arrivals (every row but the -done halves), and each row's
+    instance index (-1 for a done half)."""
+    order = np.lexsort((occ.start, occ.step, occ.device))
+    seen: dict[tuple[int, str, int], int] = {}
+    # Hosts' clocks are not aligned: an instance is matched among one host's devices.
+    by_key: dict[tuple[str, str, int, int], int] = {}
+    instances: list[_Instance] = []
+    of_row = np.full(occ.n, -1, dtype=np.int64)
+    for row in order.tolist():
+        if occ.role[row] == "done":
+            continue
+        device, op, step = int(occ.device[row]), occ.op[row], int(occ.step[row])
+        k = seen.get((device, op, step), 0)
+        seen[device, op, step] = k + 1
+        key = (occ.host[device], op, step, k)
+        at = by_key.get(key)
+        if at is None:
+            at = by_key[key] = len(instances)
+            instances.append(_Instance(op, [], []))
+        instances[at].devices.append(device)
+        instances[at].starts.append(int(occ.start[row]))
+        of_row[row] = at
+    return instances, of_row
+
+
+def _peer_waits(occ: _Occurrences, instances: list[_Instance], of_row: np.ndarray) -> np.ndarray:
+    """Each row's wait for its peers: the recorded waits where the device has them, else
+    how much later the last device of its instance started (at most the op's own time)."""
+    wait = occ.wait.copy()
+    missing = np.isnan(wait)
+    if missing.any():
+        latest = np.array([max(i.starts) for i in instances] + [0], dtype=np.int64)
+        arrival = latest[of_row]  # of_row -1 (a done half) reads the trailing 0
+        late = np.clip(arrival - occ.start, 0, occ.dur).astype(np.float64)
+        wait[missing] = np.where(of_row[missing] >= 0, late[missing], 0.0)
+    return wait
+
+
+def collective_table(
+    tl: Timeline, exposed_by_op: dict[str, float]
+) -> tuple[Table, dict[str, Any], dict[str, Any]]:
+    """One row per collective op (see README, Collectives), the totals over them, and what the
+    advice needs (per-op facts, instances)."""
+    occ = _occurrences(tl)
+    n_windows = max(tl.n_windows, 1)
+    names = [v.name for v in tl.devices]
+    if not occ.n:
+        totals = dict.fromkeys(COLLECTIVE_METRICS)
+        totals["interconnect_peak_gbps"] = _link_peak_gbps(tl)
+        return _empty_collective_table(), totals, {"rows": [], "device_wait_ms": []}
+    instances, of_row = _instances(occ)
+    wait = _peer_waits(occ, instances, of_row)
+    peak = _link_peak_gbps(tl)
+    rows: list[dict[str, Any]] = []
+    for op in dict.fromkeys(occ.op):
+        at = np.array([o == op for o in occ.op], dtype=bool)
+        first = int(np.flatnonzero(at)[0])
+        kind = occ.kind[first] or "other"
+        fact = occ.facts[first]
+        dur = float(occ.dur[at].sum())
+        waited = float(wait[at].sum())
+        transfer = max(dur - waited, 0.0)
+        group = _group_size(fact, op, occ, tl)
+        nbytes = fact.bytes if fact is not None else float("nan")
+        # nccl-tests counts a reduce-scatter's buffer as its input: n times its result.
+        buffer = nbytes * (group or 1) if kind == "reduce-scatter" else nbytes
+        sync = occ.role[first] == ""
+        count = int(at.sum())
+        algbw = (
+            buffer * count / transfer * 1000.0
+            if sync and transfer > 0 and np.isfinite(buffer) and buffer > 0
+            else None
+        )
+        busbw = algbw * bus_factor(kind, group) if algbw is not None and group else None
+        mine = [instances[i] for i in set(of_row[at].tolist()) if i >= 0]
+        grouped = [i for i in mine if len(i.devices) > 1]
+        spread = float(np.mean([i.spread_ps for i in grouped])) / 1e9 if grouped else None
+        last, share = _most_often([i.last for i in grouped])
+        rows.append(
+            {
+                "op": op,
+                "kind": kind,
+                "bytes": nbytes,
+                "group_size": group,
+                "count_per_step": count / n_windows,
+                "ms_per_step": dur / n_windows / 1e9,
+                "exposed_ms_per_step": exposed_by_op.get(op, 0.0),
+                "wait_ms": waited / n_windows / 1e9,
+                "transfer_ms": transfer / n_windows / 1e9,
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
+                "link_peak_pct": 100.0 * busbw / peak if busbw is not None and peak else None,
+                "arrival_spread_ms": spread,
+                "last_arriver": names[last] if last is not None else "",
+                "last_arriver_pct": 100.0 * share if last is not None else None,
+                "_fact": fact,
+                "_last_device": last,
+                "_instances": len(grouped),
+                "_last_count": round(share * len(grouped)) if last is not None else 0,
+            }
+        )
+    rows.sort(key=lambda r: -r["ms_per_step"])
+    total_ms = sum(r["ms_per_step"] for r in rows)
+    wait_ms = sum(r["wait_ms"] for r in rows)
+    recorded = bool((~np.isnan(occ.wait)).any())
+    totals = {
+        "ms_per_step": total_ms,
+        "wait_ms_per_step": wait_ms,
+        "transfer_ms_per_step": total_ms - wait_ms,
+        "wait_pct": 100.0 * wait_ms / total_ms if total_ms > 0 else None,
+        "wait_source": "rendezvous" if recorded else "arrival_spread",
+        "interconnect_peak_gbps": peak,
+    }
+    per_device_wait = np.zeros(len(tl.devices))
+    np.add.at(per_device_wait, occ.device, wait)
+    # How late each device arrives, summed over the instances it joins: its start less the
+    # instance's median start. Random jitter averages out; a device that is late every time
+    # (more work before the collective) keeps its lateness, which is what the others wait.
+    lateness = np.zeros(len(tl.devices))
+    for instance in instances:
+        if len(instance.devices) > 1:
+            middle = float(np.median(instance.starts))
+            for device, start in zip(instance.devices, instance.starts, strict=True):
+                lateness[device] += start - middle
+    windows = np.array([max(len(v.windows), 1) for v in tl.devices], dtype=np.float64)
+    extra = {
+        "rows": rows,
+        "device_wait_ms": per_device_wait / windows / 1e9,
+        "device_lateness_ms": lateness / windows / 1e9,
+    }
+    table = Table(
+        {
+            "op": Strings.from_list([r["op"] for r in rows]),
+            "kind": Strings.from_list([r["kind"] for r in rows]),
+            **{
+                name: np.array(
+                    [np.nan if r[name] is None else r[name] for r in rows], dtype=np.float64
+                )
+                for name in _COLLECTIVE_COLUMNS
+                if name not in ("op", "kind", "group_size", "last_arriver")
+            },
+            "group_size": np.array(
+                [np.nan if r["group_size"] is None else r["group_size"] for r in rows],
+                dtype=np.float64,
+            ),
+            "last_arriver": Strings.from_list([r["last_arriver"] for r in rows]),
+        }
+    ).select(_COLLECTIVE_COLUMNS)
+    return table, totals, extra
+
+
+def _group_size(fact: HloCollective | None, op: str, occ: _Occurrences, tl: Timeline) -> int | None:
+    """Devices per group: the HLO's, every analysed device for empty groups, a -done half's
+    from its -start; None where nothing says."""
+    if fact is not None and fact.group_size == EVERY_DEVICE:
+        return tl.n_devices
+    if fact is not None and fact.group_size:
+        return fact.group_size
+    partner = re.sub(r"-done(\.\d+)?$", r"-start\1", op)
+    if partner != op and partner in occ.op:
+        return _group_size(occ.facts[occ.op.index(partner)], partner, occ, tl)
+    return None
+
+
+def _most_often(values: list[int]) -> tuple[int | None, float]:
+    if not values:
+        return None, 0.0
+    counts = np.bincount(np.array(values))
+    best = int(np.argmax(counts))
+    return best, float(counts[best]) / len(values)
+
+
+def _link_peak_gbps(tl: Timeline) -> float | None:
+    """The per-direction interconnect peak of the analysed chips (the chip table), or None."""
+    for view in tl.devices:
+        spec = lookup(view.chip)
+        if spec is not None and math.isfinite(spec.interconnect_gbps):
+            return spec.interconnect_per_direction_gbps
+    return None
+
+
+def collective_columns() -> Table:
+    """The per-collective table with no rows."""
+    return _empty_collective_table()
+
+
+def _empty_collective_table() -> Table:
+    empty = np.zeros(0)
+    none = Strings(np.zeros(0, dtype=np.int64), ())
+    columns: dict[str, Any] = {name: empty for name in _COLLECTIVE_COLUMNS}
+    columns |= {"op": none, "kind": none, "last_arriver": none}
+    return Table(columns)
+
+
+def _last_arriver(extra: dict[str, Any]) -> dict[str, Any] | None:
+    """The device that arrives last most often at the collective with the most waiting."""
+    rows = [r for r in extra.get("rows", []) if r["_instances"]]
+    if not rows:
+        return None
+    worst = max(rows, key=lambda r: r["wait_ms"])
+    return {
+        "op": worst["op"],
+        "device": worst["last_arriver"],
+        "count": worst["_last_count"],
+        "of": worst["_instances"],
+    }
+
+
+def _runs_more(tl: Timeline, position: int) -> tuple[str, list[str]]:
+    """What device ``position`` runs more of than the median device: its compute ops with the
+    largest excess self time per step, as text and names."""
+    per_device: list[dict[str, float]] = []
+    for view in tl.devices:
+        ops = view.ops.select(("op", "kind", "self_ps")).take(view.selected)
+        compute = ops.take(ops.strings("kind").eq(schema.KIND_COMPUTE))
+        keys = [compute.strings("op")]
+        group, first = group_index(keys)
+        total = sum_by(group, len(first), compute.array("self_ps"))
+        windows = max(len(view.windows), 1)
+        per_device.append(
+            {
+                name: float(t) / windows / 1e9
+                for name, t in zip(keys[0].take(first).tolist(), total.tolist(), strict=True)
+            }
+        )
+    mine = per_device[position]
+    others = [d for i, d in enumerate(per_device) if i != position]
+    excess = {
+        op: ms - median([d.get(op, 0.0) for d in others]) for op, ms in mine.items() if others
+    }
+    top = sorted((op for op in excess if excess[op] > 0), key=lambda op: -excess[op])[:5]
+    more_ms = float(sum(value for value in excess.values() if value > 0))
+    if not top:
+        return "", []
+    text = f"{more_ms:.3f} ms more compute per step, " + ", ".join(
+        f"{op} +{excess[op]:.3f} ms" for op in top
+    )
+    return text, top

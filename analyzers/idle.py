@@ -80,6 +80,12 @@ def _span_metrics(tl: Timeline) -> dict[str, Any]:
     }
 
 
+def _device_mean_pct(part_ps: np.ndarray, window_ps: np.ndarray) -> float:
+    """``part`` over the window per device, in percent, averaged over devices (0 without)."""
+    keep = window_ps > 0
+    return float((100.0 * part_ps[keep] / window_ps[keep]).mean()) if keep.any() else 0.0
+
+
 # The breakdown columns summed per device, in the devices table's order.
 _SUMMED = (
     "step_ps",
@@ -120,7 +126,6 @@ class IdleAnalyzer(Analyzer):
         no_op = float(dev["no_op_ps"].sum())  # gaps: time no op at all ran
         between = float(dev_between.sum())
         interior = float(dev["interior_idle_ps"].sum())
-        micro = float(dev["micro_idle_ps"].sum())
         window = float(dev["step_ps"].sum())
         between_share = between / no_op if no_op > 0 else 0.0
         host_bound = (
@@ -136,10 +141,14 @@ class IdleAnalyzer(Analyzer):
             # GPU only: idle (no compute kernel) while NCCL kernels or memcpys run.
             "collective_or_copy_only_pct": 100.0 * (total_idle - no_op) / window if window else 0.0,
             "no_op_pct": float((100.0 * dev["no_op_ps"] / dev["step_ps"]).mean()),
-            "between_steps_idle_pct": 100.0 * between / window if window else 0.0,
-            "in_step_idle_pct": 100.0 * interior / window if window else 0.0,
-            "micro_idle_pct": 100.0 * micro / window if window else 0.0,
-            "macro_idle_pct": 100.0 * (interior - micro) / window if window else 0.0,
+            # The no-op time split by where it falls, averaged over devices as no_op_pct is:
+            # the parts add up to it.
+            "between_steps_idle_pct": _device_mean_pct(dev_between, dev["step_ps"]),
+            "in_step_idle_pct": _device_mean_pct(dev["interior_idle_ps"], dev["step_ps"]),
+            "micro_idle_pct": _device_mean_pct(dev["micro_idle_ps"], dev["step_ps"]),
+            "macro_idle_pct": _device_mean_pct(
+                dev["interior_idle_ps"] - dev["micro_idle_ps"], dev["step_ps"]
+            ),
             "micro_gap_us": config.micro_gap_us,
             "micro_gaps": int(dev["micro_gaps"].sum()),
             "macro_gaps": int(dev["macro_gaps"].sum()),

@@ -12,6 +12,7 @@ source it used.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -32,6 +33,16 @@ class ChipSpec:
     peak_tflops: float  # dense bf16 (fp16 where the chip has no bf16), TFLOP/s
     peak_hbm_gbps: float  # GB/s
     note: str = ""
+    # The chip-to-chip link within a slice or node (ICI, NVLink, xGMI): its name and the
+    # bidirectional bandwidth per chip the vendor states, GB/s (_INTERCONNECTS); NaN where
+    # not listed.
+    interconnect: str = ""
+    interconnect_gbps: float = math.nan
+
+    @property
+    def interconnect_per_direction_gbps(self) -> float:
+        """What one direction of the links can carry: the peak a bus bandwidth is held to."""
+        return self.interconnect_gbps / 2
 
 
 # (pattern over the normalised chip name, spec). The first match wins, so more
@@ -81,6 +92,42 @@ _CHIPS: list[tuple[str, ChipSpec]] = [
     # gfx950, MI355X: 256 CUs x 2.4 GHz x 4096 = 2516.6 TFLOP/s; HBM3E 8 TB/s from
     # https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html
     (r"gfx950|mi355x?|mi350x?", ChipSpec("MI355X (gfx950)", "AMD", 2516.6, 8000.0)),
+]
+
+# Chip name -> (link, bidirectional GB/s per chip), each from the page that states it:
+_INTERCONNECTS: dict[str, tuple[str, float]] = {
+    # https://cloud.google.com/tpu/docs/v5e : bidirectional ICI bandwidth per chip 400 GB/s.
+    "TPU v5e": ("ICI", 400.0),
+    # https://cloud.google.com/tpu/docs/v5p : bidirectional ICI bandwidth per chip 1200 GB/s.
+    "TPU v5p": ("ICI", 1200.0),
+    # https://cloud.google.com/tpu/docs/v6e : bidirectional ICI bandwidth per chip 800 GB/s.
+    "TPU v6e": ("ICI", 800.0),
+    # The V100, A100 and H100 datasheets above: NVLink 300, 600 (SXM), 900 (SXM) GB/s, and
+    # 600 GB/s for H100 PCIe over its NVLink bridge; https://www.nvidia.com/en-us/data-center/h200/
+    # NVLink 900 GB/s; https://www.nvidia.com/en-us/data-center/hgx/ NVLink 1.8 TB/s per GPU.
+    "V100": ("NVLink", 300.0),
+    "A100 40GB": ("NVLink", 600.0),
+    "A100 80GB": ("NVLink", 600.0),
+    "H100 PCIe": ("NVLink", 600.0),
+    "H100 SXM": ("NVLink", 900.0),
+    "H200 SXM": ("NVLink", 900.0),
+    "B200": ("NVLink", 1800.0),
+    # The MI300X datasheet above: peak aggregate Infinity Fabric (xGMI) bandwidth 896 GB/s
+    # (7 links x 128 GB/s).
+    "MI300X (gfx942)": ("xGMI", 896.0),
+}
+_CHIPS = [
+    (
+        pattern,
+        dataclasses.replace(
+            spec,
+            interconnect=_INTERCONNECTS[spec.name][0],
+            interconnect_gbps=_INTERCONNECTS[spec.name][1],
+        )
+        if spec.name in _INTERCONNECTS
+        else spec,
+    )
+    for pattern, spec in _CHIPS
 ]
 
 CHIPS: tuple[ChipSpec, ...] = tuple(spec for _, spec in _CHIPS)

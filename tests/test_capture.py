@@ -360,6 +360,28 @@ def test_nothing_listening_fails_fast_and_leaves_nothing(
     assert _files(tmp_path) == []
 
 
+def test_a_failed_capture_ends_in_one_clean_line_that_says_why_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error line held a literal \\n and repeated the reason the display had shown."""
+    dead = f"localhost:{_free_port()}"
+    assert main(["capture", dead, "--duration", "1s", "--logdir", str(tmp_path)]) == 5
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == (
+        f"tpuperf: error: capture failed for the host (nothing was saved): {dead}; "
+        "why is said above"
+    )
+    assert sum("connection refused" in line for line in lines) == 1
+    assert not any("\\" in line for line in lines)
+
+    with pytest.raises(CaptureFailed) as excinfo:  # the library's message: one line, with why
+        capture(dead, duration_s=1.0, logdir=tmp_path)
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith(f"capture failed for the host (nothing was saved): {dead}: ")
+    assert message.count("connection refused") == 1
+
+
 def test_unresolvable_host_is_reported(tmp_path: Path) -> None:
     result = run_capture([Target("no-such-host.invalid", 9012)], duration_s=1.0, logdir=tmp_path)
     assert "cannot resolve host 'no-such-host.invalid'" in (result.hosts[0].error or "")

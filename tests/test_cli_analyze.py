@@ -206,3 +206,35 @@ def test_scope_and_source_fit_the_room_path_first() -> None:
         "jit(f)/add",
         "a_very…tests.py:1234",  # 20 cells: the 30 less the path
     )
+
+
+def test_each_idle_measure_has_one_name_in_every_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The V100 profile, where the two measures differ (memcpy time with no compute kernel is
+    idle but not "no op"): the bar's "no op" is no_op_pct, "idle" is idle_pct wherever it is
+    said (the footer, scan's column), and the no-op gaps add up to no_op_pct."""
+    import re
+
+    from conftest import shared_profile
+
+    path = str(shared_profile("gpu/v100_8gpu_tf_training.xplane.pb"))
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["analyze", path, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    summary = data["summary"]
+    idle, no_op = summary["idle_pct"], summary["no_op_pct"]
+    assert f"{idle:.1f}" != f"{no_op:.1f}"  # 27.8 and 27.6: two measures to tell apart
+    assert main(["analyze", path]) == 0
+    text = capsys.readouterr().out
+    said_no_op = re.findall(r"no op:? ([\d.]+)%", text)
+    said_idle = re.findall(r"[Ii]dle[^:\d%]*?:? ([\d.]+)%", text)
+    assert said_no_op and set(said_no_op) == {f"{no_op:.1f}"}
+    assert said_idle and set(said_idle) == {f"{idle:.1f}"}
+    between = re.search(r"between steps ([\d.]+)%, inside steps ([\d.]+)%", text)
+    assert between is not None
+    assert float(between[1]) + float(between[2]) == pytest.approx(no_op, abs=0.1)
+    assert main(["scan", path, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    assert rows[0]["idle_pct"] == pytest.approx(idle)

@@ -104,14 +104,45 @@ def test_info_json_on_v6e(capsys, v6e) -> None:
     assert {s["source"] for s in info["steps"]} == {"module_period"}
 
 
-def test_info_json_gpu_unknown_peak_is_null(capsys) -> None:
-    path = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "gpu/v100_8gpu_tf_training.xplane.pb",
+        "gpu/mi300_jax_conv.xplane.pb",
+        "gpu/mi300_jax_te_fused_attn.xplane.pb",
+        "tpu/v6e_4chip_inference.xplane.pb",
+    ],
+)
+def test_info_shows_the_peaks_analyze_uses(capsys, relative: str) -> None:
+    """One peak resolution for every command: info's peaks and their source are analyze's
+    (the V100 plane records no FLOP peak; the chip table's 125 TFLOP/s is the one used)."""
+    path = shared_profile(relative)
+    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    assert code == 0
+    devices = [d for d in json.loads(out)["devices"] if d["ops"]]
+    code, out, _ = run(capsys, "analyze", str(path), "--format", "json")
+    assert code == 0
+    summary = json.loads(out)["summary"]
+    for device in devices:
+        assert device["peak_tflops"] == summary["peak_tflops"]
+        assert device["peak_hbm_gbps"] == pytest.approx(summary["peak_hbm_gbps"])
+        assert device["peaks_source"] == summary["peaks_source"]
+    if relative.startswith("gpu/v100"):
+        assert summary["peak_tflops"] == 125.0  # roofline/chips.py: V100 fp16 tensor peak
+        assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)  # the plane's own stat
+        assert devices[0]["peaks_source"] == "chip_table+profile"
+        code, out, _ = run(capsys, "info", str(path))
+        assert "125.0" in out.split("Devices")[1].split("steps:")[0]
+
+
+def test_info_peak_unknown_to_profile_and_table_is_null(capsys) -> None:
+    path = shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb")
     code, out, _ = run(capsys, "info", str(path), "--format", "json")
     assert code == 0
     devices = json.loads(out)["devices"]
-    assert [d["chip"] for d in devices] == ["NVIDIA V100"] * 8
-    assert all(d["peak_tflops"] is None for d in devices)
-    assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)
+    # Devices 1-7 name no chip and record no peaks: nothing to resolve them from.
+    assert [d["peak_tflops"] for d in devices[1:]] == [None] * 7
+    assert {d["peaks_source"] for d in devices[1:]} == {"unknown"}
 
 
 def test_info_table_on_cpu_fixture(capsys) -> None:
@@ -197,6 +228,29 @@ def test_unknown_format_is_usage_error(capsys) -> None:
     code, _, err = run(capsys, "info", str(CPU_FIXTURE), "--format", "xml")
     assert code == 2
     assert "'xml' is not one of 'table', 'json'" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", str(CPU_FIXTURE), "--foo"], "no such option: --foo"),
+        (["analyze", str(CPU_FIXTURE), "-f", "csv"], "'csv' is not one of 'table', 'json'"),
+        (["ops", str(CPU_FIXTURE), "--top", "abc"], "'abc' is not a valid int"),
+        (["nosuch"], "no such command 'nosuch'"),
+    ],
+)
+def test_click_usage_errors_are_one_line_with_the_hint(
+    capsys, args: list[str], message: str
+) -> None:
+    """README: every message is one line ``tpuperf: error: ...``; click's four-line usage
+    block becomes its message and the hint where to look."""
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("tpuperf: error: "), err
+    assert message in err
+    command = args[0] if args[0] != "nosuch" else ""
+    assert f"see '{' '.join(['tpuperf', command]).strip()} -h'" in err
 
 
 # --------------------------------------------------------------------------- bad input
@@ -320,3 +374,34 @@ def test_truncated_and_corrupt_gzip_are_bad_input(capsys, tmp_path) -> None:
         code, _, err = run(capsys, "info", str(path))
         assert code == 4, err
         assert reason in err and str(path) in err
+
+
+def test_info_says_why_the_numpy_decoder_reads() -> None:
+    """With the C module built, TPUPERF_DECODER=numpy is a choice, not a missing build."""
+    from tpuperf import xspace
+
+    if xspace._native is None:
+        pytest.skip("the C decoder is not built here: numpy is the fallback, not a choice")
+    reason = "chosen by TPUPERF_DECODER=numpy"
+    env = {**os.environ, "TPUPERF_DECODER": "numpy"}
+    args = [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE)]
+    table = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, check=True)
+    assert f"decoder numpy ({reason}: slower, same results)" in table.stdout
+    assert "not built" not in table.stdout
+    document = subprocess.run(
+        [*args, "--format", "json"], capture_output=True, text=True, cwd=REPO, env=env, check=True
+    )
+    info = json.loads(document.stdout)
+    assert (info["decoder"], info["decoder_reason"]) == ("numpy", reason)
+    native = subprocess.run(
+        [*args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "TPUPERF_DECODER"},
+        check=True,
+    )
+    assert (json.loads(native.stdout)["decoder"], json.loads(native.stdout)["decoder_reason"]) == (
+        "native",
+        None,
+    )

@@ -19,7 +19,7 @@ import pytest
 
 from fixtures.generate import write_run
 from tpuperf.cli import main
-from tpuperf.export import ASYNC_TRACK, MODULES_TRACK, export_perfetto
+from tpuperf.export import ASYNC_PAIRED_TRACK, ASYNC_TRACK, MODULES_TRACK, export_perfetto
 from tpuperf.profile import load
 
 pb = pytest.importorskip(
@@ -375,6 +375,40 @@ def test_every_line_of_the_real_profiles_is_exported(tmp_path: Path) -> None:
         if path[-1] == "XLA TraceMe":
             modules = first[(*path[:2], MODULES_TRACK)]
             assert abs(ns - modules) < 1_000_000, path  # within 1 ms of the first module
+
+
+def test_every_chip_has_the_async_windows_the_analysis_uses(tmp_path: Path) -> None:
+    """v6e: only TPU:0 records an `Async XLA Ops` line (600 windows); the analysis pairs the
+    other chips' copy-start/copy-done ops into 600 windows each, and the trace has them all."""
+    from tests.conftest import shared_profile
+    from tpuperf.report import analyze
+
+    profile = load(shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
+    target = tmp_path / "v6e.pftrace"
+    export_perfetto(profile, target)
+    view = read_trace(target)
+    report = analyze(profile, steps=(None, None), analyzers=["collectives"])
+    windows = report.results["collectives"].tables["async_windows"]
+    for device in range(4):
+        host_track, device_track = _device_track(view, profile.host_names[0], device)
+        names: collections.Counter[str] = collections.Counter()
+        tracks = set()
+        for uuid in view.slices:
+            path = view.path(uuid)
+            if path[:2] == (host_track, device_track) and path[2] in (
+                ASYNC_TRACK,
+                ASYNC_PAIRED_TRACK,
+            ):
+                names.update(view.slice_names[uuid])
+                tracks.add(path[2])
+        assert tracks == {ASYNC_TRACK if device == 0 else ASYNC_PAIRED_TRACK}, device
+        mine = windows.array("device") == device
+        want = collections.Counter(windows.strings("op").take(mine).tolist())
+        assert sum(want.values()) == 600
+        if device:  # TPU:0's line names its windows by the line's own events
+            assert names == want, device
+        else:
+            assert sum(names.values()) == 600
 
 
 def test_a_file_name_that_says_another_format_is_refused(

@@ -48,7 +48,7 @@ COMMANDS = [
 
 
 # Fields that say how tpuperf is installed rather than what the profile holds.
-_INSTALL_FIELDS = ("tool", "decoder")
+_INSTALL_FIELDS = ("tool", "decoder", "decoder_reason")
 
 
 def _normalise(value: Any, root: str) -> Any:

@@ -153,9 +153,7 @@ def test_terminal_report_at_a_pinned_width() -> None:
     assert "│ Devices  4 on 1 host(s)" in text
     assert "│ Steps    4 analysed (steps_line), 1 left out" in text
     assert "│ Step     median 1.00 ms   mean 1.00 ms   p90 1.00 ms" in text
-    legend = (
-        "█ compute 50.0%   ▓ exposed collective 16.0%   ▒ exposed copy 0.0%   ░ idle (no op) 34.0%"
-    )
+    legend = "█ compute 50.0%   ▓ exposed collective 16.0%   ▒ exposed copy 0.0%   ░ no op 34.0%"
     assert legend in text
     # The bar, without colour: 96 cells split 50/16/0/34, one character per part.
     bar = next(line for line in lines if line.startswith("│ ████"))[2:-2]
@@ -220,3 +218,45 @@ def test_evidence_text_accounts_for_every_op_whose_code_it_cites(
         else:
             assert more is None, text
     assert checked  # a recommendation that cites ops at more places than the text names
+
+
+def test_analyze_takes_a_path_a_path_object_or_a_profile() -> None:
+    """``tpuperf.analyze`` owns the request: a path, a ``Path`` and a loaded Profile give one
+    report, and the options it is given are those of ``tpuperf analyze``."""
+    from pathlib import Path
+
+    from conftest import CPU_FIXTURE
+
+    import tpuperf
+
+    by_text = tpuperf.analyze(str(CPU_FIXTURE), steps="2:8").to_dict()
+    by_path = tpuperf.analyze(Path(CPU_FIXTURE), steps="2:8").to_dict()
+    by_profile = tpuperf.analyze(tpuperf.load(CPU_FIXTURE), steps="2:8").to_dict()
+    assert by_text == by_path == by_profile
+    assert by_text["summary"]["steps_analyzed"] == 6
+    assert by_text["source"] == str(CPU_FIXTURE)
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        ({"warmup": -1}, "--warmup"),
+        ({"top": -2}, "--top"),
+        ({"peak_tflops": 0.0}, "--peak-tflops"),
+        ({"peak_hbm_gbps": -5.0}, "--peak-hbm-gbps"),
+        ({"steps": "9:3"}, "--steps"),
+    ],
+)
+def test_analyze_checks_its_options(options: dict[str, Any], flag: str) -> None:
+    from conftest import CPU_FIXTURE
+
+    with pytest.raises(UsageError, match=flag):
+        analyze(str(CPU_FIXTURE), **options)
+
+
+def test_report_carries_the_options_it_was_made_with() -> None:
+    from conftest import CPU_FIXTURE
+
+    made = analyze(str(CPU_FIXTURE), warmup=3, top=4, peak_tflops=7.5)
+    assert (made.config.warmup_steps, made.config.top_ops, made.config.peak_tflops) == (3, 4, 7.5)
+    assert len(made.top_ops.records()) <= 4

@@ -415,3 +415,40 @@ def test_to_frame_of_no_rows_has_the_schema() -> None:
     assert len(frame) == 0 and list(frame.columns) == list(ROW_FIELDS)
     buffer = io.BytesIO()
     frame.to_parquet(buffer)
+
+
+def test_a_path_with_an_escape_byte_keeps_its_value_in_data_formats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CSV wrote the path as the text ``\\x1b[2J``, so the row no longer named the file:
+    data formats hold the real value; only a terminal shows the written-out form."""
+    import csv
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import CPU_FIXTURE
+
+    profile = tmp_path / "runs" / "a\x1b[2J.xplane.pb"
+    profile.parent.mkdir()
+    profile.write_bytes(CPU_FIXTURE.read_bytes())
+    paths = {}
+    for suffix in ("csv", "json", "ndjson", "parquet"):
+        out = tmp_path / f"x.{suffix}"
+        assert main(["scan", str(profile.parent), "--out", str(out)]) == 0
+        if suffix == "csv":
+            (row,) = csv.DictReader(out.open(newline="", encoding="utf-8"))
+        elif suffix == "json":
+            (row,) = json.loads(out.read_text())["rows"]
+        elif suffix == "ndjson":
+            (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+        else:
+            (row,) = pq.read_table(out).to_pylist()
+        paths[suffix] = (row["path"], row["host"])
+    assert set(paths.values()) == {(str(profile), "a\x1b[2J")}, paths
+    assert Path(paths["csv"][0]).read_bytes() == CPU_FIXTURE.read_bytes()  # it names the file
+
+    capsys.readouterr()
+    monkeypatch.setattr("tpuperf.output._isatty", lambda stream: True)
+    assert main(["scan", str(profile.parent), "--format", "csv"]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "a\\x1b[2J.xplane.pb" in shown

@@ -401,17 +401,31 @@ def test_analyze_without_scopes_leaves_the_scope_fields_empty(
 # --------------------------------------------------------------------------- commands
 
 
+@pytest.mark.parametrize("min_pct", ["150", "-1", "nan"])
+def test_tree_min_pct_outside_0_to_100_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], min_pct: str
+) -> None:
+    """A share above 100% hid every node and exited 0 with an empty tree."""
+    assert main(["tree", str(CPU_FIXTURE), "--min-pct", min_pct]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"tpuperf: error: --min-pct {min_pct}: a share of op time, from 0 to 100")
+
+
 def test_tree_command_renders_and_writes_json(
     scoped: tuple[Profile, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     profile, truth = scoped
     source = profile.source
-    assert main(["tree", source, "--format", "json", "--min-pct", "0"]) == 0
+    assert main(["tree", source, "--format", "json", "--min-pct", "0", "--warmup", "0"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["schema_version"] == 1
     assert document["scoped"] is True
     assert document["windows"] == truth["windows"]
-    assert document["tree"]["time_ps"] == sum(o["time_ps"] for o in truth["ops"].values())
+    # The steps' ops: the init call before the first step is outside every window.
+    assert document["tree"]["time_ps"] == sum(
+        o["time_ps"] for name, o in truth["ops"].items() if not name.startswith("init_")
+    )
 
     assert main(["tree", source, "--depth", "2", "--min-pct", "0"]) == 0
     out = capsys.readouterr().out
@@ -705,3 +719,51 @@ def test_without_scope_information_the_line_names_the_grouping_asked_for(
     (line,) = captured.err.splitlines()
     assert line.startswith(f"tpuperf: note: {path}: no scope information")
     assert line.endswith(f"; nothing to group by {named}")
+
+
+def _tree_and_analysis(capsys: pytest.CaptureFixture[str], path: str, *args: str) -> tuple:
+    assert main(["tree", path, "--min-pct", "0", "--format", "json", *args]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert main(["analyze", path, "--format", "json", *args]) == 0
+    return tree, json.loads(capsys.readouterr().out)["summary"]
+
+
+def test_tree_is_over_the_step_windows_analyze_uses_on_v6e(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """v6e: 100 jit_f steps, the first left out as warm-up, on 4 chips: 396 windows, and the
+    tree's op time per step is analyze's pass split (784 ms; it was 788 ms over 400 windows,
+    with the ops outside the steps counted in)."""
+    path = str(shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
+    tree, summary = _tree_and_analysis(capsys, path)
+    assert (tree["steps_analyzed"], tree["steps_excluded"]) == (99, 1)
+    assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 396
+    assert tree["step_source"] == summary["step_source"] == "module_period"
+    root = tree["tree"]
+    passes = summary["passes"]
+    assert root["ms_per_step"] == pytest.approx(sum(p["ms_per_step"] for p in passes.values()))
+    for name, value in passes.items():
+        assert root["passes"][name] == pytest.approx(value["ms_per_step"])
+    assert root["ms_per_step"] == pytest.approx(784.13, abs=0.01)
+
+
+def test_a_device_without_steps_adds_no_step_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A device that runs ops but has no steps (an MI300 that only ran memcpys): analyze leaves
+    it out, and so does the tree; its op time is in neither."""
+    run = generate_scoped(steps=4, devices=2, stepless_device=True)
+    path = tmp_path / "stepless.xplane.pb"
+    path.write_bytes(next(iter(run.xspaces.values())))
+    truth = run.truth.notes["scopes"]
+    in_steps_ps = sum(o["time_ps"] for n, o in truth["ops"].items() if not n.startswith("init_"))
+    tree, summary = _tree_and_analysis(capsys, str(path))  # warm-up left out, as analyze does
+    assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 6
+    for name, value in summary["passes"].items():
+        assert tree["tree"]["passes"][name] == pytest.approx(value["ms_per_step"])
+    tree, summary = _tree_and_analysis(capsys, str(path), "--warmup", "0")
+    assert tree["windows"] == truth["windows"] == 8  # 4 steps x 2 devices, none for the third
+    assert tree["tree"]["time_ps"] == in_steps_ps
+    assert tree["tree"]["ms_per_step"] == pytest.approx(in_steps_ps / 8 / 1e9)
+    for name, value in summary["passes"].items():
+        assert tree["tree"]["passes"][name] == pytest.approx(value["ms_per_step"])

@@ -48,3 +48,96 @@ def test_host_picks_one(tmp_path) -> None:
 def test_missing_path(tmp_path) -> None:
     with pytest.raises(BadInput, match="no such file or directory"):
         resolve(str(tmp_path / "missing"))
+
+
+# --------------------------------------------------------------------------- memory limits
+
+
+def _bomb(path, gib: int = 8):  # type: ignore[no-untyped-def]
+    """A gzip file of concatenated members (one stream to gzip(1)) that inflates to ``gib``
+    GiB of zeros: 64 MiB members compress to about 64 KiB each."""
+    import gzip
+
+    member = gzip.compress(b"\0" * (64 << 20), compresslevel=9)
+    path.write_bytes(member * (gib * 16))
+    return path
+
+
+def _fake_root(tmp_path, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    for name, text in files.items():
+        target = tmp_path / name.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return str(tmp_path)
+
+
+_MEMINFO = "MemTotal: 67108864 kB\nMemAvailable: 33554432 kB\n"  # 32 GiB available
+
+
+@pytest.mark.parametrize(
+    ("files", "room"),
+    [
+        # cgroup v2: the process's group, under a parent with a tighter limit.
+        (
+            {
+                "/proc/self/cgroup": "0::/job/task\n",
+                "/sys/fs/cgroup/job/task/memory.max": "max\n",
+                "/sys/fs/cgroup/job/task/memory.current": "100\n",
+                "/sys/fs/cgroup/job/memory.max": f"{3 << 30}\n",
+                "/sys/fs/cgroup/job/memory.current": f"{1 << 30}\n",
+            },
+            2 << 30,
+        ),
+        # cgroup v1: the memory controller's own hierarchy; 2**63 - 4096 is no limit.
+        (
+            {
+                "/proc/self/cgroup": "4:memory:/docker/abc\n1:cpu:/\n",
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": f"{4 << 30}\n",
+                "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": f"{1 << 30}\n",
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+                "/sys/fs/cgroup/memory/memory.usage_in_bytes": "5\n",
+            },
+            3 << 30,
+        ),
+        # No limit anywhere: what the kernel says is available.
+        ({"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/memory.max": "max\n"}, 32 << 30),
+    ],
+    ids=["cgroup-v2", "cgroup-v1", "none"],
+)
+def test_available_memory_is_the_room_under_the_cgroup_limits(tmp_path, files, room) -> None:
+    from tpuperf import sources
+
+    root = _fake_root(tmp_path / "root", {"/proc/meminfo": _MEMINFO, **files})
+    assert sources.available_memory(root) == room
+
+    if room < 32 << 30:  # an 8 GiB gzip under that limit is refused, not inflated
+        bomb = _bomb(tmp_path / "bomb.xplane.pb.gz")
+        with pytest.raises(BadInput, match="inflates to more than"):
+            sources.read_profile(str(bomb), available=sources.available_memory(root) // 8)
+
+
+def test_gzip_bomb_under_ulimit_v_is_refused_in_one_line(tmp_path) -> None:
+    """Under ``ulimit -v`` an 8 GiB gzip ended in ``internal error: MemoryError`` after
+    taking gigabytes: the inflate cap now counts the address-space limit (RLIMIT_AS)."""
+    import subprocess
+    import sys
+
+    bomb = _bomb(tmp_path / "bomb.xplane.pb.gz")
+    limit_kib = 2_500_000  # about 2.4 GiB of address space: python, numpy and pandas fit
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'ulimit -v {limit_kib} && exec "$0" -m tpuperf info "$1"',
+            sys.executable,
+            str(bomb),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 4, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"tpuperf: error: {bomb}: this gzip file inflates to more than ")
+    available_gib = float(line.split("than the ")[1].split(" GiB")[0])
+    assert 0 < available_gib < limit_kib / 2**20  # the limit's room, not the machine's memory

@@ -8,11 +8,12 @@ every other field is skipped by the protobuf runtime as unknown. As with
 :mod:`tpuperf._xspace_schema`, nothing is generated or checked in, and the types
 live in a pool of their own, apart from a jaxlib or XProf copy of the same schema.
 
-Only :mod:`tpuperf.scopes` and :mod:`tpuperf.memory` import this module, and only when
-scope or memory data is asked for. :data:`HloProto` reads what scopes need;
-:data:`HloBufferProto` reads the same message with the module's buffer assignment
-(``HloProto.buffer_assignment``: logical buffers, allocations, heap simulator traces) and
-the instructions' shapes, which only the memory view needs (decoding them costs time).
+Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.tables` (the opcode, shape and
+replica groups of collectives) and :mod:`tpuperf.memory` import this module, and only when
+they are asked for. :data:`HloProto` reads what those first two need; :data:`HloBufferProto`
+reads the same message with the module's buffer assignment (``HloProto.buffer_assignment``:
+logical buffers, allocations, heap simulator traces), which only the memory view needs
+(decoding it costs time).
 """
 
 from __future__ import annotations
@@ -47,6 +48,48 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("metadata", 7, _F.TYPE_MESSAGE, _OPTIONAL, "OpMetadata"),
         ("id", 35, _F.TYPE_INT64, _OPTIONAL, None),
         ("called_computation_ids", 38, _F.TYPE_INT64, _REPEATED, None),
+        # What a collective moves and among whom (tpuperf.tables.hlo_collectives).
+        ("shape", 3, _F.TYPE_MESSAGE, _OPTIONAL, "ShapeProto"),
+        ("operand_ids", 36, _F.TYPE_INT64, _REPEATED, None),
+        ("replica_groups", 49, _F.TYPE_MESSAGE, _REPEATED, "ReplicaGroup"),
+        ("source_target_pairs", 52, _F.TYPE_MESSAGE, _REPEATED, "SourceTarget"),
+        ("collective_device_list", 87, _F.TYPE_MESSAGE, _OPTIONAL, "CollectiveDeviceListProto"),
+        # Newer XLA's mesh-axes form, printed as replica_groups=mesh['x'=8,'y'=1] {'x'}.
+        ("mesh_device_list", 93, _F.TYPE_MESSAGE, _OPTIONAL, "MeshAxesReplicaGroupListProto"),
+    ],
+    "ShapeProto": [
+        ("element_type", 2, _F.TYPE_INT32, _OPTIONAL, None),  # xla.PrimitiveType
+        ("dimensions", 3, _F.TYPE_INT64, _REPEATED, None),
+        ("tuple_shapes", 4, _F.TYPE_MESSAGE, _REPEATED, "ShapeProto"),
+    ],
+    "ReplicaGroup": [
+        ("replica_ids", 1, _F.TYPE_INT64, _REPEATED, None),
+    ],
+    "SourceTarget": [
+        ("source", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("target", 2, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "CollectiveDeviceListProto": [
+        ("replica_groups", 1, _F.TYPE_MESSAGE, _REPEATED, "ReplicaGroup"),
+        ("iota_replica_group_list", 2, _F.TYPE_MESSAGE, _OPTIONAL, "IotaReplicaGroupListProto"),
+    ],
+    "IotaReplicaGroupListProto": [
+        ("num_replica_groups", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("num_devices_per_group", 2, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "MeshAxesReplicaGroupListProto": [
+        ("mesh", 1, _F.TYPE_MESSAGE, _OPTIONAL, "MeshProto"),
+        ("axes", 2, _F.TYPE_MESSAGE, _REPEATED, "AxisRefProto"),
+    ],
+    "MeshProto": [
+        ("axes", 1, _F.TYPE_MESSAGE, _REPEATED, "MeshAxisProto"),
+    ],
+    "MeshAxisProto": [
+        ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("size", 2, _F.TYPE_INT64, _OPTIONAL, None),
+    ],
+    "AxisRefProto": [
+        ("mesh_axis_index", 1, _F.TYPE_INT64, _OPTIONAL, None),
     ],
     "OpMetadata": [
         ("op_type", 1, _F.TYPE_STRING, _OPTIONAL, None),
@@ -77,22 +120,12 @@ _PACKAGE = "xla"
 
 
 # What the memory view reads besides: field numbers of openxla/xla xla/service/hlo.proto
-# (LogicalBufferProto, BufferAllocationProto, HeapSimulatorTrace, BufferAssignmentProto) and
-# xla/xla_data.proto (ShapeProto).
+# (LogicalBufferProto, BufferAllocationProto, HeapSimulatorTrace, BufferAssignmentProto).
 _BUFFER_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     **_MESSAGES,
     "HloProto": [
         *_MESSAGES["HloProto"],
         ("buffer_assignment", 3, _F.TYPE_MESSAGE, _OPTIONAL, "BufferAssignmentProto"),
-    ],
-    "HloInstructionProto": [
-        *_MESSAGES["HloInstructionProto"],
-        ("shape", 3, _F.TYPE_MESSAGE, _OPTIONAL, "ShapeProto"),
-    ],
-    "ShapeProto": [
-        ("element_type", 2, _F.TYPE_INT32, _OPTIONAL, None),  # xla.PrimitiveType
-        ("dimensions", 3, _F.TYPE_INT64, _REPEATED, None),
-        ("tuple_shapes", 4, _F.TYPE_MESSAGE, _REPEATED, "ShapeProto"),
     ],
     "BufferAssignmentProto": [
         ("logical_buffers", 1, _F.TYPE_MESSAGE, _REPEATED, "LogicalBufferProto"),

@@ -37,7 +37,7 @@ import numpy as np
 
 from tpuperf import jsonout, schema
 from tpuperf.columns import Table, from_arrow, to_arrow
-from tpuperf.output import write_atomic
+from tpuperf.files import write_atomic
 from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
@@ -220,6 +220,7 @@ class Cache:
                         tables["modules"],
                         tables["async_ops"],
                         steps,
+                        waits=tables["waits"] if tables["waits"].n else None,
                     )
                 )
             info = HostInfo(**{**meta["info"], "path": url})
@@ -289,7 +290,7 @@ def settled_state(path: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-_DEVICE_TABLES = ("ops", "modules", "async_ops", "steps")
+_DEVICE_TABLES = ("ops", "modules", "async_ops", "steps", "waits")
 
 
 def _stack_devices(devices: list[Any], name: str) -> Table:

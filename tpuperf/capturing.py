@@ -239,19 +239,24 @@ def capture(
     return result.saved
 
 
-def raise_for_failures(result: CaptureResult) -> None:
-    """Raise :class:`CaptureIncomplete` if any host of ``result`` failed."""
+def raise_for_failures(result: CaptureResult, reasons_shown: bool = False) -> None:
+    """Raise :class:`CaptureIncomplete` if any host of ``result`` failed: one line that names
+    the failed hosts and, unless ``reasons_shown`` (the CLI printed each host's failure as it
+    happened), why each failed."""
     failed = result.failed
     if not failed:
         return
-    lines = [f"{h.address}: {h.error}" for h in failed]
     if len(failed) == len(result.hosts):
         head = f"capture failed for {'the host' if len(failed) == 1 else 'every host'}"
         tail = "nothing was saved"
     else:
         head = f"capture failed for {len(failed)} of {len(result.hosts)} hosts"
         tail = f"the other hosts were saved to {result.session_dir}"
-    raise CaptureIncomplete(f"{head} ({tail}):\n  " + "\n  ".join(lines), result)
+    if reasons_shown:
+        hosts = ", ".join(h.address for h in failed)
+        raise CaptureIncomplete(f"{head} ({tail}): {hosts}; why is said above", result)
+    reasons = "; ".join(f"{h.address}: {h.error}" for h in failed)
+    raise CaptureIncomplete(f"{head} ({tail}): {reasons}", result)
 
 
 def run_capture(
@@ -565,7 +570,7 @@ def _rpc_error_message(exc: Any, target: Target, timeout_s: float) -> str:
 def _write_atomic(directory: Path, name: str, data: bytes) -> Path:
     """Write ``data`` to ``directory/name`` whole or not at all (through a dot-named temporary
     file that readers globbing ``*.xplane.pb`` never pick up; see tpuperf.output)."""
-    from tpuperf.output import write_atomic
+    from tpuperf.files import write_atomic
 
     final = directory / name
     write_atomic(final, data)

@@ -8,7 +8,9 @@ stops at 1M events). README, "Export", says why this format and not Chrome's JSO
 Layout: one track per host, under it one per device, and under each device one track per
 line as the analysis reads it (:mod:`tpuperf.tables`): ``Steps``, ``XLA Modules`` (module
 executions), each op line (``XLA Ops`` on TPU, the ``Stream #N`` lines on GPU, host threads
-for CPU-only profiles) and ``Async XLA Ops`` (async windows). Every other line with events
+for CPU-only profiles) and ``Async XLA Ops`` (async windows; a device without that line gets
+``Async XLA Ops (from -start/-done)``, the windows the analysis pairs from its ops, so every
+chip has its async windows). Every other line with events
 is written as recorded, one track per line: a device plane's (``XLA TraceMe``, TensorFlow's
 op and name-scope lines) under its device, a host plane's (``/host:CPU``: one per thread)
 under a track of the plane under the host. A line is written as recorded when the analysis
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from tpuperf.async_windows import pair_async
 from tpuperf.columns import distinct, median
 from tpuperf.errors import TpuperfError, UsageError
 
@@ -55,6 +58,7 @@ ALIGN_CLOCK = "clock"
 ALIGN_STEPS = "steps"
 ALIGNMENTS = (ALIGN_CLOCK, ALIGN_STEPS)
 ASYNC_TRACK = "Async XLA Ops"
+ASYNC_PAIRED_TRACK = "Async XLA Ops (from -start/-done)"
 
 
 @dataclass
@@ -86,7 +90,7 @@ def export_perfetto(
         raise UsageError(f"--align {align}: choose one of {', '.join(ALIGNMENTS)}")
     counts = ExportCounts()
     if isinstance(path_or_handle, (str, os.PathLike)):
-        from tpuperf.output import write_atomic
+        from tpuperf.files import write_atomic
 
         write_atomic(path_or_handle, lambda handle: _write(profile, handle, counts, align))
     else:
@@ -424,6 +428,18 @@ def _tracks(device: DeviceTables, origin_ps: int) -> Iterator[_Track]:
         start_ps = windows.array("start_ps")
         start, end = _ns(start_ps, start_ps + windows.array("dur_ps"), origin_ps)
         yield _Track(ASYNC_TRACK, start, end, windows.strings("op"), windows.strings("category"))
+    elif ops.n and (paired := pair_async(ops)) is not None:
+        # No async line (on the v6e profile only TPU:0 has one): the windows the analysis
+        # pairs from the device's -start/-done ops, so every chip has them.
+        rows, end_ps = paired
+        start, end = _ns(ops.array("start_ps")[rows], end_ps, origin_ps)
+        yield _Track(
+            ASYNC_PAIRED_TRACK,
+            start,
+            end,
+            ops.strings("op").take(rows),
+            ops.strings("category").take(rows),
+        )
 
 
 def _steps_track_name(steps: Table) -> str:

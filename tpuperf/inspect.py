@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf.profile import Profile
+from tpuperf.roofline import chips
+
+if TYPE_CHECKING:
+    from tpuperf.tables import DeviceTables
 
 
 def describe(profile: Profile) -> dict[str, Any]:
@@ -41,6 +45,7 @@ def describe(profile: Profile) -> dict[str, Any]:
         "source": profile.source,
         "platform": profile.platform,
         "decoder": decoder(),
+        "decoder_reason": decoder_reason(),
         "hosts": [
             {
                 "host": h.host,
@@ -54,20 +59,7 @@ def describe(profile: Profile) -> dict[str, Any]:
             }
             for h in profile.hosts
         ],
-        "devices": [
-            {
-                "host": d.host,
-                "device": d.device,
-                "plane": d.row["plane"],
-                "kind": d.row["kind"],
-                "core": d.row["core"],
-                "chip": d.row["chip"],
-                "peak_tflops": float(d.row["peak_tflops"]),
-                "peak_hbm_gbps": float(d.row["peak_hbm_gbps"]),
-                "ops": int(d.row["ops"]),
-            }
-            for d in devices
-        ],
+        "devices": [_device(d) for d in devices],
         "lines": [
             {"host": host, "plane": plane, "line": line, "events": int(events)}
             for host, plane, line, events in zip(
@@ -84,12 +76,43 @@ def describe(profile: Profile) -> dict[str, Any]:
     }
 
 
+def _device(d: DeviceTables) -> dict[str, Any]:
+    # The peaks every command uses (analyze, report, scan): the profile's, else the chip
+    # table's, resolved in the one place that says where each came from.
+    peaks = chips.resolve_peaks(
+        str(d.row["chip"] or "") or None, d.row["peak_tflops"], d.row["peak_hbm_gbps"]
+    )
+    return {
+        "host": d.host,
+        "device": d.device,
+        "plane": d.row["plane"],
+        "kind": d.row["kind"],
+        "core": d.row["core"],
+        "chip": d.row["chip"],
+        "peak_tflops": peaks.peak_tflops,
+        "peak_hbm_gbps": peaks.peak_hbm_gbps,
+        "peaks_source": peaks.source,
+        "ops": int(d.row["ops"]),
+    }
+
+
 def decoder() -> str:
     """Which decoder reads profiles in this install: ``native`` (the C module
     tpuperf._wire_native) or ``numpy`` (the fallback where the C module is not built)."""
     from tpuperf import xspace
 
     return "numpy" if xspace._native is None else "native"
+
+
+def decoder_reason() -> str | None:
+    """Why the numpy decoder reads profiles (None with the C one): asked for, or no C module."""
+    from tpuperf import _native, xspace
+
+    if xspace._native is not None:
+        return None
+    return (
+        "chosen by TPUPERF_DECODER=numpy" if _native.numpy_asked() else "the C module is not built"
+    )
 
 
 def _file_facts(url: str) -> dict[str, Any]:

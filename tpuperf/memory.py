@@ -373,7 +373,7 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
                 kind=_kind(buffer.allocation),
                 name_scope=name_scope,
                 scope=scope_label(path),
-                pass_=_scopes.pass_of(path, has_backward),
+                pass_=_scopes.pass_of(path, has_backward, instruction.opcode),
                 source=source,
                 logical_buffer_id=buffer.id,
             )

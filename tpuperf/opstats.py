@@ -27,6 +27,8 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
 DEFAULT_GROUPING = "program_op"
 # --by values that group by where ops sit in the model's code (tpuperf/scopes.py).
 SCOPE_GROUPINGS = ("scope", "source", "pass")
+# --by collective: the collectives analyzer's per-collective table (README, Collectives).
+COLLECTIVE_GROUPING = "collective"
 SCOPE_SORT_KEYS = ("total_time", "self_time", "occurrences", "name")
 SORT_KEYS = (
     "total_time",
@@ -82,8 +84,11 @@ def aggregate_table(
     """
     if by in SCOPE_GROUPINGS:
         return scope_groups(profile, by, per_device, sort, top, depth)
+    if by == COLLECTIVE_GROUPING:
+        return collective_table(profile, top)
     if by not in GROUPINGS:
-        raise UsageError(f"--by {by}: choose one of {', '.join((*GROUPINGS, *SCOPE_GROUPINGS))}")
+        choices = (*GROUPINGS, *SCOPE_GROUPINGS, COLLECTIVE_GROUPING)
+        raise UsageError(f"--by {by}: choose one of {', '.join(choices)}")
     if sort not in SORT_KEYS:
         raise UsageError(f"--sort {sort}: choose one of {', '.join(SORT_KEYS)}")
     key = GROUPINGS[by]
@@ -405,3 +410,24 @@ def _top_rows(table: Table, per_device: bool, top: int | None) -> Table:
         if seen[h] <= top:
             keep.append(i)
     return table.take(np.array(keep, dtype=np.int64))
+
+
+def collective_table(profile: Profile, top: int | None = None) -> Table:
+    """One row per collective op over the analysed steps and devices: the collectives
+    analyzer's table (op, kind, bytes, group_size, count_per_step, ms_per_step, wait_ms,
+    transfer_ms, algbw_gbps, busbw_gbps, link_peak_pct, arrival_spread_ms, last_arriver, ...),
+    most time first."""
+    from tpuperf.report import analyze
+
+    report = analyze(profile, analyzers=["collectives"], scopes=False)
+    result = report.results["collectives"]
+    if result.error:
+        raise UsageError(f"--by collective: {result.error}")
+    table = result.tables.get("collectives")
+    if table is None:
+        from tpuperf.analyzers.collectives import collective_columns
+
+        table = collective_columns()
+    if top is not None:
+        table = table.take(np.arange(min(top, table.n)))
+    return table

@@ -4,14 +4,13 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
 :class:`Format` the user chose; this module picks the renderer, writes stdout or a file
 (atomically), and says so on stderr. What a command needs, and all it should use:
 
-``Format``, ``format_option(*formats)``, ``choose_format(value, output, formats)``
+``Format``, ``choose_format(value, output, formats)``
     Every output format is declared once, in ``Format``. A command offers its subset as its
-    ``--format/-f`` option (``format: Format | None = format_option(Format.table,
-    Format.json)``; help and shell completion list the subset) and resolves the user's choice
-    with ``choose_format``: the explicit one, else the ``-o`` suffix (``.json``, ``.csv``, ...;
-    one naming a format the command does not offer is a usage error), else the first offered.
-    A format that needs a file (parquet) without ``-o`` is a usage error, raised before any
-    work is done.
+    ``--format/-f`` option (``format_option`` in :mod:`tpuperf.cli._common`, where every
+    typer option lives) and resolves the user's choice with ``choose_format``: the explicit
+    one, else the ``-o`` suffix (``.json``, ``.csv``, ...; one naming a format the command
+    does not offer is a usage error), else the first offered. A format that needs a file
+    (parquet) without ``-o`` is a usage error, raised before any work is done.
 ``View``
     What a command produced, as callables run only for the format asked for: ``document``
     (json; a view with ``rows`` only is written as ``{"rows": [...]}``), ``rows`` (csv,
@@ -24,10 +23,11 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     ``Format -> renderer(view, destination)``, one per format. Adding a format is adding a
     member to ``Format``, a renderer here, and the ``View`` field it reads.
 ``write_atomic(path, data)``
-    The one atomic writer: a temporary file in the target directory, fsync, rename; parent
-    directories created; the file mode follows the umask, as a shell redirect does. A path
-    that cannot be written is a :class:`~tpuperf.errors.CannotWrite` (exit 6), never an
-    internal error, and leaves nothing behind.
+    The one atomic writer (defined in :mod:`tpuperf.files`, which core modules use without
+    this layer): a temporary file in the target directory, fsync, rename; parent directories
+    created; the file mode follows the umask, as a shell redirect does. A path that cannot be
+    written is a :class:`~tpuperf.errors.CannotWrite` (exit 6), never an internal error, and
+    leaves nothing behind.
 ``console(file=None, stderr=False)``, ``text_width()``
     The one console factory and the one width rule: a terminal is drawn at its own width and
     colours; a pipe or a file at ``$COLUMNS`` columns, else ``FILE_WIDTH`` (100), in plain
@@ -36,12 +36,11 @@ A command describes what it produced as a :class:`View` and hands it to :func:`e
     The one version of every JSON document and row layout, and the JSON text of a document.
 ``say(message)``, ``note(message)``, ``wrote(path)``
     Messages on stderr, each ``tpuperf: ...``.
-``output_option()``, ``wide_option()``
-    The ``-o/--output`` and ``--wide`` options, worded the same in every command.
 
 Tables that fit a width (identifying column kept, long names shortened in the middle,
 numbers never cut) are drawn with :mod:`tpuperf.render.fit`. Only stdlib modules are imported
-at the top: rich, typer, pyarrow and fsspec are imported where they are used.
+at the top: rich, pyarrow and fsspec are imported where they are used (typer never: it
+belongs to the CLI).
 """
 
 from __future__ import annotations
@@ -61,7 +60,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tpuperf.errors import CannotWrite, UsageError
+from tpuperf.errors import UsageError
+from tpuperf.files import local_path, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean
 
 if TYPE_CHECKING:
@@ -77,13 +77,11 @@ __all__ = [
     "choose_format",
     "console",
     "emit",
-    "format_option",
     "json_text",
+    "listed",
     "note",
-    "output_option",
     "say",
     "text_width",
-    "wide_option",
     "write_atomic",
     "wrote",
 ]
@@ -126,36 +124,6 @@ SUFFIXES = {
 }
 
 
-def format_option(*formats: Format, help: str | None = None) -> Any:
-    """The ``--format/-f`` option of a command offering ``formats`` (the first is the
-    default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
-    into an enum of just these formats (:func:`bind_formats`), so help and completion list
-    them."""
-    import typer
-
-    text = help or f"{_listed(formats)} (default: from the -o suffix, else {formats[0].value})."
-    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
-    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
-    return option
-
-
-def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
-    so that Typer checks, lists and completes only those. Returns ``function``."""
-    import inspect
-
-    for name, parameter in inspect.signature(function).parameters.items():
-        offered = getattr(parameter.default, "tpuperf_formats", None)
-        if offered:
-            subset = Enum(  # type: ignore[misc]
-                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
-                {f.name: f.value for f in offered},
-                type=str,
-            )
-            function.__annotations__[name] = subset | None
-    return function
-
-
 def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> Format:
     """The format to write: ``value`` (one of ``formats``) when given, else the one the suffix
     of ``output`` names, else ``formats[0]`` (no suffix, ``.txt``, ``.log`` or one that names
@@ -171,7 +139,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
         named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
         if named is not None and named not in formats and named is not Format.table:
             hint = "; use -f to choose" if len(formats) > 1 else ""
-            raise UsageError(f"-o {output}: {_command_name()} writes {_listed(formats)}{hint}")
+            raise UsageError(f"-o {output}: {_command_name()} writes {listed(formats)}{hint}")
         chosen = named if named is not None and named in formats else formats[0]
     if chosen.needs_file and output is None:
         raise UsageError(f"--format {chosen.value} writes a file: add -o FILE.{chosen.value}")
@@ -180,7 +148,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
     return chosen
 
 
-def _listed(formats: Sequence[Format]) -> str:
+def listed(formats: Sequence[Format]) -> str:
     names = [f.value for f in formats]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
 
@@ -191,24 +159,6 @@ COMMAND: ContextVar[str] = ContextVar("tpuperf_command", default="this command")
 
 def _command_name() -> str:
     return COMMAND.get()
-
-
-def output_option(
-    help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
-) -> Any:
-    import typer
-
-    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
-
-
-def wide_option() -> Any:
-    import typer
-
-    return typer.Option(
-        False,
-        "--wide",
-        help="Full names and every column, however wide (lines may wrap in the terminal).",
-    )
 
 
 # --------------------------------------------------------------------------- what to render
@@ -252,6 +202,11 @@ class Destination:
     @property
     def is_file(self) -> bool:
         return self._handle is not None
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether what is written here is read on a terminal (stdout that is one)."""
+        return self._handle is None and _isatty(sys.stdout)
 
     @property
     def binary(self) -> BinaryIO:
@@ -331,29 +286,35 @@ def _render_csv(view: View, destination: Destination) -> None:
     rows = view.rows()
     handle = destination.binary
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    # csv quotes a cell holding a character of the line terminator: with "\r\n" a cell with a
+    # lone carriage return is quoted too. Rows still end in "\n".
+    writer = csv.writer(buffer, lineterminator="\r\n")
 
     def line(values: Iterable[Any]) -> None:
         writer.writerow(values)
-        handle.write(buffer.getvalue().encode("utf-8"))
+        handle.write((buffer.getvalue()[:-2] + "\n").encode("utf-8"))
         buffer.seek(0)
         buffer.truncate()
         handle.flush()
 
+    # Cells hold the real text (a path with an ESC byte still names its file); only on a
+    # terminal, where they would be obeyed, are control characters written out.
+    shown = visible if destination.is_terminal else None
     line(rows.fields)
     for record in rows.records:
-        line(_csv_cell(record.get(name)) for name in rows.fields)
+        line(_csv_cell(record.get(name), shown) for name in rows.fields)
 
 
-def _csv_cell(value: Any) -> Any:
+def _csv_cell(value: Any, shown: Callable[[str], str] | None = None) -> Any:
     """One CSV cell: empty for null, NaN and infinities; floats in full (repr); text that a
-    spreadsheet would run as a formula made inert (:func:`csv_text_cell`)."""
+    spreadsheet would run as a formula made inert (:func:`csv_text_cell`), then ``shown``."""
     if hasattr(value, "item"):  # a numpy scalar
         value = value.item()
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
     if isinstance(value, str):
-        return csv_text_cell(value)
+        text = csv_text_cell(value)
+        return shown(text) if shown is not None else text
     return repr(value) if isinstance(value, float) else value
 
 
@@ -449,175 +410,8 @@ def json_text(document: Mapping[str, Any]) -> str:
     return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
 
 
-# --------------------------------------------------------------------------- files
-
-
-def write_atomic(
-    path: str | os.PathLike[str],
-    data: bytes | str | Callable[[BinaryIO], None],
-    fsync: bool = True,
-) -> None:
-    """Write ``data`` (bytes, text, or ``write(handle)``) to ``path`` so that readers see the
-    old file or the new one, never half of one.
-
-    A local path: a temporary file beside it (``.NAME.*.tmp``, which globs for ``*.json``
-    or ``*.xplane.pb`` do not match), flushed to disk (``fsync``; a cache passes False),
-    then renamed over ``path``; missing parent directories are made. The file is created
-    with mode 0666 less the umask, as ``>`` in a shell makes it (``tempfile.mkstemp`` would
-    make it 0600). An fsspec URL (``gs://...``): written locally the same way, then
-    uploaded; an object appears only once its upload completes.
-
-    A path that cannot be written (a directory, under a regular file, no permission, a full
-    disk) raises :class:`~tpuperf.errors.CannotWrite` naming ``path`` and why, and leaves
-    nothing behind; errors of ``write(handle)`` other than a failed write pass unchanged.
-    """
-    target = os.fspath(path)
-    if "://" in target:
-        local = _local_path(target)
-        if local is None:
-            try:
-                _upload(target, data)
-            except CannotWrite:
-                raise
-            except OSError as exc:
-                raise CannotWrite(f"cannot write {target}: {_reason(exc)}") from exc
-            return
-        final = Path(local)
-    else:
-        final = Path(target)
-
-    def cannot(exc: OSError) -> CannotWrite:
-        return CannotWrite(f"cannot write {target}: {_why_not(final, exc)}")
-
-    try:
-        if final.is_dir():
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(final))
-        final.parent.mkdir(parents=True, exist_ok=True)
-        temporary = final.parent / f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        descriptor = os.open(temporary, flags, 0o666)  # the kernel applies the umask
-    except OSError as exc:
-        raise cannot(exc) from exc
-    try:
-        handle = os.fdopen(descriptor, "wb")
-        with handle:
-            if callable(data):
-                # Only the writes are the file's: whatever else the renderer raises (an
-                # input it reads meanwhile) passes as it is.
-                data(_Guarded(handle, cannot))  # type: ignore[arg-type]
-            else:
-                _checked(
-                    cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data
-                )
-            _checked(cannot, handle.flush)  # a failed write shows here, not as the file closes
-            if fsync:
-                _checked(cannot, os.fsync, handle.fileno())
-        _checked(cannot, os.replace, temporary, final)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    if fsync:
-        _fsync_directory(final.parent)
-
-
-def _checked(cannot: Callable[[OSError], CannotWrite], call: Callable[..., Any], *args: Any) -> Any:
-    """``call(*args)``, an OSError of it raised as ``cannot(error)``."""
-    try:
-        return call(*args)
-    except OSError as exc:
-        raise cannot(exc) from exc
-
-
-class _Guarded(io.BufferedIOBase):
-    """The temporary file as ``write(handle)`` sees it: a write that fails (a full disk)
-    raises :class:`~tpuperf.errors.CannotWrite`."""
-
-    def __init__(self, handle: BinaryIO, cannot: Callable[[OSError], CannotWrite]) -> None:
-        super().__init__()
-        self._handle = handle
-        self._cannot = cannot
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        return int(_checked(self._cannot, self._handle.write, data))
-
-    def flush(self) -> None:
-        if not self._handle.closed:  # this view closed after the file itself
-            _checked(self._cannot, self._handle.flush)
-
-    def fileno(self) -> int:
-        return self._handle.fileno()
-
-    def tell(self) -> int:
-        return self._handle.tell()
-
-
-def _why_not(final: Path, exc: OSError) -> str:
-    """Why ``final`` could not be written, in words: the part of the path in the way when a
-    file stands where a directory should be, else the system's reason."""
-    if isinstance(exc, IsADirectoryError) and final.is_dir():
-        return "it is a directory"
-    if isinstance(exc, FileNotFoundError) and final.parent.is_dir():  # /proc, /sys
-        return f"files cannot be created in {final.parent}"
-    if isinstance(exc, (FileExistsError, NotADirectoryError)):
-        for parent in final.parents:
-            if parent.exists():
-                if not parent.is_dir():
-                    return f"{parent} is a file, not a directory"
-                break
-    return _reason(exc)
-
-
-def _reason(exc: OSError) -> str:
-    """The system's reason (``permission denied``), and the directory it concerns when that
-    is not plain from the path the user gave (the temporary file's directory)."""
-    text = (exc.strerror or str(exc) or type(exc).__name__).rstrip(".")
-    text = text[:1].lower() + text[1:]
-    where = exc.filename
-    if isinstance(where, str) and where:
-        name = os.path.basename(where)
-        if name.startswith(".") and name.endswith(".tmp"):  # our temporary: name its directory
-            where = os.path.dirname(where) or "."
-        text += f" ({where})"
-    return text
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (where the platform lets a directory be opened)."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _local_path(url: str) -> str | None:
-    """The local path of a ``file://`` URL (written atomically like any path), else None."""
-    if url.startswith("file://"):
-        return url[len("file://") :]
-    return None
-
-
-def _upload(url: str, data: bytes | str | Callable[[BinaryIO], None]) -> None:
-    import tempfile
-
-    import fsspec
-
-    with tempfile.TemporaryDirectory(prefix="tpuperf-out-") as temp:
-        local = os.path.join(temp, "data")
-        write_atomic(local, data, fsync=False)
-        fs, path = fsspec.core.url_to_fs(url)
-        fs.put_file(local, path)
-
-
 def _check_url(url: str) -> None:
-    if _local_path(url) is not None:
+    if local_path(url) is not None:
         return
     import fsspec
 
@@ -664,9 +458,9 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def csv_text_cell(text: str) -> str:
     """A text cell as CSV carries it: one starting like a formula (``=HYPERLINK(...)``,
     ``+cmd``, ``@SUM``, or a tab or carriage return) gets a leading ``'``, so a spreadsheet
-    shows it as text and never runs it (OWASP's advice); control characters are written out
-    (:func:`visible`), so every row is one line and a CSV on a terminal is safe to look at."""
-    return visible("'" + text if text.startswith(_FORMULA_START) else text)
+    shows it as text and never runs it (OWASP's advice). Otherwise the text as it is: the
+    csv module quotes what needs it, and a terminal gets :func:`visible` on top."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
 
 
 class _Visible:
@@ -718,7 +512,14 @@ def console(
         stderr=stderr and file is None,
         color_system=None if color is False else "auto",
         force_terminal=True if color else None,
+        markup=False,  # a path or a name may hold "[/]" or "[bold]": printed as written
     )
+    return guarded(drawn)
+
+
+def guarded(drawn: Console) -> Console:
+    """``drawn`` as every console tpuperf prints on: control characters shown, never obeyed,
+    and a closed stdout ending quietly (its markup is off where it is made)."""
     drawn.push_render_hook(_VisibleHook())  # type: ignore[arg-type]
     drawn.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return drawn

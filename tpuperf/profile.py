@@ -85,6 +85,10 @@ class Profile:
         return self._frame("steps")
 
     @property
+    def waits(self) -> Any:
+        return self._frame("waits")
+
+    @property
     def lines(self) -> Any:
         return self._frame("lines")
 
@@ -188,7 +192,7 @@ def _from_frames(cls: type[Profile], tables: dict[str, Any]) -> Profile:
         frame = tables.pop(table, None)
         frames[table] = schema.empty(table) if frame is None else schema.conform(table, frame)
     keys: dict[tuple[str, int], dict[str, Any]] = {}
-    for table in ("ops", "modules", "async_ops", "steps"):
+    for table in ("ops", "modules", "async_ops", "steps", "waits"):
         frame = frames[table]
         if frame.empty:
             continue
@@ -213,7 +217,7 @@ def _from_frames(cls: type[Profile], tables: dict[str, Any]) -> Profile:
         }
         row = {**row, "host": str(row["host"]), "device": int(row["device"])}
         tables_: dict[str, Table] = {}
-        for table in ("ops", "modules", "async_ops", "steps"):
+        for table in ("ops", "modules", "async_ops", "steps", "waits"):
             group = groups.get(table)
             if group is None:
                 group = frames[table].iloc[0:0]
@@ -229,7 +233,14 @@ def _from_frames(cls: type[Profile], tables: dict[str, Any]) -> Profile:
         steps = tables_["steps"] if tables_["steps"].n else None
         devices.append(
             DeviceTables(
-                key[0], key[1], row, tables_["ops"], tables_["modules"], tables_["async_ops"], steps
+                key[0],
+                key[1],
+                row,
+                tables_["ops"],
+                tables_["modules"],
+                tables_["async_ops"],
+                steps,
+                waits=tables_["waits"] if tables_["waits"].n else None,
             )
         )
     lines = frames["lines"]

@@ -153,6 +153,8 @@ class Report:
     ops: Table = field(default_factory=lambda: Table({}), repr=False)
     notes: list[str] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
+    # The frozen options the analysis ran with (the steps, host and peaks asked for); not in JSON.
+    config: AnalysisConfig = field(default_factory=AnalysisConfig, repr=False)
 
     @property
     def errors(self) -> dict[str, str]:
@@ -208,30 +210,80 @@ def parse_steps(text: str) -> tuple[int | None, int | None]:
     return bounds
 
 
+def analysis_config(
+    *,
+    steps: str | tuple[int | None, int | None] | None = None,
+    warmup: int | None = None,
+    host: str | None = None,
+    peak_tflops: float | None = None,
+    peak_hbm_gbps: float | None = None,
+    top: int | None = None,
+    config: AnalysisConfig | None = None,
+) -> AnalysisConfig:
+    """The frozen config of one analysis request: ``config`` (default: the defaults) with the
+    options that were given, each checked (a bad one is a :class:`UsageError` naming its
+    flag). ``steps`` is ``"A:B"`` or ``(A, B)``."""
+    config = config if config is not None else AnalysisConfig()
+    if warmup is not None and warmup < 0:
+        raise UsageError("--warmup must be 0 or more")
+    if top is not None and top < 0:
+        raise UsageError("--top must be 0 or more")
+    for flag, value in (("--peak-tflops", peak_tflops), ("--peak-hbm-gbps", peak_hbm_gbps)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be a positive number")
+    given: dict[str, Any] = {
+        "warmup_steps": warmup,
+        "steps": parse_steps(steps) if isinstance(steps, str) else steps,
+        "host": host,
+        "peak_tflops": peak_tflops,
+        "peak_hbm_gbps": peak_hbm_gbps,
+        "top_ops": top,
+    }
+    return dataclasses.replace(config, **{k: v for k, v in given.items() if v is not None})
+
+
 def analyze(
-    profile: Profile,
+    source: Profile | str | os.PathLike[str],
     config: AnalysisConfig | None = None,
     analyzers: list[str] | None = None,
+    *,
     steps: str | tuple[int | None, int | None] | None = None,
+    warmup: int | None = None,
     host: str | None = None,
+    run: str | None = None,
+    peak_tflops: float | None = None,
+    peak_hbm_gbps: float | None = None,
+    top: int | None = None,
     scopes: bool = True,
 ) -> Report:
-    """Run the analyzers (all by default) on ``profile`` and rank their recommendations.
+    """Run the analyzers (all by default) on ``source`` and rank their recommendations.
 
-    ``steps`` ("A:B" or (A, B)) keeps step numbers A <= n < B instead of leaving
-    out warm-up steps; ``host`` analyses one host of a multi-host profile. An
-    analyzer that fails is recorded in the report (``Report.errors``); the
-    others still run. ``scopes`` adds where the model's code made the ops (the
-    forward / backward / optimizer split, the scope and source line of top ops and
-    of the ops recommendations cite); without it nothing of tpuperf/scopes.py runs.
+    ``source`` is a :class:`~tpuperf.profile.Profile` or anything :func:`tpuperf.load`
+    reads (a file, a run directory, a logdir, a URL; ``run`` picks a run of a logdir).
+    The options are those of ``tpuperf analyze``: ``steps`` ("A:B" or (A, B)) keeps step
+    numbers A <= n < B instead of leaving out ``warmup`` steps; ``host`` analyses one host
+    of a multi-host profile; ``peak_tflops``/``peak_hbm_gbps`` are used where neither the
+    profile nor the chip table knows the chip; ``top`` top ops are listed. They override
+    ``config`` where given. An analyzer that fails is recorded in the report
+    (``Report.errors``); the others still run. ``scopes`` adds where the model's code made
+    the ops (the forward / backward / optimizer split, the scope and source line of top ops
+    and of the ops recommendations cite); without it nothing of tpuperf/scopes.py runs.
     """
-    config = config if config is not None else AnalysisConfig()
-    if steps is not None:
-        config = dataclasses.replace(
-            config, steps=parse_steps(steps) if isinstance(steps, str) else steps
-        )
-    if host is not None:
-        config = dataclasses.replace(config, host=host)
+    config = analysis_config(
+        steps=steps,
+        warmup=warmup,
+        host=host,
+        peak_tflops=peak_tflops,
+        peak_hbm_gbps=peak_hbm_gbps,
+        top=top,
+        config=config,
+    )
+    if isinstance(source, (str, os.PathLike)):
+        from tpuperf.profile import load
+
+        profile = load(source, run=run)
+    else:
+        profile = source
     chosen = base.select(analyzers)
     tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
 
@@ -274,17 +326,18 @@ def analyze(
     notes = list(profile.warnings) + list(tl.notes)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
-    top = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
+    top_ops = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
     return Report(
         source=profile.source,
         platform=profile.platform,
         summary=summary,
         results=results,
         recommendations=recommendations,
-        top_ops=top,
+        top_ops=top_ops,
         ops=ops,
         notes=notes,
         summaries=summaries,
+        config=config,
     )
 
 

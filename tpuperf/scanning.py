@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tpuperf import gates, jsonout
 from tpuperf.errors import BadInput, TpuperfError, UsageError
 from tpuperf.gates import Gate
+from tpuperf.sources import filesystem, host_name, strip_profile_suffix
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,7 +154,7 @@ def discover(paths: Iterable[str], per_run: bool = False) -> tuple[list[Target],
 
 
 def _discover_one(path: str) -> list[ProfileFile]:
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path, walk=True)
     remote = "://" in path
     if any(ch in root for ch in "*?["):
         matches = fs.glob(root, detail=True)
@@ -189,40 +190,11 @@ def _profile_file(fs: Any, name: str, info: dict[str, Any], remote: bool) -> Pro
     from tpuperf.cache import listing_key
 
     url = fs.unstrip_protocol(name) if remote else name
-    return ProfileFile(url, _host_name(name), listing_key(info) if remote else None)
-
-
-def _filesystem(path: str) -> tuple[Any, str]:
-    if "://" not in path:
-        from fsspec.implementations.local import LocalFileSystem
-
-        return LocalFileSystem(), os.path.abspath(path)
-    import fsspec
-
-    try:
-        return fsspec.core.url_to_fs(path)
-    except (ImportError, ValueError) as exc:
-        hint = " (install tpuperf[gcs] for gs:// paths)" if path.startswith("gs://") else ""
-        raise BadInput(f"{path}: cannot open this URL: {exc}{hint}") from None
-
-
-def _strip_suffix(name: str) -> str | None:
-    from tpuperf.sources import PROFILE_SUFFIXES
-
-    base = name[:-3] if name.endswith(".gz") else name
-    for suffix in PROFILE_SUFFIXES:
-        if base.endswith(suffix):
-            return base[: -len(suffix)]
-    return None
+    return ProfileFile(url, host_name(name), listing_key(info) if remote else None)
 
 
 def _is_profile(name: str) -> bool:
-    return _strip_suffix(PurePosixPath(name).name) is not None
-
-
-def _host_name(name: str) -> str:
-    base = PurePosixPath(name).name
-    return _strip_suffix(base) or base
+    return strip_profile_suffix(PurePosixPath(name).name) is not None
 
 
 def _parent(url: str) -> str:

@@ -103,6 +103,15 @@ TABLES: dict[str, dict[str, str]] = {
         "start_ps": "int64",
         "dur_ps": "int64",
     },
+    # Waiting for peers inside collectives: XLA:CPU's Rendezvous events (nested in the
+    # collective op on the same host thread). Empty on platforms that do not record them.
+    "waits": {
+        "host": CATEGORY,
+        "device": "int64",
+        "line": CATEGORY,  # the host thread of the collective it lies in
+        "start_ps": "int64",
+        "dur_ps": "int64",
+    },
     "steps": {
         "host": CATEGORY,
         "device": "int64",

@@ -53,10 +53,13 @@ import numpy as np
 from tpuperf import schema
 from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
+from tpuperf.tables import collective_of
 
 if TYPE_CHECKING:
+    from tpuperf.config import AnalysisConfig
     from tpuperf.profile import Profile
     from tpuperf.tables import DeviceTables
+    from tpuperf.timeline import Timeline
 
 # The two groups of ops outside every scope, as the tree, `ops --by scope` and `ops --by source`
 # all name them (each a node of the tree's first level, a row of depth 1):
@@ -397,13 +400,18 @@ def _build(profile: Profile) -> Scopes:
     )
 
 
+# Collectives that reduce gradients (tpuperf.tables.COLLECTIVES kinds).
+_GRADIENT_REDUCTIONS = ("all-reduce", "reduce-scatter")
+
+
 def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> list[str]:
     """Each op's pass (see the module docstring)."""
     backward = {
         identity[:2] for identity, p in zip(identities, parsed, strict=True) if is_backward(p)
     }
     return [
-        pass_of(p, identity[:2] in backward) for identity, p in zip(identities, parsed, strict=True)
+        pass_of(p, identity[:2] in backward, identity[2])
+        for identity, p in zip(identities, parsed, strict=True)
     ]
 
 
@@ -412,15 +420,19 @@ def is_backward(path: ScopePath) -> bool:
     return bool(_BACKWARD_TRANSFORMS.intersection(path.transforms))
 
 
-def pass_of(path: ScopePath, program_has_backward: bool) -> str:
-    """The pass of an op with this path, in a program that has backward ops or not (see the
-    module docstring); the memory view gives the buffers an op defines the same pass."""
+def pass_of(path: ScopePath, program_has_backward: bool, op: str = "") -> str:
+    """The pass of op ``op`` with this path, in a program that has backward ops or not (see
+    the module docstring); the memory view gives the buffers an op defines the same pass."""
     if not path.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
         return PASS_OTHER
     if is_backward(path):
         return PASS_BACKWARD
     if _FORWARD_TRANSFORMS.intersection(path.transforms):
         return PASS_FORWARD
+    if program_has_backward and collective_of(op) in _GRADIENT_REDUCTIONS:
+        # A gradient reduction written after jax.grad (pmean, psum) has no transpose in
+        # its scope, but it finishes the backward pass: the optimizer starts after it.
+        return PASS_BACKWARD
     return PASS_OPTIMIZER if program_has_backward else PASS_FORWARD
 
 
@@ -490,13 +502,28 @@ class ScopeTime:
     windows: int  # step windows the time is over (device-steps; 1 per device without steps)
 
 
-def scope_time(profile: Profile, device: DeviceTables | None = None) -> ScopeTime:
-    """Occurrences and op self time per scope row, of ``device`` or of every device."""
+def scope_time(
+    profile: Profile, device: DeviceTables | None = None, timeline: Timeline | None = None
+) -> ScopeTime:
+    """Occurrences and op self time per scope row, of ``device`` or of every device.
+
+    With ``timeline``, the ops ``analyze`` counts: those of its analysed devices that start in
+    its selected step windows (warm-up left out, devices without steps of their own left out),
+    over those windows. Without, every op of the capture over every step window."""
     data = scopes(profile)
     n = data.n
     occurrences = np.zeros(n, dtype=np.int64)
     time_ps = np.zeros(n, dtype=np.int64)
     windows = 0
+    if timeline is not None:
+        for view in timeline.devices:
+            if device is not None and view.key != (device.host, device.device):
+                continue
+            rows = data.device_rows[view.key][view.selected]
+            occurrences += np.bincount(rows, minlength=n)
+            time_ps += sum_by(rows, n, view.ops.array_at("self_ps", view.selected))
+            windows += len(view.windows)
+        return ScopeTime(occurrences, time_ps, max(windows, 1))
     for d in [device] if device is not None else profile.device_tables:
         if not d.ops.n:
             continue
@@ -535,8 +562,9 @@ def _value(table: Table, column: str, row: int) -> str:
     return strings.values[int(strings.codes[row])] if len(strings.values) else ""
 
 
-def scope_tree(profile: Profile) -> dict[str, Any]:
-    """The scope tree of the profile's op time, as plain data (for renderers and JSON).
+def scope_tree(profile: Profile, timeline: Timeline | None = None) -> dict[str, Any]:
+    """The scope tree of the profile's op time, as plain data (for renderers and JSON): with
+    ``timeline``, of the ops and step windows ``analyze`` counts (see :func:`scope_time`).
 
     Each node: ``name``, ``kind`` (``root``, ``scope``, ``op`` for a primitive leaf, ``none``
     for the nodes of ops outside every scope, (no scope) and (top level)), ``path`` (levels
@@ -548,7 +576,7 @@ def scope_tree(profile: Profile) -> dict[str, Any]:
     most time in the node) and ``children``, most time first.
     """
     data = scopes(profile)
-    times = scope_time(profile)
+    times = scope_time(profile, timeline=timeline)
     pass_of = data.table.strings("pass").tolist()
     source_of = data.table.strings("source").tolist()
     root = _Node("(all)", "root", ())
@@ -636,21 +664,35 @@ def prune_tree(
     return {**node, "children": kept, "hidden": hidden}
 
 
-def tree_report(profile: Profile, depth: int | None = None, min_pct: float = 0.0) -> dict[str, Any]:
+def tree_report(
+    profile: Profile,
+    depth: int | None = None,
+    min_pct: float = 0.0,
+    config: AnalysisConfig | None = None,
+) -> dict[str, Any]:
     """The document ``tpuperf tree`` shows and writes as JSON: ``source``, ``platform``,
     ``scoped`` (whether any op has scope information), ``windows`` (the step windows the
-    per-step times are over), ``depth``, ``min_pct``, ``notes`` (HLO modules that could not be
-    read) and ``tree`` (:func:`scope_tree`, pruned by :func:`prune_tree`)."""
+    per-step times are over), ``step_source``, ``steps_analyzed`` and ``steps_excluded`` (the
+    steps of those windows, chosen as ``analyze`` chooses them under ``config``: warm-up left
+    out by default), ``depth``, ``min_pct``, ``notes`` (HLO modules that could not be read)
+    and ``tree`` (:func:`scope_tree` over those windows, pruned by :func:`prune_tree`)."""
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.timeline import SOURCE_OP_SPAN, build_timeline
+
     data = scopes(profile)
+    timeline = build_timeline(profile, config if config is not None else AnalysisConfig())
     return {
         "source": profile.source,
         "platform": profile.platform,
         "scoped": data.has_scopes,
-        "windows": scope_time(profile).windows,
+        "windows": scope_time(profile, timeline=timeline).windows,
+        "step_source": timeline.step_source if timeline.step_source != SOURCE_OP_SPAN else None,
+        "steps_analyzed": len(timeline.steps_selected),
+        "steps_excluded": len(timeline.steps_excluded),
         "depth": depth,
         "min_pct": min_pct,
         "notes": list(data.notes),
-        "tree": prune_tree(scope_tree(profile), depth, min_pct),
+        "tree": prune_tree(scope_tree(profile, timeline), depth, min_pct),
     }
 
 

@@ -42,13 +42,13 @@ class Resolved:
 
 def resolve(path: str, host: str | None = None, run: str | None = None) -> Resolved:
     """Turn a file, run directory or logdir into the host files to read."""
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path)
     if not fs.exists(root):
         raise BadInput(f"{path}: no such file or directory")
     if not fs.isdir(root):
         if run is not None:
             raise UsageError(f"--run needs a logdir, but {path} is a file")
-        resolved = Resolved([HostFile(_host_name(root), _url(fs, path, root))])
+        resolved = Resolved([HostFile(host_name(root), _url(fs, path, root))])
     else:
         resolved = _resolve_directory(fs, path, root, run)
     if host is not None:
@@ -89,7 +89,7 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
         run_root = f"{runs_dir.rstrip('/')}/{chosen}"
         files = _profile_files(fs, run_root)
         return Resolved(
-            [HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=chosen, notices=notices
+            [HostFile(host_name(f), _url(fs, path, f)) for f in files], run=chosen, notices=notices
         )
     if run is not None:
         raise UsageError(f"--run needs a logdir (with plugins/profile/ inside); {path} is not one")
@@ -103,7 +103,7 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
             + "; pass a profile file, a run directory or a logdir"
         )
     return Resolved(
-        [HostFile(_host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name
+        [HostFile(host_name(f), _url(fs, path, f)) for f in files], run=PurePosixPath(root).name
     )
 
 
@@ -122,11 +122,12 @@ def _profile_files(fs: Any, directory: str) -> list[str]:
     return sorted(
         entry
         for entry in fs.ls(directory, detail=False)
-        if _strip_profile_suffix(PurePosixPath(entry).name) is not None and not fs.isdir(entry)
+        if strip_profile_suffix(PurePosixPath(entry).name) is not None and not fs.isdir(entry)
     )
 
 
-def _strip_profile_suffix(name: str) -> str | None:
+def strip_profile_suffix(name: str) -> str | None:
+    """``name`` without its profile suffix (``.xplane.pb``, ``.gz`` too), None when it has none."""
     base = name[:-3] if name.endswith(".gz") else name
     for suffix in PROFILE_SUFFIXES:
         if base.endswith(suffix):
@@ -134,9 +135,10 @@ def _strip_profile_suffix(name: str) -> str | None:
     return None
 
 
-def _host_name(path: str) -> str:
+def host_name(path: str) -> str:
+    """The host a profile file is of: its name without the profile suffix."""
     name = PurePosixPath(path).name
-    stripped = _strip_profile_suffix(name)
+    stripped = strip_profile_suffix(name)
     return stripped if stripped else name
 
 
@@ -157,8 +159,15 @@ class _LocalFS:
         return open(path, mode)  # the caller closes it
 
 
-def _filesystem(path: str) -> tuple[Any, str]:
+def filesystem(path: str, walk: bool = False) -> tuple[Any, str]:
+    """The filesystem of ``path`` (local or an fsspec URL) and the path on it. Local paths get
+    the few standard-library calls loading needs, or fsspec's local filesystem with ``walk``
+    (scan lists whole trees with ``find``)."""
     if "://" not in path:
+        if walk:
+            from fsspec.implementations.local import LocalFileSystem
+
+            return LocalFileSystem(), os.path.abspath(path)
         return _LocalFS(), os.path.abspath(path)
     import fsspec
 
@@ -194,7 +203,7 @@ def read_profile(url: str, available: int | None = None) -> Any:
     reports free, less what this process may still use) is refused before it is read, and
     a gzip stream is refused as soon as it inflates past that.
     """
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     try:
         size = fs.size(path)
     except FileNotFoundError:
@@ -225,7 +234,7 @@ def read_profile(url: str, available: int | None = None) -> Any:
 
 def file_facts(url: str) -> tuple[int, bool]:
     """The size of the file as stored (bytes) and whether it is gzip-compressed."""
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     with fs.open(path, "rb") as handle:
         gzip = handle.read(2) == _GZIP_MAGIC
     return int(fs.size(path)), gzip
@@ -291,33 +300,91 @@ def _inflate(url: str, handle: Any, budget: int) -> bytearray:
     return out  # a bytearray: no second copy of a large profile
 
 
-def available_memory() -> int:
-    """Memory this process can still take: MemAvailable (or the cgroup's room when lower)."""
-    available = None
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as handle:
-            limit = handle.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as handle:
-            used = int(handle.read().strip())
-        if limit != "max":
-            room = int(limit) - used
-            available = room if available is None else min(available, room)
-    except (OSError, ValueError):
-        pass
-    if available is None:
+def available_memory(root: str = "/") -> int:
+    """Memory this process can still take: the least of what the kernel reports available
+    (MemAvailable), the room under each memory limit of its cgroup (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``, less what the group uses) and the room under its address-space
+    limit (RLIMIT_AS, ``ulimit -v``, less what it has mapped). ``root`` is where /proc and /sys
+    are (tests give a directory that imitates them)."""
+    rooms = [_mem_available(root), *_cgroup_rooms(root), _address_space_room(root)]
+    known = [room for room in rooms if room is not None]
+    if not known:
         try:
-            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+            known = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")]
         except (ValueError, OSError, AttributeError):
-            available = 8 * 2**30
-    return max(int(available), 0)
+            known = [8 * 2**30]
+    return max(int(min(known)), 0)
+
+
+def _read(root: str, path: str) -> str | None:
+    try:
+        with open(os.path.join(root, path.lstrip("/"))) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _mem_available(root: str) -> int | None:
+    for line in (_read(root, "/proc/meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+# A cgroup v1 memory limit at or above this is no limit (the kernel writes 2**63 - 4096).
+_NO_CGROUP_LIMIT = 2**62
+
+
+def _cgroup_rooms(root: str) -> list[int]:
+    """Limit less use of every memory cgroup above this process (its own and its
+    ancestors': any of them can stop it), v2 and v1; the root's files where a container
+    shows its own cgroup as /."""
+    rooms = []
+    for line in (_read(root, "/proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
+        if parts[0] == "0" and controllers == "":  # v2: the unified hierarchy
+            base, limit_file, use_file = "/sys/fs/cgroup", "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            base = "/sys/fs/cgroup/memory"
+            limit_file, use_file = "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        levels = [p for p in group.strip().split("/") if p]
+        for depth in range(len(levels), -1, -1):
+            directory = "/".join([base, *levels[:depth]])
+            limit, used = (
+                _read(root, f"{directory}/{limit_file}"),
+                _read(root, f"{directory}/{use_file}"),
+            )
+            if limit is None or used is None or limit.strip() == "max":
+                continue
+            try:
+                limit_bytes, used_bytes = int(limit), int(used)
+            except ValueError:
+                continue
+            if limit_bytes < _NO_CGROUP_LIMIT:
+                rooms.append(limit_bytes - used_bytes)
+    return rooms
+
+
+def _address_space_room(root: str) -> int | None:
+    """RLIMIT_AS less the process's mapped size (VmSize): a process under ``ulimit -v`` fails
+    to allocate there, whatever memory the machine has free."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return None
+    for line in (_read(root, "/proc/self/status") or "").splitlines():
+        if line.startswith("VmSize:"):
+            return limit - int(line.split()[1]) * 1024
+    return limit
 
 
 def _check_not_trace_json(url: str, data: Any) -> None:

@@ -56,7 +56,9 @@ _GPU_STREAM_PREFIX = "Stream #"
 
 _OP_SUFFIX = re.compile(r"\.\d+$")
 
-# HLO op base names (no ".N" suffix, no "-start"/"-done") that are collectives.
+# HLO op base names (no ".N" suffix, no "-start"/"-done"; "_" read as "-") that are
+# collectives, in XLA's spelling and in JAX's: shard_map and pmap name an instruction after
+# the primitive that made it (all_gather.3, reduce_scatter.7, psum_invariant, ppermute).
 COLLECTIVES = {
     "all-reduce": "all-reduce",
     "all-gather": "all-gather",
@@ -67,6 +69,14 @@ COLLECTIVES = {
     "collective-broadcast": "collective-broadcast",
     "send": "send-recv",
     "recv": "send-recv",
+    "psum": "all-reduce",
+    "pmean": "all-reduce",
+    "pmax": "all-reduce",
+    "pmin": "all-reduce",
+    "psum-invariant": "all-reduce",
+    "psum-scatter": "reduce-scatter",
+    "ppermute": "collective-permute",
+    "pshuffle": "collective-permute",
 }
 _ASYNC_COPIES = {"copy-start", "copy-done", "copy"}
 _GPU_COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
@@ -101,19 +111,30 @@ def op_base(name: str) -> str:
     return _OP_SUFFIX.sub("", name.lstrip("%"))
 
 
-@functools.lru_cache(maxsize=65536)  # chips of one program share their op names
-def classify_op(name: str, category: str = "") -> tuple[str, str, str]:
-    """(kind, collective, async_role) of an HLO op from its name and hlo_category."""
-    base = op_base(name)
-    role = ""
+def _split_role(name: str) -> tuple[str, str]:
+    """(base, async role) of an op name or opcode: ``all_gather-start.3`` -> (all-gather,
+    start)."""
+    base = op_base(name).replace("_", "-")
     for suffix in ("-start", "-done", "-update"):
         if base.endswith(suffix):
-            role = "start" if suffix == "-start" else "done"
-            base = base[: -len(suffix)]
-            break
-    collective = COLLECTIVES.get(base) or COLLECTIVES.get(op_base(category or ""), "")
+            return base[: -len(suffix)], "start" if suffix == "-start" else "done"
+    return base, ""
+
+
+def collective_of(name: str) -> str:
+    """The collective an op name or opcode is (all-reduce, ...), or ""."""
+    return COLLECTIVES.get(_split_role(name)[0], "")
+
+
+@functools.lru_cache(maxsize=65536)  # chips of one program share their op names
+def classify_op(name: str, category: str = "") -> tuple[str, str, str]:
+    """(kind, collective, async_role) of an HLO op from its name and its opcode (the HLO
+    proto's, or TPU's hlo_category), which wins where it names a collective."""
+    base, role = _split_role(name)
+    opcode, opcode_role = _split_role(category) if category else ("", "")
+    collective = COLLECTIVES.get(opcode, "") or COLLECTIVES.get(base, "")
     if collective:
-        return KIND_COLLECTIVE, collective, role
+        return KIND_COLLECTIVE, collective, opcode_role or role
     if base in _ASYNC_COPIES and role:
         return KIND_ASYNC_COPY, "", role
     return KIND_COMPUTE, "", role
@@ -148,6 +169,9 @@ class DeviceTables:
     async_ops: Table
     steps: Table | None = None
     clock: DeviceClock | None = None  # TPU: the device clock (see DeviceClock)
+    # Waiting for peers inside collectives (XLA:CPU's Rendezvous events): schema "waits".
+    waits: Table | None = None
+    untimed: int = 0  # events left out: their times are past what int64 picoseconds hold
 
 
 @dataclass
@@ -203,14 +227,16 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         devices = [build(item) for item in device_planes]
 
     warnings: list[str] = []
+    protos = _hlo_protos(planes_by_name.get(_METADATA_PLANE))
     if not any(d.row["ops"] for d in devices) and host_plane is not None:
-        cpu_ops, cpu_modules = _host_thread_ops(host_plane, module_names)
-        if cpu_ops.n:
-            cpu = DeviceTables(
-                host, 0, _cpu_device_row(host, cpu_ops.n), cpu_ops, cpu_modules, _EMPTY_ASYNC
-            )
-            _place_steps(cpu, markers)
-            devices.append(cpu)
+        cpu, cpu_warnings = _host_devices(host, host_plane, module_names, protos)
+        for device in cpu:
+            _place_steps(device, markers)
+        devices += cpu
+        warnings += cpu_warnings
+    for device in devices:
+        if device.untimed:
+            warnings.append(_untimed_warning(f"{host}: device {device.device}", device.untimed))
     if not devices:
         warnings.append(f"{host}: no device planes and no XLA ops: this is a host-only profile")
     environment = planes_by_name.get(_TASK_ENVIRONMENT_PLANE)
@@ -224,7 +250,7 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         capture_start_ns=_int_or_none(env_stats.get("profile_start_time")),
         capture_stop_ns=_int_or_none(env_stats.get("profile_stop_time")),
         warnings=warnings,
-        hlo_protos=_hlo_protos(planes_by_name.get(_METADATA_PLANE)),
+        hlo_protos=protos,
     )
 
 
@@ -257,6 +283,223 @@ def _hlo_protos(plane: Plane | None) -> dict[str, bytes]:
     }
 
 
+# --------------------------------------------------------------------------- collectives
+
+# Bytes per element of xla.PrimitiveType values (xla/xla_data.proto): PRED 1, S8 2, S16 3,
+# S32 4, S64 5, U8 6, U16 7, U32 8, U64 9, F16 10, F32 11, F64 12, C64 15, BF16 16, C128 18,
+# S4 21, U4 22, and the 8-bit floats 19, 20, 23-25, 28, 29, 31. TUPLE 13, OPAQUE 14 and
+# TOKEN 17 hold no data of their own.
+_ELEMENT_BYTES: dict[int, float] = {
+    1: 1,
+    2: 1,
+    3: 2,
+    4: 4,
+    5: 8,
+    6: 1,
+    7: 2,
+    8: 4,
+    9: 8,
+    10: 2,
+    11: 4,
+    12: 8,
+}
+_ELEMENT_BYTES |= {15: 8, 16: 2, 18: 16, 21: 0.5, 22: 0.5}
+_ELEMENT_BYTES |= dict.fromkeys((19, 20, 23, 24, 25, 28, 29, 31), 1)
+# The same by the name HLO text prints.
+_TEXT_ELEMENT_BYTES: dict[str, float] = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+}
+_TEXT_ELEMENT_BYTES |= {"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8}
+_TEXT_ELEMENT_BYTES |= {"c128": 16, "s4": 0.5, "u4": 0.5}
+_TEXT_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+_TEXT_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([\w\-]+)\(")
+_TEXT_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([\d,\s]*)\}")
+_TEXT_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
+_TEXT_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_TEXT_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
+
+
+@dataclass(frozen=True)
+class HloCollective:
+    """What one collective instruction moves and among how many devices."""
+
+    opcode: str  # all-reduce, all-gather-start, ...
+    bytes: float  # of its result (the gathered or reduced buffer); NaN when unknown
+    # Devices per replica group; EVERY_DEVICE when the groups are empty (all devices take
+    # part); None when the instruction does not say (a -done half: its -start says).
+    group_size: int | None
+    dtype: str = ""  # the element type of its result (f32, bf16, ...); "mixed" or "" unknown
+    sliced: bool = False  # its result is only sliced afterwards (a reduce-scatter would do)
+    operand: int = -1  # the instruction id of its first operand (-1: unknown)
+
+
+# xla.PrimitiveType values by the name HLO text prints, for the dtypes advice names.
+_ELEMENT_NAMES = {1: "pred", 4: "s32", 5: "s64", 10: "f16", 11: "f32", 12: "f64", 16: "bf16"}
+# Ops that pass a value through unchanged, which a slice may follow.
+_PASS_THROUGH = {"get-tuple-element", "bitcast", "copy", "reshape"}
+_SLICES = {"slice", "dynamic-slice"}
+
+
+def hlo_collectives(data: bytes) -> dict[str, HloCollective]:
+    """The collective instructions of a serialized ``xla.HloProto``, by name: opcode, the
+    bytes and element type of the result, the replica-group size (explicit groups, iota
+    groups, mesh axes or permute pairs), whether the result is only sliced afterwards, and
+    its first operand. Raises the protobuf runtime's error when ``data`` is not one."""
+    from tpuperf import _hlo_schema
+
+    module = _hlo_schema.HloProto.FromString(data).hlo_module
+    slicing = {c.id for c in module.computations if _slices_a_parameter(c)}
+    out = {}
+    for computation in module.computations:
+        users: dict[int, list[Any]] = {}
+        for instruction in computation.instructions:
+            for operand in instruction.operand_ids:
+                users.setdefault(int(operand), []).append(instruction)
+        for instruction in computation.instructions:
+            if not collective_of(instruction.opcode):
+                continue
+            shape = instruction.shape
+            if instruction.opcode.endswith("-start") and len(shape.tuple_shapes) >= 2:
+                shape = shape.tuple_shapes[1]  # (operands, result, ...): the result
+            types = {_ELEMENT_NAMES.get(int(t), "") for t in _element_types(shape)}
+            out[instruction.name] = HloCollective(
+                instruction.opcode,
+                _proto_bytes(shape),
+                _proto_group_size(instruction),
+                dtype=types.pop() if len(types) == 1 else ("mixed" if types else ""),
+                sliced=_only_sliced(int(instruction.id), users, slicing),
+                operand=int(instruction.operand_ids[0]) if len(instruction.operand_ids) else -1,
+            )
+    return out
+
+
+def _element_types(shape: Any) -> list[int]:
+    if len(shape.tuple_shapes):
+        return [t for s in shape.tuple_shapes for t in _element_types(s)]
+    return [int(shape.element_type)]
+
+
+def _slices_a_parameter(computation: Any) -> bool:
+    """Whether a (fused) computation slices one of its parameters."""
+    parameters = {int(i.id) for i in computation.instructions if i.opcode == "parameter"}
+    return any(
+        i.opcode in _SLICES and len(i.operand_ids) and int(i.operand_ids[0]) in parameters
+        for i in computation.instructions
+    )
+
+
+def _only_sliced(start: int, users: dict[int, list[Any]], slicing: set[int]) -> bool:
+    """Whether every use of instruction ``start``'s value, through pass-through ops, is a slice
+    (or a fusion that slices it): the reduced buffer is only needed in part."""
+    seen, frontier, uses = {start}, [start], 0
+    while frontier:
+        for user in users.get(frontier.pop(), []):
+            uses += 1
+            if user.opcode in _PASS_THROUGH:
+                if int(user.id) not in seen:
+                    seen.add(int(user.id))
+                    frontier.append(int(user.id))
+            elif user.opcode in _SLICES or (
+                user.opcode == "fusion" and slicing.intersection(user.called_computation_ids)
+            ):
+                continue
+            else:
+                return False
+    return uses > 0
+
+
+def _proto_bytes(shape: Any) -> float:
+    if len(shape.tuple_shapes):
+        return float(sum(_proto_bytes(s) for s in shape.tuple_shapes))
+    size = _ELEMENT_BYTES.get(int(shape.element_type))
+    if size is None:
+        return 0.0 if int(shape.element_type) in (13, 14, 17) else float("nan")
+    return float(math.prod(int(d) for d in shape.dimensions) * size)
+
+
+EVERY_DEVICE = 0  # HloCollective.group_size of empty replica groups
+
+
+def _proto_group_size(instruction: Any) -> int | None:
+    mesh = instruction.mesh_device_list
+    if len(mesh.mesh.axes):
+        sizes = [int(a.size) for a in mesh.mesh.axes]
+        picked = [int(a.mesh_axis_index) for a in mesh.axes] or list(range(len(sizes)))
+        return math.prod(sizes[i] for i in picked if 0 <= i < len(sizes))
+    devices = instruction.collective_device_list
+    if devices.iota_replica_group_list.num_devices_per_group:
+        return int(devices.iota_replica_group_list.num_devices_per_group)
+    groups = devices.replica_groups or instruction.replica_groups
+    if len(groups) and len(groups[0].replica_ids):
+        return len(groups[0].replica_ids)
+    if len(instruction.source_target_pairs):
+        pairs = instruction.source_target_pairs
+        return len({p.source for p in pairs} | {p.target for p in pairs})
+    return None if instruction.opcode.endswith("-done") else EVERY_DEVICE
+
+
+def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
+    """(result bytes, replica-group size, element type) of a collective from its HLO text
+    (``%all-reduce.1 = f32[1024]{0} all-reduce(...), replica_groups=[2,4]<=[8]``); NaN and None
+    where the text does not say, EVERY_DEVICE for empty replica groups."""
+    match = _TEXT_INSTRUCTION.match(hlo_text)
+    nbytes = float("nan")
+    dtype = ""
+    if match:
+        shape, opcode = match.groups()
+        arrays = _TEXT_ARRAY.findall(shape)
+        if opcode.endswith("-start") and shape.startswith("(") and len(arrays) >= 2:
+            arrays = arrays[1:2]  # (operand, result, ...): the result
+        sizes = [_TEXT_ELEMENT_BYTES.get(t, 1 if "f8" in t else None) for t, _ in arrays]
+        types = {t for t, _ in arrays}
+        dtype = types.pop() if len(types) == 1 else ("mixed" if types else "")
+        if arrays and None not in sizes:
+            nbytes = float(
+                sum(
+                    math.prod(int(d) for d in dims.split(",") if d) * (size or 0)
+                    for (_, dims), size in zip(arrays, sizes, strict=True)
+                )
+            )
+    return nbytes, _text_group_size(hlo_text), dtype
+
+
+def _text_group_size(hlo_text: str) -> int | None:
+    if match := _TEXT_GROUPS_EXPLICIT.search(hlo_text):
+        return len([x for x in match.group(1).split(",") if x.strip()])
+    if match := _TEXT_GROUPS_IOTA.search(hlo_text):
+        return int(match.group(2))
+    if match := _TEXT_GROUPS_MESH.search(hlo_text):
+        sizes = dict(re.findall(r"'?([\w.]+)'?\s*=\s*(\d+)", match.group(1)))
+        picked = re.findall(r"'?([\w.]+)'?", match.group(2)) or list(sizes)
+        return math.prod(int(sizes[a]) for a in picked if a in sizes)
+    if match := _TEXT_PAIRS.search(hlo_text):
+        ids = re.findall(r"\d+", match.group(1))
+        return len(set(ids)) or None
+    if "replica_groups={}" in hlo_text:
+        return EVERY_DEVICE
+    return None
+
+
+def collective_facts(protos: dict[str, bytes]) -> dict[tuple[str, str], HloCollective]:
+    """Every collective of a host's HLO protos by (proto key ``name(program_id)``, op); a
+    damaged proto adds nothing."""
+    out: dict[tuple[str, str], HloCollective] = {}
+    for key, data in protos.items():
+        try:
+            found = hlo_collectives(data)
+        except Exception:  # a damaged module costs its collectives' facts, not the command
+            continue
+        for name, fact in found.items():
+            out[key, name] = fact
+    return out
+
+
 def _device(
     plane: Plane,
     kind: str,
@@ -267,10 +510,11 @@ def _device(
     executions: _HostExecutions,
 ) -> DeviceTables:
     clock = None
+    untimed = 0
     if kind == "TPU":
         ops, modules, async_ops, clock = _tpu_ops(plane, module_names)
     else:
-        ops, modules = _stream_ops(plane, module_names, executions)
+        ops, modules, untimed = _stream_ops(plane, module_names, executions)
         async_ops = _EMPTY_ASYNC
     steps_line = _line(plane, _STEPS_LINE)
     steps = (
@@ -289,6 +533,7 @@ def _device(
         async_ops=async_ops,
         steps=steps,
         clock=clock,
+        untimed=untimed,
     )
 
 
@@ -368,10 +613,10 @@ def _device_row(
     }
 
 
-def _cpu_device_row(host: str, n_ops: int) -> dict[str, Any]:
+def _cpu_device_row(host: str, device: int, n_ops: int) -> dict[str, Any]:
     return {
         "host": host,
-        "device": 0,
+        "device": device,
         "plane": _HOST_PLANE,
         "kind": "CPU",
         "core": "CPU",
@@ -994,15 +1239,97 @@ class _HostExecutions:
 
 def _stream_ops(
     plane: Plane, module_names: dict[str, str], executions: _HostExecutions
-) -> tuple[Table, Table]:
+) -> tuple[Table, Table, int]:
     lines = [line for line in plane.lines if line.name.startswith(_GPU_STREAM_PREFIX) and len(line)]
-    return _kernel_ops(plane, lines, module_names, executions)
+    found = _kernel_ops(plane, lines, module_names, executions)
+    modules = _module_runs(found.ops, found.execution) if found.ops.n else _EMPTY_MODULES
+    return found.ops, modules, found.untimed
 
 
-def _host_thread_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table]:
+def _untimed_warning(where: str, untimed: int) -> str:
+    return (
+        f"{where}: {untimed} op event{'s' if untimed != 1 else ''} with times past what int64 "
+        "picoseconds hold left out (their times are unknown)"
+    )
+
+
+# Events of XLA:CPU inside a collective while it waits for its peers to arrive.
+_WAIT_EVENTS = ("Rendezvous",)
+# Stats of the host's program launch that say how many devices it ran on.
+_ADDRESSABLE_DEVICES = "num_addressable_devices"
+
+
+def _host_devices(
+    host: str, plane: Plane, module_names: dict[str, str], protos: dict[str, bytes]
+) -> tuple[list[DeviceTables], list[str]]:
+    """XLA:CPU's devices: their ops run on host threads, each event naming its device with a
+    ``device_ordinal`` stat; one device per ordinal, each with its own modules and waits.
+    Without ordinals every op is device 0, with a warning where the launches say that more
+    than one device ran."""
+    addressable = _max_stat(plane, _ADDRESSABLE_DEVICES)
     # Only host threads with XLA ops on them: the others are skipped without decoding them.
     lines = [line for line in plane.lines if len(line) and plane.stat_ids("hlo_op")]
-    return _kernel_ops(plane, lines, module_names, None)
+    facts = collective_facts(protos) if protos else {}
+    found = _kernel_ops(plane, lines, module_names, None, facts)
+    if not found.ops.n:
+        return [], [_untimed_warning(host, found.untimed)] if found.untimed else []
+    warnings = []
+    ordinal = found.ordinal
+    if not (ordinal >= 0).any():
+        ordinal = np.zeros(found.ops.n, dtype=np.int64)
+        if addressable > 1:
+            warnings.append(
+                f"{host}: the XLA ops of {addressable} CPU devices carry no device_ordinal: "
+                "they are one timeline (device 0), so per-device times and overlap are merged"
+            )
+    elif (ordinal < 0).any():
+        warnings.append(
+            f"{host}: {int((ordinal < 0).sum())} XLA op(s) carry no device_ordinal; they are "
+            "counted on device 0"
+        )
+        ordinal = np.where(ordinal < 0, 0, ordinal)
+    devices = []
+    for number in np.unique(ordinal).tolist():
+        rows = np.flatnonzero(ordinal == number)
+        ops = found.ops.take(rows)
+        waits = found.waits.take(np.flatnonzero(found.waits_ordinal == number))
+        devices.append(
+            DeviceTables(
+                host,
+                int(number),
+                _cpu_device_row(host, int(number), ops.n),
+                ops,
+                _module_runs(ops, found.execution[rows]),
+                _EMPTY_ASYNC,
+                waits=waits,
+            )
+        )
+    devices[0].untimed = found.untimed  # the host's events: counted once, on its first device
+    return devices, warnings
+
+
+def _max_stat(plane: Plane, name: str) -> int:
+    """The largest integer value of stat ``name`` on the plane's events (0 without any)."""
+    if not plane.stat_ids(name):
+        return 0
+    best = 0
+    for line in plane.lines:
+        if not len(line):
+            continue
+        values = np.asarray(line.stat(name, -1))
+        if values.dtype.kind in "iu" and len(values):
+            best = max(best, int(values.max()))
+    return best
+
+
+@dataclass
+class _KernelOps:
+    ops: Table
+    execution: np.ndarray  # per op: its run (run_id, or the launching host execution)
+    ordinal: np.ndarray  # per op: device_ordinal, -1 where the event does not say
+    waits: Table  # schema "waits" less host and device
+    waits_ordinal: np.ndarray  # per wait: the device_ordinal of the op it lies in
+    untimed: int = 0  # events left out: their times are past what int64 picoseconds hold
 
 
 _OP_COST_COLUMNS = (
@@ -1023,13 +1350,16 @@ def _kernel_ops(
     lines: list[Line],
     module_names: dict[str, str],
     executions: _HostExecutions | None,
-) -> tuple[Table, Table]:
+    facts: dict[tuple[str, str], HloCollective] | None = None,
+) -> _KernelOps:
     """Op rows from events that carry ``hlo_op``/``hlo_module`` stats (or, on GPU, any kernel).
 
     ``executions`` is given for GPU planes; on host threads (XLA:CPU) ops say their
-    execution themselves, with a ``run_id`` stat. Events are grouped by what names them
-    (kernel, op, module, program, TF op), and each distinct group is named and classified
-    once, so the cost per event is a few array operations.
+    execution themselves, with a ``run_id`` stat, and their device with ``device_ordinal``;
+    the Rendezvous events nested in their collectives are the waits. Events are grouped by
+    what names them (kernel, op, module, program, TF op), and each distinct group is named
+    and classified once (by the HLO opcode in ``facts`` where it has the op), so the cost per
+    event is a few array operations.
     """
     gpu = executions is not None
     columns: dict[str, list[Strings]] = {name: [] for name in _KERNEL_STRING_COLUMNS}
@@ -1038,10 +1368,18 @@ def _kernel_ops(
         "dur_ps": [],
         "self_ps": [],
         "execution": [],
+        "ordinal": [],
     }
+    waits: dict[str, list[Any]] = {"line": [], "start_ps": [], "dur_ps": [], "ordinal": []}
+    untimed = 0
+    is_wait = np.array([n in _WAIT_EVENTS for n in plane.metadata.names] + [False], dtype=bool)
     for line in lines:
         hlo_codes, hlo_values = line.stat_codes("hlo_op")
         idx = np.arange(len(line)) if gpu else np.flatnonzero(hlo_codes >= 0)
+        timed = _timed(line.start_ps[idx], line.duration_ps[idx])
+        if not timed.all():
+            untimed += len(idx) - int(timed.sum())
+            idx = idx[timed]
         if not len(idx):
             continue
         named = [plane.metadata.rows(line.metadata_id[idx])]
@@ -1055,6 +1393,7 @@ def _kernel_ops(
             [hlo_values, *(values for _, values in stats)],
             module_names,
             gpu,
+            facts or {},
         )
         for name, per_group in labels.items():
             columns[name].append(Strings.from_values(per_group, group))
@@ -1080,9 +1419,19 @@ def _kernel_ops(
         numbers["dur_ps"].append(dur)
         numbers["self_ps"].append(self_time(start, dur))
         numbers["execution"].append(execution)
+        ordinal = np.full(len(idx), -1, dtype=np.int64)
+        if not gpu:
+            ordinals = np.asarray(line.stat("device_ordinal", -1))
+            if ordinals.dtype.kind in "iu":
+                ordinal = ordinals[idx].astype(np.int64)
+            rows = plane.metadata.rows(line.metadata_id)
+            _line_waits(
+                line, is_wait[np.where(rows < 0, -1, rows)], start, start + dur, ordinal, waits
+            )
+        numbers["ordinal"].append(ordinal)
         line.release()
     if not columns["op"]:
-        return _empty_ops(), _EMPTY_MODULES
+        return _KernelOps(_empty_ops(), _NONE, _NONE, _EMPTY_WAITS, _NONE, untimed)
 
     def joined(name: str) -> np.ndarray:
         return np.concatenate(numbers[name]).astype(np.int64, copy=False)
@@ -1102,7 +1451,60 @@ def _kernel_ops(
             "step": np.full(n, -1, dtype=np.int64),
         }
     )
-    return table, _module_runs(table, joined("execution"))
+    wait_table = _EMPTY_WAITS
+    if waits["line"]:
+        wait_table = Table(
+            {
+                "line": concat_strings(waits["line"]),
+                "start_ps": np.concatenate(waits["start_ps"]),
+                "dur_ps": np.concatenate(waits["dur_ps"]),
+            }
+        )
+    return _KernelOps(
+        table,
+        joined("execution"),
+        joined("ordinal"),
+        wait_table,
+        np.concatenate(waits["ordinal"]) if waits["ordinal"] else _NONE,
+        untimed,
+    )
+
+
+def _timed(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Which host-clock events have times to use: start within +-_LATEST_PS and a duration
+    from 0 to _LATEST_PS, so that their ends, and differences of them, stay in int64 (a start
+    near the int64 limit made self time overflow)."""
+    return (start > -_LATEST_PS) & (start < _LATEST_PS) & (dur >= 0) & (dur < _LATEST_PS)
+
+
+def _line_waits(
+    line: Line,
+    is_wait: np.ndarray,  # per event of the line
+    op_start: np.ndarray,
+    op_end: np.ndarray,
+    op_ordinal: np.ndarray,
+    out: dict[str, list[Any]],
+) -> None:
+    """The wait events of a host thread line that lie inside one of its ops, with that op's
+    device; appended to ``out``'s columns."""
+    found = np.flatnonzero(is_wait)
+    if not len(found):
+        return
+    start = line.start_ps[found]
+    end = start + line.duration_ps[found]
+    # The op each wait lies in: the last op to start at or before it (ops on a thread are in
+    # order; a wait in none of them is not a collective's).
+    order = np.argsort(op_start, kind="stable")
+    at = np.searchsorted(op_start[order], start, side="right") - 1
+    inside = at >= 0
+    owner = order[np.maximum(at, 0)]
+    inside &= op_end[owner] >= end
+    if not inside.any():
+        return
+    out["line"].append(Strings.constant(line.name, int(inside.sum())))
+    out["start_ps"].append(start[inside].astype(np.int64))
+    out["dur_ps"].append((end - start)[inside].astype(np.int64))
+    out["ordinal"].append(op_ordinal[owner[inside]])
 
 
 def _distinct_rows(codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -1133,6 +1535,7 @@ def _kernel_labels(
     values: list[list[Any]],
     module_names: dict[str, str],
     gpu: bool,
+    facts: dict[tuple[str, str], HloCollective],
 ) -> dict[str, list[str]]:
     """The string columns of each group of events: a group is (metadata row, and codes of
     ``hlo_op``, ``hlo_module``, ``program_id``, ``tf_op`` into ``values``; -1 if absent)."""
@@ -1151,8 +1554,11 @@ def _kernel_labels(
         if not isinstance(module, str) or not module:
             module = module_names.get(str(program), "") if program is not None else ""
         tf_op = tf_values[tf_code] if tf_code >= 0 else None
+        fact = facts.get((f"{module}({program})", hlo or kernel)) if facts else None
         kind, collective, role = (
-            _gpu_classify(kernel, hlo, line_name) if gpu else classify_op(hlo or kernel)
+            _gpu_classify(kernel, hlo, line_name)
+            if gpu
+            else classify_op(hlo or kernel, fact.opcode if fact else "")
         )
         op = hlo or kernel
         out["module"].append(module)
@@ -1266,6 +1672,7 @@ _EMPTY_MODULES = Table(
         "dur_ps": _NONE,
     }
 )
+_EMPTY_WAITS = Table({"line": Strings(_NONE, ()), "start_ps": _NONE, "dur_ps": _NONE})
 _EMPTY_ASYNC = Table(
     {
         "op": Strings(_NONE, ()),

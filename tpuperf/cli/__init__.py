@@ -20,8 +20,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from tpuperf import __version__, output
 from tpuperf._malloc import keep_freed_memory
+from tpuperf.cli._common import bind_formats
 from tpuperf.errors import TpuperfError
-from tpuperf.output import bind_formats
 
 # The commands, in the order `tpuperf --help` lists them: (name, module).
 COMMANDS = [
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     keep_freed_memory()
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False, prog_name="tpuperf")
     except TpuperfError as exc:
         _traceback(debug)
         output.say(f"error: {exc}")
@@ -182,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo("tpuperf: interrupted", err=True)
         return _exit(130, argv)
     except Exception as exc:
-        # Usage errors of click (or of the copy of click that typer ships) show themselves.
-        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(exit_code, int):
+        # Usage errors of click (or of the copy of click that typer ships): one line, as ours.
+        message, exit_code = _click_message(exc), getattr(exc, "exit_code", None)
+        if message is not None and isinstance(exit_code, int):
             _traceback(debug)
-            show()
+            output.say(f"error: {message}")
             return _exit(exit_code, argv)
         _traceback(debug)
         output.say(
@@ -196,6 +196,20 @@ def main(argv: list[str] | None = None) -> int:
         return _exit(1, argv)
     # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.
     return _exit(result if isinstance(result, int) else 0, argv)
+
+
+def _click_message(exc: Exception) -> str | None:
+    """A click exception's message on one line, with the hint click would print under its
+    usage block (``see 'tpuperf analyze -h'``); None for any other exception."""
+    format_message = getattr(exc, "format_message", None)
+    if not callable(format_message) or not callable(getattr(exc, "show", None)):
+        return None
+    message = " ".join(str(format_message()).split()).rstrip(".")
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message += f"; see '{ctx.command_path} -h'"
+    return message
 
 
 def _stdout_to_devnull() -> None:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from tpuperf.output import Format, listed
+
+if TYPE_CHECKING:
+    from tpuperf.profile import Profile
+    from tpuperf.report import Report
 
 PROFILE_ARGUMENT_HELP = (
     "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
@@ -29,10 +37,18 @@ def host_option(help: str = "Only this host of a run.") -> Any:
 
 
 def load_profile(
-    path: str, host: str | None = None, run: str | None = None, run_flag: str = "--run"
+    path: str,
+    host: str | None = None,
+    run: str | None = None,
+    run_flag: str = "--run",
+    notices: bool = True,
 ) -> Any:
-    """Load with a spinner (on a terminal) and the profile's notices on stderr. ``run_flag``
-    is the option that picks ``run`` (``diff`` has one per side): messages name it."""
+    """Load with a spinner (on a terminal) and the profile's notices on stderr (``notices``:
+    a command whose output lists them itself, as analyze's report does, passes False).
+    ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
+    name it."""
+    from rich.text import Text
+
     from tpuperf import output
     from tpuperf.errors import UsageError
     from tpuperf.profile import load
@@ -42,11 +58,12 @@ def load_profile(
 
     err = output.console(stderr=True)
     try:
-        with err.status(f"reading {path}", spinner="dots"):
+        # A str status is read as markup whatever the console says: a path is Text.
+        with err.status(Text(f"reading {path}"), spinner="dots"):
             profile = load(path, host=host, run=run)
     except UsageError as exc:
         raise UsageError(flag(str(exc))) from None
-    for warning in profile.warnings:
+    for warning in profile.warnings if notices else ():
         output.note(flag(warning))
     return profile
 
@@ -98,4 +115,76 @@ def peak_options() -> tuple[Any, Any]:
             "--peak-hbm-gbps",
             help="HBM bandwidth in GB/s, used when the profile and chip table do not know it.",
         ),
+    )
+
+
+def analyze_profile(profile: Profile, **options: Any) -> Report:
+    """``tpuperf.analyze(profile, **options)`` (the options of analyze, report and diff),
+    with each analyzer that failed said on stderr."""
+    from tpuperf import output
+    from tpuperf.report import analyze
+
+    report = analyze(profile, **options)
+    for name, error in report.errors.items():
+        output.say(f"analyzer {name} failed: {error}")
+    return report
+
+
+def html_page(profile: Profile, report: Report) -> str:
+    """The report as one HTML page, with the timeline the analyzers read (built once per
+    profile and config: found again here, not rebuilt)."""
+    from tpuperf.render.html import render_html
+    from tpuperf.timeline import build_timeline
+
+    return render_html(report, build_timeline(profile, report.config))
+
+
+# The output options, worded the same in every command.
+
+
+def format_option(*formats: Format, help: str | None = None) -> Any:
+    """The ``--format/-f`` option of a command offering ``formats`` (the first is the
+    default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
+    into an enum of just these formats (:func:`bind_formats`), so help and completion list
+    them."""
+    import typer
+
+    text = help or f"{listed(formats)} (default: from the -o suffix, else {formats[0].value})."
+    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
+    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
+    return option
+
+
+def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
+    so that Typer checks, lists and completes only those. Returns ``function``."""
+    import inspect
+
+    for name, parameter in inspect.signature(function).parameters.items():
+        offered = getattr(parameter.default, "tpuperf_formats", None)
+        if offered:
+            subset = Enum(  # type: ignore[misc]
+                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
+                {f.name: f.value for f in offered},
+                type=str,
+            )
+            function.__annotations__[name] = subset | None
+    return function
+
+
+def output_option(
+    help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
+) -> Any:
+    import typer
+
+    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
+
+
+def wide_option() -> Any:
+    import typer
+
+    return typer.Option(
+        False,
+        "--wide",
+        help="Full names and every column, however wide (lines may wrap in the terminal).",
     )

@@ -8,21 +8,20 @@ import typer
 
 from tpuperf.cli._common import (
     analyzer_option,
+    format_option,
     host_option,
+    output_option,
     peak_options,
     profile_argument,
     run_option,
     steps_option,
     warmup_option,
+    wide_option,
 )
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.output import Format
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from tpuperf.config import AnalysisConfig
-    from tpuperf.profile import Profile
-    from tpuperf.report import Report
 
 FORMATS = (Format.table, Format.json, Format.md, Format.html)
 
@@ -59,13 +58,13 @@ def command(
         tpuperf analyze /tmp/logdir --format html -o report.html
     """
     from tpuperf import output as out
-    from tpuperf.profile import load
+    from tpuperf.cli._common import analyze_profile, html_page, load_profile
 
     fmt = out.choose_format(format, output, FORMATS)
-    loaded = load(profile, run=run)
-    report, config = analysis(
+    loaded = load_profile(profile, None, run, notices=False)  # notes are in the report
+    report = analyze_profile(
         loaded,
-        analyzer=analyzer,
+        analyzers=analyzer or None,
         steps=steps,
         warmup=warmup,
         host=host,
@@ -88,55 +87,7 @@ def command(
     view = out.View(
         document=report.to_dict,
         markdown=markdown,
-        html=lambda: html_page(loaded, report, config),
+        html=lambda: html_page(loaded, report),
         table=table,
     )
     out.emit(view, fmt, output, wide=wide)
-
-
-def analysis(
-    profile: Profile,
-    *,
-    analyzer: list[str] | None = None,
-    steps: str | None = None,
-    warmup: int = 1,
-    host: str | None = None,
-    peak_tflops: float | None = None,
-    peak_hbm_gbps: float | None = None,
-    top: int = 10,
-) -> tuple[Report, AnalysisConfig]:
-    """Check the analysis options of ``analyze`` and ``report``, analyze ``profile`` and say
-    on stderr which analyzers failed; the report and the config it was made with."""
-    from tpuperf import output as out
-    from tpuperf.config import AnalysisConfig
-    from tpuperf.errors import UsageError
-    from tpuperf.report import analyze, parse_steps
-
-    if warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
-    if top < 0:
-        raise UsageError("--top must be 0 or more")
-    for flag, value in (("--peak-tflops", peak_tflops), ("--peak-hbm-gbps", peak_hbm_gbps)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be a positive number")
-    config = AnalysisConfig(
-        warmup_steps=warmup,
-        steps=parse_steps(steps) if steps is not None else None,
-        host=host,
-        peak_tflops=peak_tflops,
-        peak_hbm_gbps=peak_hbm_gbps,
-        top_ops=top,
-    )
-    report = analyze(profile, config=config, analyzers=analyzer or None)
-    for name, error in report.errors.items():
-        out.say(f"analyzer {name} failed: {error}")
-    return report, config
-
-
-def html_page(profile: Profile, report: Report, config: AnalysisConfig) -> str:
-    """The report as one HTML page, with the timeline the analyzers read (built once per
-    profile and config: found again here, not rebuilt)."""
-    from tpuperf.render.html import render_html
-    from tpuperf.timeline import build_timeline
-
-    return render_html(report, build_timeline(profile, config))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.cli._common import format_option, output_option, wide_option
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
 

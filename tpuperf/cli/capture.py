@@ -90,7 +90,7 @@ def command(
         analyze_session(result.session_dir, out, stderr_console())
     from tpuperf.capturing import raise_for_failures
 
-    raise_for_failures(result)
+    raise_for_failures(result, reasons_shown=True)  # the display said why each host failed
 
 
 def parse_seconds(text: str, option: str, allow_zero: bool = False) -> float:

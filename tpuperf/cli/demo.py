@@ -89,7 +89,7 @@ def command(
         finally:
             _stop_job(job)
     print_summary(result, out)
-    raise_for_failures(result)
+    raise_for_failures(result, reasons_shown=True)  # the display said why the job failed
     if analyze_session(result.session_dir, out, err):
         _print_tree(result.session_dir, out)
     err.print(

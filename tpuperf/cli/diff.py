@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import host_option, run_option, steps_option, warmup_option
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.cli._common import (
+    format_option,
+    host_option,
+    output_option,
+    run_option,
+    steps_option,
+    warmup_option,
+    wide_option,
+)
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
 

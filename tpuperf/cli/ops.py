@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import host_option, profile_argument, run_option
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.cli._common import (
+    format_option,
+    host_option,
+    output_option,
+    profile_argument,
+    run_option,
+    wide_option,
+)
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
 
@@ -18,7 +25,8 @@ def command(
         help="program_op (each program's ops apart, as XProf's hlo_stats), op (same-named ops "
         "of all programs together), category, module or program; or where the model's code "
         "made them: scope (JAX name scopes, self and total), source (file:line) or pass "
-        "(forward, backward, optimizer).",
+        "(forward, backward, optimizer); or collective (one row per collective op: bytes, "
+        "group size, waiting vs moving, bus bandwidth, last arriver).",
     ),
     depth: int = typer.Option(
         None, "--depth", help="With --by scope: scopes down to this level (default: all)."
@@ -49,15 +57,19 @@ def command(
         tpuperf ops run_dir/ --by category --per-device -o ops.csv
 
         tpuperf ops run_dir/ --by scope --depth 3
+
+        tpuperf ops run_dir/ --by collective
     """
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
-    from tpuperf.opstats import SCOPE_GROUPINGS, aggregate_table
+    from tpuperf.opstats import COLLECTIVE_GROUPING, SCOPE_GROUPINGS, aggregate_table
 
     fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and by != "scope":
         raise UsageError("--depth goes with --by scope")
+    if per_device and by == COLLECTIVE_GROUPING:
+        raise UsageError("--per-device does not go with --by collective (its rows span devices)")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run)
@@ -75,7 +87,16 @@ def command(
             f"--by op merges same-named ops of different programs ({merged} row(s) merge "
             "several); --by program_op keeps them apart"
         )
-    from tpuperf.render.tables import render_ops, render_scope_ops
+    from tpuperf.render.tables import render_collectives, render_ops, render_scope_ops
+
+    if by == COLLECTIVE_GROUPING:
+        view = out.View(
+            document=lambda: {"source": loaded.source, "by": by, "rows": table.records()},
+            rows=lambda: out.Rows.from_table(table),
+            table=lambda console, wide: render_collectives(table, console, wide=wide),
+        )
+        out.emit(view, fmt, output, wide=wide)
+        return
 
     if by in SCOPE_GROUPINGS and fmt is out.Format.table and not has_scopes:
         return  # said in one line above; an empty table adds nothing

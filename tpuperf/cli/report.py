@@ -45,14 +45,13 @@ def command(
         tpuperf report gpu.xplane.pb --peak-tflops 989 -o gpu.html
     """
     from tpuperf import output as out
-    from tpuperf.cli._common import load_profile
-    from tpuperf.cli.analyze import analysis, html_page
+    from tpuperf.cli._common import analyze_profile, html_page, load_profile
 
     out.choose_format(None, output, (Format.html,))  # -o x.json is refused, not HTML in it
     loaded = load_profile(profile, None, run)
-    report, config = analysis(
+    report = analyze_profile(
         loaded,
-        analyzer=analyzer,
+        analyzers=analyzer or None,
         steps=steps,
         warmup=warmup,
         host=host,
@@ -60,4 +59,4 @@ def command(
         peak_hbm_gbps=peak_hbm_gbps,
         top=top,
     )
-    out.emit(out.View(html=lambda: html_page(loaded, report, config)), Format.html, output)
+    out.emit(out.View(html=lambda: html_page(loaded, report)), Format.html, output)

@@ -10,7 +10,8 @@ from typing import Any
 
 import typer
 
-from tpuperf.output import Format, format_option, wide_option
+from tpuperf.cli._common import format_option, wide_option
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.ndjson, Format.csv, Format.parquet, Format.json)
 

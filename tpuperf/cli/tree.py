@@ -2,8 +2,17 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import host_option, profile_argument, run_option
-from tpuperf.output import Format, format_option, output_option, wide_option
+from tpuperf.cli._common import (
+    format_option,
+    host_option,
+    output_option,
+    profile_argument,
+    run_option,
+    steps_option,
+    warmup_option,
+    wide_option,
+)
+from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
 
@@ -19,6 +28,8 @@ def command(
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
+    steps: str = steps_option(),
+    warmup: int = warmup_option(),
     host: str = host_option(),
     run: str = run_option(),
 ) -> None:
@@ -27,7 +38,8 @@ def command(
     Each node shows its time per step per device, its share of all op time and a bar split
     into forward, backward, optimizer and other (ops without a scope); primitives are the
     leaves, with the source line that has most of their time (at the terminal's width a long
-    name is shortened before its source line is; --wide shows every name whole). The format
+    name is shortened before its source line is; --wide shows every name whole). Per step
+    means over the step windows `analyze` uses (the same --steps and --warmup). The format
     follows the -o suffix (.json, .txt) unless --format says it.
 
     Example:
@@ -39,15 +51,17 @@ def command(
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
+    from tpuperf.report import analysis_config
     from tpuperf.scopes import no_scopes_message, tree_report
 
     fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and depth < 1:
         raise UsageError("--depth must be at least 1")
-    if not min_pct >= 0:
-        raise UsageError("--min-pct must be 0 or more")
+    if not 0 <= min_pct <= 100:  # a share of all op time: above 100 would hide every node
+        raise UsageError(f"--min-pct {min_pct:g}: a share of op time, from 0 to 100")
+    config = analysis_config(steps=steps, warmup=warmup)
     loaded = load_profile(profile, host, run)
-    document = tree_report(loaded, depth, min_pct)
+    document = tree_report(loaded, depth, min_pct, config)
     if fmt is Format.table and not document["scoped"]:
         out.note(no_scopes_message(loaded.source))
         return

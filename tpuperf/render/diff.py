@@ -12,8 +12,7 @@ from rich.text import Text
 
 from tpuperf.output import visible
 from tpuperf.render.fit import Column, fit, shorten
-from tpuperf.render.markdown import md_code, md_text
-from tpuperf.render.terminal import fmt_ms, fmt_pct
+from tpuperf.render.text import fmt_ms, fmt_pct, md_code, md_text
 
 if TYPE_CHECKING:
     from tpuperf.diffing import DiffReport

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tpuperf.output import visible
+from tpuperf.output import guarded, visible
 
 ELLIPSIS = "…"
 # Columns are separated by two spaces (a SIMPLE_HEAD box without edges, padding collapsed).
@@ -427,9 +427,9 @@ def wider_console(console: Console, width: int) -> Console:
         force_terminal=console.is_terminal,
         no_color=console.no_color,
         highlight=False,
+        markup=False,
     )
-    wider.on_broken_pipe = console.on_broken_pipe  # type: ignore[method-assign]
-    return wider
+    return guarded(wider)
 
 
 def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> Fit:

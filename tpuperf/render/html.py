@@ -33,8 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
-from tpuperf.render.memory import fmt_bytes
-from tpuperf.render.terminal import SEGMENTS, fmt_ms, fmt_pct
+from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
     from tpuperf.columns import Table
@@ -101,14 +100,15 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
     """The whole report as one HTML document (text).
 
     ``tree``: the scope tree to draw (:func:`tpuperf.scopes.scope_tree`); by default that of
-    the timeline's profile, when the report has scope information (``summary["passes"]``).
+    the timeline's profile over the timeline's step windows, when the report has scope
+    information (``summary["passes"]``).
     """
     plotly_js = _plotly_js()
     figures: dict[str, dict[str, Any]] = {}
     if tree is None and report.summary.get("passes") is not None and timeline.profile is not None:
         from tpuperf.scopes import scope_tree
 
-        tree = scope_tree(timeline.profile)
+        tree = scope_tree(timeline.profile, timeline)
     body = [
         _header(report),
         _cards(report),
@@ -389,6 +389,12 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         return ""
     stragglers: dict[tuple[str, int], dict[str, Any]] = {}
     steps = report.results.get("steps")
+    # The straggler verdict's confidence is its recommendation's (low with few steps or
+    # devices that run different work): taken before the report's cut of tiny savings.
+    confidence = next(
+        (r.confidence for r in (steps.recommendations if steps else []) if r.kind == "straggler"),
+        "low",
+    )
     if steps is not None:
         for s in steps.metrics.get("stragglers") or []:
             stragglers[(s["host"], int(s["device"]))] = s
@@ -400,9 +406,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         if straggler is None:
             labels.append(_e(view.name))
         else:
-            labels.append(
-                f'<span style="color:{_COLOURS["red"]}"><b>{_e(view.name)} · straggler</b></span>'
-            )
+            labels.append(_straggler_label(view.name, confidence))
     traces = []
     for column, label, colour in _BREAKDOWN:
         ms = [view.breakdown[column].sum() / max(len(view.windows), 1) / 1e9 for view in views]
@@ -449,7 +453,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
             f"(modified z {s['z']:.1f})"
             for (host, device), s in stragglers.items()
         )
-        text = f"Straggler: {found}."
+        text = f"Straggler (confidence {confidence}): {found}."
     else:
         text = (
             "No straggler: devices spend about the same time computing. A straggler shows as a "
@@ -461,6 +465,16 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
         _note(text),
         f'<div class="chart" id="{DEVICES_CHART}"></div>',
     )
+
+
+def _straggler_label(name: str, confidence: str) -> str:
+    """A straggler's axis label with its confidence; the alarm colour only when the evidence
+    holds (high: red, medium: amber), a low-confidence one in the plain text colour."""
+    text = f"{_e(name)} · straggler ({_e(confidence)} confidence)"
+    colour = {"high": _COLOURS["red"], "medium": _COLOURS["yellow"]}.get(confidence)
+    if colour is None:
+        return f"<i>{text}</i>"
+    return f'<span style="color:{colour}"><b>{text}</b></span>'
 
 
 def _op_categories(timeline: Timeline) -> dict[tuple[str, str], str]:

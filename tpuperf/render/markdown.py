@@ -4,29 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpuperf.output import visible
-from tpuperf.render.terminal import fmt_ms, fmt_pct, memory_text, peaks_text
+from tpuperf.render.text import fmt_ms, fmt_pct, md_code, md_text, memory_text, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
-
-
-# What Markdown would read as markup in a profile string: table pipes, HTML, links.
-_MARKDOWN = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
-
-
-def md_code(text: object) -> str:
-    """A profile string inside a Markdown code span (`` `...` ``), where nothing is markup: on
-    one line, control characters written out, backticks (which would end the span) as quotes."""
-    one_line = str(text).replace("\r\n", " ").replace("\n", " ").replace("`", "'")
-    return visible(one_line).replace("|", "\\|")  # a pipe still ends a table cell
-
-
-def md_text(text: object) -> str:
-    """A profile string (op, host, chip name, or a sentence quoting them) as Markdown shows it:
-    on one line, control characters written out, no HTML, link or table syntax of its own,
-    backticks as quotes (so it can sit inside a code span)."""
-    return md_code(text).replace("\\|", "|").translate(_MARKDOWN)
 
 
 def _passes(passes: dict[str, Any] | None) -> str:

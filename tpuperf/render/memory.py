@@ -16,12 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import wider_console
-from tpuperf.render.markdown import md_code as _md_code
-from tpuperf.render.markdown import md_text
+from tpuperf.render.text import fmt_bytes, md_text
+from tpuperf.render.text import md_code as _md_code
 from tpuperf.render.tree import PASS_STYLES, pass_bar
 
-MIB = 1 << 20
-GIB = 1 << 30
 _SCOPES_SHOWN = 10
 _BYTES_WIDTH = 10  # "545.53 MiB"
 _WIDE = 1000
@@ -32,20 +30,6 @@ _KIND_SHORT = {"parameter": "param", "output": "out", "temporary": "temp", "cons
 def md_code(text: str) -> str:
     """A profile string as a Markdown code span (empty stays empty)."""
     return f"`{_md_code(text)}`" if text else ""
-
-
-def fmt_bytes(value: Any) -> str:
-    """Bytes with their unit: GiB from 1 GiB, MiB from 1 MiB, else KiB (2**10 ... 2**30)."""
-    if value is None:
-        return "?"
-    value = int(value)
-    if value == 0:
-        return "0"
-    if abs(value) >= GIB:
-        return f"{value / GIB:.2f} GiB"
-    if abs(value) >= MIB:
-        return f"{value / MIB:.2f} MiB"
-    return f"{value / 1024:.2f} KiB"
 
 
 def _pct(part: Any, whole: Any) -> str:

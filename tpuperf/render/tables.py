@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from tpuperf import columns
-from tpuperf.render.fit import Column, fit
-from tpuperf.render.tree import fmt_step_ms
+from tpuperf.render.fit import Column, Kind, fit
+from tpuperf.render.text import fmt_step_ms
+
+if TYPE_CHECKING:
+    from tpuperf.columns import Table
 
 
 def _missing(value: Any) -> bool:
@@ -87,7 +89,8 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
     decoder = (
         "C module (tpuperf._wire_native)"
         if info["decoder"] == "native"
-        else "numpy (the C module is not built: slower, same results)"
+        else f"numpy ({info.get('decoder_reason') or 'the C module is not built'}: slower, "
+        "same results)"
     )
     _line(console, f"platform {info['platform']}; decoder {decoder}")
     for host in info["hosts"]:
@@ -114,6 +117,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         Column("kind", "text", drop=5),
         Column("peak TFLOP/s", drop=2),
         Column("peak HBM GB/s", drop=1),
+        Column("peaks from", "text", drop=6),
         Column("ops"),
     ]
     rows = [
@@ -124,6 +128,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
             _name(d["kind"]),
             _number(d["peak_tflops"]),
             _number(d["peak_hbm_gbps"], 2),
+            _name(d["peaks_source"]),
             f"{d['ops']:,}",
         ]
         for d in info["devices"]
@@ -206,7 +211,7 @@ _OPS_NAMES: dict[str, tuple[tuple[str, str, Any, int], ...]] = {
 
 
 def render_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops``: one table, or with ``per_device`` one per device, in one layout."""
     names = [n for n in _OPS_NAMES[by] if n[0] in table]
@@ -234,6 +239,33 @@ def render_ops(
     layout.print_hidden(console)
 
 
+# ``ops --by collective``: (field, header, kind, format, drop order); the op is the key.
+_COLLECTIVE_CELLS: tuple[tuple[str, str, Kind, Any, int], ...] = (
+    ("op", "op", "key", _name, 0),
+    ("kind", "kind", "text", _name, 2),
+    ("bytes", "bytes", "number", _si, 4),
+    ("group_size", "n", "number", lambda v: _number(v, 0), 7),
+    ("count_per_step", "x/step", "number", lambda v: _number(v, 1), 9),
+    ("ms_per_step", "ms/step", "number", lambda v: _number(v, 3), 0),
+    ("wait_ms", "wait ms", "number", lambda v: _number(v, 3), 1),
+    ("transfer_ms", "move ms", "number", lambda v: _number(v, 3), 3),
+    ("busbw_gbps", "busbw GB/s", "number", lambda v: _number(v, 2), 5),
+    ("link_peak_pct", "link %", "number", lambda v: _number(v, 1), 10),
+    ("arrival_spread_ms", "spread ms", "number", lambda v: _number(v, 3), 8),
+    ("last_arriver", "last", "text", _name, 6),
+)
+
+
+def render_collectives(table: Table, console: Console, wide: bool = False) -> None:
+    """``tpuperf ops --by collective``: one row per collective op."""
+    spec = [Column(header, kind, drop=drop) for _, header, kind, _, drop in _COLLECTIVE_CELLS]
+    rows = [
+        [_number_cell(fmt, r[field]) for field, _, _, fmt, _ in _COLLECTIVE_CELLS]
+        for r in table.records()
+    ]
+    fit(spec, rows, _width(console, wide)).print(console, rows)
+
+
 # Numeric columns of ``ops --by scope|source|pass``: (field, header, format, drop order).
 _SCOPE_NUMBERS = (
     ("ms_per_step", "ms/step", fmt_step_ms, 0),
@@ -244,12 +276,10 @@ _SCOPE_NUMBERS = (
 
 
 def render_scope_ops(
-    table: columns.Table, by: str, console: Console, wide: bool = False, per_device: bool = False
+    table: Table, by: str, console: Console, wide: bool = False, per_device: bool = False
 ) -> None:
     """``tpuperf ops --by scope|source|pass``, per step (the JSON, CSV and Parquet forms also
     hold the totals over the capture). Scopes are indented by depth (rows come in tree order)."""
-    from tpuperf.scopes import split_levels
-
     spec = [Column(by, "key")] + ([Column("scope", "text", drop=4)] if by == "source" else [])
     numbers = [n for n in _SCOPE_NUMBERS if n[0] in table]
     spec += [Column(header, drop=drop) for _, header, _, drop in numbers]
@@ -257,16 +287,26 @@ def render_scope_ops(
         spec = [Column("host", "text", drop=5), Column("device", drop=6), *spec]
     records = table.records()
     rows = []
+    parents: dict[int, str] = {}  # depth -> the path of the last scope seen at that depth
     for r in records:
         name = str(r[by])
-        if by == "scope" and int(r["depth"]) > 1:
-            name = "  " * (int(r["depth"]) - 1) + split_levels(name)[-1]
+        if by == "scope":
+            depth = int(r["depth"])
+            parents[depth] = name
+            if depth > 1:
+                name = "  " * (depth - 1) + _leaf(name, parents.get(depth - 1, ""))
         row = [_name(name)] + ([_name(r["scope"])] if by == "source" else [])
         row += [_number_cell(fmt, r[field]) for field, _, fmt, _ in numbers]
         if per_device:
             row = [_name(r["host"]), str(r["device"]), *row]
         rows.append(row)
     fit(spec, rows, _width(console, wide)).print(console, rows)
+
+
+def _leaf(path: str, parent: str) -> str:
+    """A scope's own level: its path after its parent's (rows come in tree order, a parent
+    before its children, so the parent is the last scope one level up)."""
+    return path[len(parent) + 1 :] if parent and path.startswith(parent + "/") else path
 
 
 def _programs_apart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,72 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
+from tpuperf.render.text import SEGMENTS, fmt_ms, fmt_pct, memory_text, peaks_text
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
-
-# The split of step time, in bar order: (summary key, label, style, character). Each part has
-# its own character, so the bar reads without colour too (a pipe, a CI log, a file).
-SEGMENTS = [
-    ("compute_pct", "compute", "green", "█"),
-    ("exposed_collective_pct", "exposed collective", "red", "▓"),
-    ("exposed_copy_pct", "exposed copy", "yellow", "▒"),
-    ("no_op_pct", "idle (no op)", "grey50", "░"),
-]
-
-
-def peaks_text(summary: dict[str, Any]) -> str | None:
-    """``918 TFLOP/s, 1638 GB/s``; a peak the chip table and profile do not know is ``?``
-    (an unknown chip with only a FLOP peak); None when neither is known."""
-    tflops, gbps = summary.get("peak_tflops"), summary.get("peak_hbm_gbps")
-    if tflops is None and gbps is None:
-        return None
-    return (
-        f"{'?' if tflops is None else f'{tflops:g}'} TFLOP/s, "
-        f"{'?' if gbps is None else f'{gbps:g}'} GB/s"
-    )
-
-
-def memory_text(summary: dict[str, Any]) -> str | None:
-    """``peak 20.00 GiB (jit_f) of 32.00 GiB, headroom 37.5%``; None without HLO modules."""
-    from tpuperf.render.memory import GIB, fmt_bytes
-
-    peak = summary.get("peak_hbm_gib")
-    if peak is None:
-        return None
-    text = f"peak {fmt_bytes(round(peak * GIB))} ({summary.get('peak_program')})"
-    capacity = summary.get("hbm_capacity_gib")
-    if capacity is None:
-        return text + ", capacity unknown"
-    return (
-        text
-        + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
-    )
-
-
-def _number(value: Any) -> float | None:
-    """A float, or None for None/NaN/NA (table cells may hold any of them)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if f != f else f
-
-
-def fmt_ms(value: Any) -> str:
-    value = _number(value)
-    if value is None:
-        return "-"
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.1f} us"
-
-
-def fmt_pct(value: Any) -> str:
-    value = _number(value)
-    return "-" if value is None else f"{value:.1f}%"
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
@@ -327,7 +265,8 @@ def _details(report: Report, console: Console, width: int | None) -> None:
         m = idle.metrics
         console.print(
             Text(
-                f"Idle: {fmt_pct(m['idle_pct'])} — between steps "
+                f"Idle (not busy): {fmt_pct(m['idle_pct'])}; no op: {fmt_pct(m['no_op_pct'])} — "
+                "between steps "
                 f"{fmt_pct(m['between_steps_idle_pct'])}, "
                 f"inside steps {fmt_pct(m['in_step_idle_pct'])} (micro < {m['micro_gap_us']:g} us: "
                 f"{fmt_pct(m['micro_idle_pct'])}); {m['equivalent_idle_chips']:.2f} equivalent "

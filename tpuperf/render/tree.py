@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tpuperf.render.fit import display_name, shorten, wider_console
-from tpuperf.render.terminal import fmt_ms, fmt_pct
+from tpuperf.render.text import fmt_ms, fmt_pct, fmt_step_ms
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
 PASS_STYLES = {
@@ -84,6 +84,18 @@ def leaf_text(label: str, source: str, room: int) -> tuple[str, str]:
     return shorten(label, room), ""
 
 
+def _steps_text(document: dict[str, Any]) -> str:
+    """Which steps the windows are, in analyze's words (``99 analysed (module_period), 1 left
+    out``), on a line of its own; nothing without steps (a window is a device's op span)."""
+    source = document.get("step_source")
+    if not source:
+        return ""
+    return (
+        f"\nSteps: {document['steps_analyzed']} analysed ({source}), "
+        f"{document['steps_excluded']} left out"
+    )
+
+
 def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
     """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``; ``wide``:
     every name whole, however wide the lines get."""
@@ -104,7 +116,7 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
     head.append(str(document["source"]))
     head.append(
         f"\n{fmt_ms(root['ms_per_step'])} of op time per step per device "
-        f"({document['windows']} step windows)"
+        f"({document['windows']} step windows){_steps_text(document)}"
     )
     console.print(head)
     console.print(legend(root["passes"]))
@@ -160,15 +172,6 @@ def _label(node: dict[str, Any]) -> str:
     label = display_name(node["name"])
     source = _short_source(node["source"]) if node["kind"] == "op" else ""
     return f"{label} {source}" if source else label
-
-
-def fmt_step_ms(value: float) -> str:
-    """Milliseconds with three significant digits or more, without the unit."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
 
 
 def _walk(

@@ -1,0 +1,63 @@
+# The C module of tpuperf/_wire_native.c, as the type checker sees it. Only tpuperf._native
+# imports it; call sites use `tpuperf._native.native`, None where it is not built or
+# TPUPERF_DECODER=numpy asks for the numpy code. Every function reads buffers (bytes, numpy
+# arrays: anything with the buffer protocol), returns columns as bytearrays of int64 (or
+# float64 where said), and raises ValueError with the byte offset of a malformed record.
+
+from mmap import mmap
+from typing import Any
+
+import numpy as np
+
+# What the functions read: anything with the buffer protocol (typing's Buffer needs 3.12).
+Buffer = bytes | bytearray | memoryview | mmap | np.ndarray[Any, Any]
+
+def event_records(
+    data: Buffer, first: int, stop: int, /
+) -> tuple[int, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray]:
+    """(run_end, metadata_id, offset_ps, duration_ps, stat_owner, stat_start, stat_stop)."""
+
+def scan_fields(
+    data: Buffer, start: int, stop: int, /
+) -> tuple[bytearray, bytearray, bytearray, bytearray, bytearray]:
+    """(number, wire, field_start, value_start, value_stop) of each field in [start, stop)."""
+
+def extent(data: Buffer, first: int, stop: int, /) -> tuple[int, int, int, int]:
+    """(run_end, n_events, first_offset_ps, last_end_ps) of a run of event records."""
+
+def skip_records(data: Buffer, first: int, stop: int, /) -> tuple[int, int]:
+    """(run_end, n_events): the extent of a run of event records."""
+
+def events(
+    data: Buffer,
+    first: int,
+    stop: int,
+    wanted_ids: Buffer,
+    wanted_columns: Buffer,
+    n_columns: int,
+    keep_column: int,
+    /,
+) -> tuple[Any, ...]:
+    """(run_end, metadata_id, offset_ps, duration_ps, *columns): chosen integer stats as int64
+    columns, INT64_MIN where absent."""
+
+def stats(
+    data: Buffer, starts: Buffer, stops: Buffer, /
+) -> tuple[bytearray, bytearray, bytearray, bytearray, bytearray, bytearray]:
+    """(metadata_id, kind, int_value, double_value (float64), text_start, text_stop)."""
+
+def kind_runs(
+    starts: Buffer, ends: Buffer, kinds: Buffer, n_kinds: int, /
+) -> list[tuple[bytearray, bytearray]] | None:
+    """The merged (starts, ends) of each kind and of all ops; None when ops overlap."""
+
+def dense_groups(keys: Buffer, size: int, /) -> tuple[bytearray, bytearray]:
+    """(group of each row, first row of each group) for int64 keys in [0, size)."""
+
+def group_sums(
+    groups: Buffer, group_itemsize: int, values: Buffer, n_groups: int, /
+) -> bytearray | None:
+    """int64 sums per group; None when a group is outside [0, n_groups)."""
+
+def texts(data: Buffer, starts: Buffer, stops: Buffer, /) -> list[str]:
+    """The spans decoded as UTF-8, bad bytes replaced."""
