@@ -98,6 +98,24 @@ def test_scope_table_columns_are_documented() -> None:
     assert not missing, f"README does not document {missing}"
 
 
+def test_collective_fields_are_documented(capsys) -> None:
+    from tpuperf.analyzers.collectives import COLLECTIVE_METRICS
+
+    coll = str(REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb")
+    document = _json(capsys, "ops", coll, "--format", "json", "--by", "collective")
+    assert document["rows"], "the FSDP capture has collectives"
+    report = _json(capsys, "analyze", coll, "--format", "json", "--analyzer", "collectives")
+    collectives = report["analyzers"]["collectives"]
+    fields = _keys(document["rows"]) | set(collectives["tables"]["collectives"]["columns"])
+    # The metrics of the per-collective table (the analyzer's older ones are in Definitions).
+    added = {"last_arriver", *(t for t in COLLECTIVE_METRICS if t != "ms_per_step")}
+    assert added <= set(collectives["metrics"])
+    fields |= added | set(collectives["metrics"]["last_arriver"])
+    fields |= {r["kind"] for r in report["recommendations"]}
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"
+
+
 def test_memory_fields_are_documented(capsys) -> None:
     from tests.conftest import REPO as _REPO
 
@@ -120,21 +138,3 @@ def test_memory_allocator_fields_are_documented(capsys) -> None:
     document = _json(capsys, "memory", str(path), "--format", "json")
     missing = sorted(f for f in _keys(document["allocators"]) if not _documented(f))
     assert document["allocators"] and not missing, f"README does not document {missing}"
-
-
-def test_collective_fields_are_documented(capsys) -> None:
-    from tpuperf.analyzers.collectives import COLLECTIVE_METRICS
-
-    coll = str(REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb")
-    document = _json(capsys, "ops", coll, "--format", "json", "--by", "collective")
-    assert document["rows"], "the FSDP capture has collectives"
-    report = _json(capsys, "analyze", coll, "--format", "json", "--analyzer", "collectives")
-    collectives = report["analyzers"]["collectives"]
-    fields = _keys(document["rows"]) | set(collectives["tables"]["collectives"]["columns"])
-    # The metrics of the per-collective table (the analyzer's older ones are in Definitions).
-    added = {"last_arriver", *(t for t in COLLECTIVE_METRICS if t != "ms_per_step")}
-    assert added <= set(collectives["metrics"])
-    fields |= added | set(collectives["metrics"]["last_arriver"])
-    fields |= {r["kind"] for r in report["recommendations"]}
-    missing = sorted(f for f in fields if not _documented(f))
-    assert not missing, f"README does not document {missing}"

@@ -10,10 +10,10 @@ live in a pool of their own, apart from a jaxlib or XProf copy of the same schem
 
 Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.tables` (the opcode, shape and
 replica groups of collectives) and :mod:`tpuperf.memory` import this module, and only when
-they are asked for. :data:`HloProto` reads what those first two need; :data:`HloBufferProto`
-reads the same message with the module's buffer assignment (``HloProto.buffer_assignment``:
-logical buffers, allocations, heap simulator traces), which only the memory view needs
-(decoding it costs time).
+they are asked for. :data:`HloProto` reads what scopes need; :data:`HloBufferProto` reads the
+same message with the module's buffer assignment (``HloProto.buffer_assignment``: logical
+buffers, allocations, heap simulator traces), which only the memory view needs (decoding it
+costs time).
 """
 
 from __future__ import annotations

@@ -409,10 +409,15 @@ def _passes(identities: list[tuple[str, str, str]], parsed: list[ScopePath]) -> 
     backward = {
         identity[:2] for identity, p in zip(identities, parsed, strict=True) if is_backward(p)
     }
-    return [
-        pass_of(p, identity[:2] in backward, identity[2])
-        for identity, p in zip(identities, parsed, strict=True)
-    ]
+    out = []
+    for identity, p in zip(identities, parsed, strict=True):
+        found = pass_of(p, identity[:2] in backward)
+        if found == PASS_OPTIMIZER and collective_of(identity[2]) in _GRADIENT_REDUCTIONS:
+            # A gradient reduction written after jax.grad (pmean, psum) has no transpose in
+            # its scope, but it finishes the backward pass: the optimizer starts after it.
+            found = PASS_BACKWARD
+        out.append(found)
+    return out
 
 
 def is_backward(path: ScopePath) -> bool:
@@ -420,19 +425,15 @@ def is_backward(path: ScopePath) -> bool:
     return bool(_BACKWARD_TRANSFORMS.intersection(path.transforms))
 
 
-def pass_of(path: ScopePath, program_has_backward: bool, op: str = "") -> str:
-    """The pass of op ``op`` with this path, in a program that has backward ops or not (see
-    the module docstring); the memory view gives the buffers an op defines the same pass."""
+def pass_of(path: ScopePath, program_has_backward: bool) -> str:
+    """The pass of an op with this path, in a program that has backward ops or not (see the
+    module docstring); the memory view gives the buffers an op defines the same pass."""
     if not path.levels:  # no scope, or a bare argument name ("x": a layout change of input x)
         return PASS_OTHER
     if is_backward(path):
         return PASS_BACKWARD
     if _FORWARD_TRANSFORMS.intersection(path.transforms):
         return PASS_FORWARD
-    if program_has_backward and collective_of(op) in _GRADIENT_REDUCTIONS:
-        # A gradient reduction written after jax.grad (pmean, psum) has no transpose in
-        # its scope, but it finishes the backward pass: the optimizer starts after it.
-        return PASS_BACKWARD
     return PASS_OPTIMIZER if program_has_backward else PASS_FORWARD
 
 

@@ -8,6 +8,9 @@ from typing import Any
 
 from tpuperf.output import visible
 
+MIB = 1 << 20
+GIB = 1 << 30
+
 # The split of step time, in bar order: (summary key, label, style, character). Each part has
 # its own character, so the bar reads without colour too (a pipe, a CI log, a file).
 SEGMENTS = [
@@ -55,8 +58,31 @@ def fmt_pct(value: Any) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
-MIB = 1 << 20
-GIB = 1 << 30
+def fmt_step_ms(value: float) -> str:
+    """Milliseconds with three significant digits or more, without the unit."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+# What Markdown would read as markup in a profile string: table pipes, HTML, links.
+_MARKDOWN = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
+
+
+def md_code(text: object) -> str:
+    """A profile string inside a Markdown code span (`` `...` ``), where nothing is markup: on
+    one line, control characters written out, backticks (which would end the span) as quotes."""
+    one_line = str(text).replace("\r\n", " ").replace("\n", " ").replace("`", "'")
+    return visible(one_line).replace("|", "\\|")  # a pipe still ends a table cell
+
+
+def md_text(text: object) -> str:
+    """A profile string (op, host, chip name, or a sentence quoting them) as Markdown shows it:
+    on one line, control characters written out, no HTML, link or table syntax of its own,
+    backticks as quotes (so it can sit inside a code span)."""
+    return md_code(text).replace("\\|", "|").translate(_MARKDOWN)
 
 
 def fmt_bytes(value: Any) -> str:
@@ -86,30 +112,3 @@ def memory_text(summary: dict[str, Any]) -> str | None:
         text
         + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
     )
-
-
-def fmt_step_ms(value: float) -> str:
-    """Milliseconds with three significant digits or more, without the unit."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3f}"
-
-
-# What Markdown would read as markup in a profile string: table pipes, HTML, links.
-_MARKDOWN = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]"})
-
-
-def md_code(text: object) -> str:
-    """A profile string inside a Markdown code span (`` `...` ``), where nothing is markup: on
-    one line, control characters written out, backticks (which would end the span) as quotes."""
-    one_line = str(text).replace("\r\n", " ").replace("\n", " ").replace("`", "'")
-    return visible(one_line).replace("|", "\\|")  # a pipe still ends a table cell
-
-
-def md_text(text: object) -> str:
-    """A profile string (op, host, chip name, or a sentence quoting them) as Markdown shows it:
-    on one line, control characters written out, no HTML, link or table syntax of its own,
-    backticks as quotes (so it can sit inside a code span)."""
-    return md_code(text).replace("\\|", "|").translate(_MARKDOWN)
