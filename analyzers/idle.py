@@ -1,9 +1,11 @@
-"""idle: how much of each step the devices sit idle, and whether the host is to blame.
+"""idle: how much of each iteration the devices sit idle, and whether the host is to blame.
 
-Gaps are classified by where they fall in a step window: before the first op
-or after the last (between steps: the device waits for the host or its input),
-or inside the step (dependency waits and launch gaps; micro when shorter than
-``micro_gap_us``, else macro).
+An iteration runs from one step's start to the next step's start (the timeline's iteration
+windows), so the host's time between steps counts. Gaps are classified by where they fall:
+before a step's first op, after its last or outside the step (between steps: the device waits
+for the host or its input), or inside the step (dependency waits and launch gaps; micro when
+shorter than ``micro_gap_us``, else macro). Where the profile holds host events
+(:mod:`tpuperf.hostview`), the host-bound advice names the functions the devices waited for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tpuperf.analyzers.base import (
     savings_pct,
 )
 
+from tpuperf import hostview
 from tpuperf.columns import Strings, Table
 from tpuperf.timeline import Timeline
 
@@ -86,6 +89,84 @@ def _device_mean_pct(part_ps: np.ndarray, window_ps: np.ndarray) -> float:
     return float((100.0 * part_ps[keep] / window_ps[keep]).mean()) if keep.any() else 0.0
 
 
+# A function is named as one the devices waited for when it explains this share of the mean
+# iteration (at most _NAMED of them).
+_NAMED_MIN_SHARE = 0.01
+_NAMED = 5
+
+_LOADING_FIX = (
+    "Overlap loading with compute: load the next batch in a background thread (or grain "
+    "workers, tf.data `.prefetch`) and `jax.device_put` it to the devices ahead of the step "
+    "(`flax.jax_utils.prefetch_to_device`)."
+)
+_LOGGING_FIX = (
+    "Log and checkpoint asynchronously or every N steps (a background thread, Orbax's async "
+    "checkpointing), and keep `float(loss)` / `jax.device_get` off the hot path: fetch "
+    "metrics a step late."
+)
+_SYNC_FIX = (
+    "Avoid `block_until_ready()` and `float(loss)` on the hot path: let dispatch run ahead "
+    "and read values a step late."
+)
+_OTHER_FIX = (
+    "Move Python work between steps off the hot path, or fold Python loops into the jitted "
+    "step (`jax.lax.scan` / `jax.lax.fori_loop`)."
+)
+
+
+def _fix_for(function: str) -> str:
+    name = function.lower()
+    if any(w in name for w in ("block", "__float__", "device_get", "item", "sync")):
+        return _SYNC_FIX
+    if any(w in name for w in ("log", "metric", "checkpoint", "save", "summary", "print")):
+        return _LOGGING_FIX
+    if hostview.is_loading(function):
+        return _LOADING_FIX
+    return _OTHER_FIX
+
+
+def _waited_for(host: hostview.HostActivity, iteration_ms: float) -> list[dict[str, Any]]:
+    """The user functions the devices waited for between steps, most idle first: by their
+    idle outside the step windows when the steps leave time outside them (step markers),
+    else by their idle at the steps' edges (module periods)."""
+    table = host.table
+    if not table.n or not host.has_python:
+        return []
+    column = (
+        "outside_steps_ms_per_iteration"
+        if host.outside_steps_ms_per_iteration > 0
+        else "between_ms_per_iteration"
+    )
+    kind = table.strings("kind").tolist()
+    ms = table.array(column)
+    rows = [i for i in range(table.n) if kind[i] == hostview.KIND_PYTHON]
+    rows = sorted(rows, key=lambda i: -ms[i])
+    rows = [i for i in rows if ms[i] >= _NAMED_MIN_SHARE * iteration_ms][:_NAMED]
+    names, where = table.strings("name").tolist(), table.strings("where").tolist()
+    return [
+        {
+            "function": names[i],
+            "where": where[i],
+            "ms_per_iteration": float(ms[i]),
+            "calls_per_iteration": float(table.array("calls_per_iteration")[i]),
+            "ms_per_call": float(table.array("ms_per_call")[i]),
+        }
+        for i in rows
+    ]
+
+
+def _host_metrics(host: hostview.HostActivity) -> dict[str, Any]:
+    return {
+        "iterations": host.iterations,
+        "idle_ms_per_iteration": host.idle_ms_per_iteration,
+        "between_steps_idle_ms_per_iteration": host.between_ms_per_iteration,
+        "outside_steps_idle_ms_per_iteration": host.outside_steps_ms_per_iteration,
+        "explained_ms_per_iteration": host.explained_ms_per_iteration,
+        "explained_between_steps_ms_per_iteration": host.explained_between_ms_per_iteration,
+        "input": dict(host.input),
+    }
+
+
 # The breakdown columns summed per device, in the devices table's order.
 _SUMMED = (
     "step_ps",
@@ -118,7 +199,10 @@ class IdleAnalyzer(Analyzer):
             result.notes.append("no ops in the analysed windows")
             return result
 
-        dev = {c: np.array([int(v.breakdown[c].sum()) for v in views]) for c in _SUMMED}
+        # Iterations, not only steps: the host's time between one step and the next is idle
+        # the device waits through, as much as a gap inside a step.
+        dev = {c: np.array([int(v.iteration_breakdown[c].sum()) for v in views]) for c in _SUMMED}
+        outside_idle = float(sum(int(v.outside_steps["outside_no_op_ps"].sum()) for v in views))
         dev_idle_pct = 100.0 * dev["idle_ps"] / dev["step_ps"]
         dev_between = dev["leading_idle_ps"] + dev["trailing_idle_ps"]
         idle_pct = float(dev_idle_pct.mean())  # DESIGN.md: averaged over devices
@@ -137,7 +221,9 @@ class IdleAnalyzer(Analyzer):
         metrics: dict[str, Any] = {
             "idle_pct": idle_pct,
             "busy_pct": 100.0 - idle_pct,
-            "idle_ms_per_step": tl.per_step(total_idle) / 1e9,
+            "idle_ms_per_step": tl.per_iteration(total_idle) / 1e9,
+            # Idle after a step's end and before the next step's start, per iteration.
+            "outside_steps_idle_ms_per_iteration": tl.per_iteration(outside_idle) / 1e9,
             # GPU only: idle (no compute kernel) while NCCL kernels or memcpys run.
             "collective_or_copy_only_pct": 100.0 * (total_idle - no_op) / window if window else 0.0,
             "no_op_pct": float((100.0 * dev["no_op_ps"] / dev["step_ps"]).mean()),
@@ -173,9 +259,19 @@ class IdleAnalyzer(Analyzer):
         )
 
         step_ms = tl.mean_window_ps / 1e9
-        between_ms = tl.per_step(between) / 1e9
-        interior_ms = tl.per_step(interior) / 1e9
-        if between_ms > 0 and tl.has_steps:
+        between_ms = tl.per_iteration(between) / 1e9
+        interior_ms = tl.per_iteration(interior) / 1e9
+        host = hostview.activity(tl) if tl.has_steps else None
+        if host is not None:
+            metrics["host"] = _host_metrics(host)
+            result.tables["host_events"] = host.table
+            result.notes.extend(n for n in host.notes if n not in result.notes)
+        named = _waited_for(host, step_ms) if host is not None else []
+        if named:
+            result.recommendations.append(
+                self._host_code(named, between_ms, step_ms, metrics, host_bound)
+            )
+        elif between_ms > 0 and tl.has_steps:
             result.recommendations.append(
                 self._host_bound(
                     between_ms,
@@ -217,8 +313,9 @@ class IdleAnalyzer(Analyzer):
                 else "Devices wait between steps"
             )
             evidence = (
-                f"{between_ms:.3f} ms per step of idle before the first op or after the last op "
-                f"of each step ({metrics['between_steps_idle_pct']:.1f}% of step time, "
+                f"{between_ms:.3f} ms per iteration of idle before the first op or after the "
+                "last op of each step, or between steps "
+                f"({metrics['between_steps_idle_pct']:.1f}% of the iteration, "
                 f"{100 * share:.0f}% of the time no op runs)"
             )
             fix = _INPUT_FIX
@@ -234,6 +331,57 @@ class IdleAnalyzer(Analyzer):
             values={
                 "between_steps_idle_ms_per_step": between_ms,
                 "between_steps_share_of_gaps_pct": 100.0 * share,
+            },
+        )
+
+    def _host_code(
+        self,
+        named: list[dict[str, Any]],
+        between_ms: float,
+        step_ms: float,
+        metrics: dict[str, Any],
+        verdict: bool,
+    ) -> Recommendation:
+        """Host-bound, naming the code the devices waited for: each function's device-idle
+        time per iteration (its self time as the innermost user frame, between steps), and
+        the fix that fits it. Savings: the idle those functions explain, at most the
+        between-steps idle."""
+        explained = sum(f["ms_per_iteration"] for f in named)
+        savings = min(explained, between_ms)
+        listed = ", ".join(
+            f"{f['function']} ({f['where']}, {f['ms_per_iteration']:.2f} ms)" for f in named
+        )
+        title = (
+            "Host-bound: devices wait for "
+            + " and ".join(f"{f['function']} ({f['ms_per_iteration']:.1f} ms)" for f in named[:2])
+            + (f" and {len(named) - 2} more" if len(named) > 2 else "")
+            + " every iteration"
+        )
+        evidence = (
+            f"{between_ms:.3f} ms per iteration of device idle between steps "
+            f"({metrics['between_steps_idle_pct']:.1f}% of the iteration); the host ran "
+            f"{listed} per iteration while the devices waited (Python tracer, self time of "
+            "the innermost user frame)"
+        )
+        fixes = []
+        for f in named:
+            fix = _fix_for(f["function"])
+            if fix not in fixes:
+                fixes.append(fix)
+        text = " ".join(fixes)
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_HOST_BOUND,
+            title=title,
+            evidence=evidence,
+            fix={"tpu": text, "gpu": text},
+            est_savings_ms=savings,
+            est_savings_pct=savings_pct(savings, step_ms),
+            confidence="high" if verdict else "medium",
+            values={
+                "between_steps_idle_ms_per_iteration": between_ms,
+                "explained_ms_per_iteration": explained,
+                "functions": named,
             },
         )
 
@@ -256,7 +404,8 @@ class IdleAnalyzer(Analyzer):
             ),
             evidence=(
                 f"{interior_ms:.3f} ms per step idle between ops inside steps "
-                f"({metrics['in_step_idle_pct']:.1f}% of step time): {metrics['micro_gaps']} gaps "
+                f"({metrics['in_step_idle_pct']:.1f}% of the iteration): "
+                f"{metrics['micro_gaps']} gaps "
                 f"under {metrics['micro_gap_us']:g} us ({metrics['micro_idle_pct']:.1f}%), "
                 f"{metrics['macro_gaps']} longer ({metrics['macro_idle_pct']:.1f}%)"
             ),

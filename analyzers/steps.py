@@ -96,6 +96,8 @@ class StepsAnalyzer(Analyzer):
             "steps_analyzed": list(tl.steps_selected),
             "steps_excluded": list(tl.steps_excluded),
             "step_time_ms": stats_ms(tl.step_time_ps) if tl.has_steps else None,
+            # A step's start to the next step's start: the step and the host time after it.
+            "iteration_time_ms": stats_ms(tl.iteration_time_ps) if tl.has_steps else None,
             "devices": tl.n_devices,
             "hosts": len(tl.hosts),
         }
@@ -108,6 +110,15 @@ class StepsAnalyzer(Analyzer):
         n = tl.n_windows
         metrics["breakdown_ms_per_step"] = {
             p.removesuffix("_ps"): tl.total(p) / n / 1e9 for p in PARTS
+        }
+        # The iteration: the step's own parts plus the time outside the step (after it ends,
+        # before the next begins), and the part of that no op ran in.
+        outside = sum(int(v.outside_steps["outside_ps"].sum()) for v in tl.devices)
+        outside_no_op = sum(int(v.outside_steps["outside_no_op_ps"].sum()) for v in tl.devices)
+        metrics["breakdown_ms_per_iteration"] = {
+            **{p.removesuffix("_ps"): tl.per_iteration(tl.iteration_total(p)) / 1e9 for p in PARTS},
+            "outside_steps": tl.per_iteration(outside) / 1e9 if tl.has_steps else 0.0,
+            "outside_steps_no_op": tl.per_iteration(outside_no_op) / 1e9 if tl.has_steps else 0.0,
         }
         views = tl.devices
         means = {c: np.array([v.mean(c) for v in views]) for c in ("step_ps", *PARTS)}

@@ -138,3 +138,12 @@ def test_memory_allocator_fields_are_documented(capsys) -> None:
     document = _json(capsys, "memory", str(path), "--format", "json")
     missing = sorted(f for f in _keys(document["allocators"]) if not _documented(f))
     assert document["allocators"] and not missing, f"README does not document {missing}"
+
+
+def test_host_fields_are_documented(capsys) -> None:
+    host = REPO / "fixtures" / "data" / "host_markers.xplane.pb"
+    document = _json(capsys, "host", str(host), "--format", "json")
+    fields = set(document) | set(document["input"]) | _keys(document["events"])
+    fields |= _keys(document["input"]["input_ops"]) | set(document["iteration_time_ms"])
+    missing = sorted(f for f in fields if not _documented(f))
+    assert not missing, f"README does not document {missing}"

@@ -64,7 +64,8 @@ def test_v6e_steps_come_from_module_periods(v6e) -> None:
     profile = tpuperf.load(v6e)
     steps = profile.steps
     assert set(steps["source"].astype(str)) == {"module_period"}
-    assert steps.groupby("device").size().tolist() == [100, 100, 100, 100]
+    # 100 executions of jit_f: the last only ends step 98 (issue 22: it is no step itself).
+    assert steps.groupby("device").size().tolist() == [99, 99, 99, 99]
 
 
 @pytest.mark.parametrize(

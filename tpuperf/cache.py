@@ -223,12 +223,18 @@ class Cache:
                         waits=tables["waits"] if tables["waits"].n else None,
                     )
                 )
+            host_events = None
+            if "host_events" in meta["tables"]:
+                part = entry / "host_events.parquet"
+                host_events = _read_parquet(part)
+                if host_events.n != meta["tables"]["host_events"]["rows"]:
+                    raise ValueError(f"{part.name}: row count changed")
             info = HostInfo(**{**meta["info"], "path": url})
             warnings = [str(w) for w in meta["warnings"]]
         except Exception:  # any damage at all: the entry is rebuilt, never trusted
             _remove(entry)
             return None
-        return HostTables(devices, read["lines"], info, warnings)
+        return HostTables(devices, read["lines"], info, warnings, host_events=host_events)
 
     def put_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
@@ -247,6 +253,10 @@ class Cache:
             part = temp / "lines.parquet"
             _write_parquet(tables.lines, part)
             counts["lines"] = {"rows": tables.lines.n, "bytes": part.stat().st_size}
+            if tables.host_events is not None:
+                part = temp / "host_events.parquet"
+                _write_parquet(tables.host_events, part)
+                counts["host_events"] = {"rows": tables.host_events.n, "bytes": 0}
             meta = {
                 "key": key,
                 "info": dataclasses.asdict(tables.info),

@@ -295,10 +295,11 @@ def points(before: Any, after: Any) -> dict[str, float | None]:
 
 
 def _window_ms(summary: dict[str, Any]) -> float | None:
-    """The mean window per step per device: the summary's window over its steps (one window,
-    the op span, when the run has no steps)."""
+    """The mean window per step per device: the summary's window over its iterations (its
+    steps in a summary without them; one window, the op span, when the run has no steps)."""
     window = _number(summary.get("window_ms"))
-    return window / max(int(summary.get("steps_analyzed") or 0), 1) if window else None
+    count = (summary.get("iteration_time_ms") or {}).get("count") or summary.get("steps_analyzed")
+    return window / max(int(count or 0), 1) if window else None
 
 
 def _summary(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

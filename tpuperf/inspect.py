@@ -8,6 +8,7 @@ import numpy as np
 
 from tpuperf.profile import Profile
 from tpuperf.roofline import chips
+from tpuperf.steps import SOURCE_MODULE_PERIOD, program_label
 
 if TYPE_CHECKING:
     from tpuperf.tables import DeviceTables
@@ -36,6 +37,12 @@ def describe(profile: Profile) -> dict[str, Any]:
                 "device": d.device,
                 "count": steps.n,
                 "source": steps.strings("source").tolist()[0],
+                # Steps from module periods come from one program: which one.
+                "program": (
+                    program_label(d.modules)
+                    if steps.strings("source").tolist()[0] == SOURCE_MODULE_PERIOD
+                    else None
+                ),
                 "first": int(numbers.min()),
                 "last": int(numbers.max()),
             }

@@ -47,6 +47,7 @@ class Profile:
         source: str = "",
         warnings: list[str] | None = None,
         hlo_protos: dict[str, dict[str, bytes]] | None = None,
+        host_events: dict[str, Table] | None = None,
     ) -> None:
         self.device_tables = device_tables
         self.line_table = lines  # host, plane, line, events, first_ps, last_ps
@@ -55,6 +56,8 @@ class Profile:
         self.warnings = warnings or []
         # host -> module (`name(program_id)`) -> serialized xla.HloProto, for tpuperf.scopes
         self.hlo_protos = hlo_protos or {}
+        # host -> its host-plane events (tpuperf.hostview.events_of), for tpuperf.hostview
+        self.host_events = host_events or {}
         self._frames: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ pandas views
@@ -263,15 +266,19 @@ class HostPart:
     info: HostInfo
     warnings: list[str]
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module -> xla.HloProto
+    host_events: Table | None = None  # host-plane events (tpuperf.hostview.events_of)
 
 
 def read_host(url: str, host: str, data: Any) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables."""
-    from tpuperf import tables, xspace
+    from tpuperf import hostview, tables, xspace
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
-        built = tables.build_host(host, xspace.decode(data))
+        space = xspace.decode(data)
+        built = tables.build_host(host, space)
+        host_events = hostview.events_of(space)
+        del space
     except xspace.DecodeError as exc:
         raise BadProfile(f"{url}: not a readable XSpace profile: {exc}") from None
     except (ValueError, IndexError, OverflowError, TypeError, KeyError, UnicodeError) as exc:
@@ -292,7 +299,7 @@ def read_host(url: str, host: str, data: Any) -> HostPart:
     )
     lines = built.lines.with_columns(host=Strings.constant(host, built.lines.n))
     lines = lines.select(schema.TABLES["lines"])
-    return HostPart(built.devices, lines, info, list(built.warnings), built.hlo_protos)
+    return HostPart(built.devices, lines, info, list(built.warnings), built.hlo_protos, host_events)
 
 
 def assemble(parts: list[HostPart], source: str, notices: list[str] | None = None) -> Profile:
@@ -312,6 +319,7 @@ def assemble(parts: list[HostPart], source: str, notices: list[str] | None = Non
         source=source,
         warnings=warnings,
         hlo_protos={part.info.host: part.hlo_protos for part in parts if part.hlo_protos},
+        host_events={p.info.host: p.host_events for p in parts if p.host_events is not None},
     )
 
 

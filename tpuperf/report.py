@@ -54,6 +54,8 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "steps_analyzed": "int",
     "steps_excluded": "int",
     "step_time_ms": "object",  # median, mean, p90, min, max (null without steps), count
+    "iteration_time_ms": "object",  # a step's start to the next's: as step_time_ms
+    "outside_steps_ms_per_iteration": ["number", None],  # after a step ends, before the next
     "window_ms": "number",
     "busy_pct": ["number", None],
     "compute_pct": ["number", None],
@@ -381,7 +383,8 @@ def _summary(
     # same whichever analyzers were selected (fleet scans flatten it).
     peaks_by_device = rl.device_peaks(tl, config)
     views = tl.devices
-    pct: dict[str, float | None] = {name: tl.device_mean_pct(col) for name, col in _SUMMARY_PCTS}
+    # Shares of the iteration (a step's start to the next's), so host time between steps counts.
+    pct: dict[str, float | None] = {name: tl.iteration_mean_pct(col) for name, col in _SUMMARY_PCTS}
     span_idle = (
         float(
             np.mean(
@@ -411,13 +414,24 @@ def _summary(
         "step_time_ms": stats_ms(tl.step_time_ps)
         if tl.has_steps
         else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
-        "window_ms": tl.total("step_ps") / max(tl.n_devices, 1) / 1e9 if tl.n_windows else 0.0,
+        "iteration_time_ms": stats_ms(tl.iteration_time_ps)
+        if tl.has_steps
+        else dict.fromkeys(("median", "mean", "p90", "min", "max")) | {"count": 0},
+        "outside_steps_ms_per_iteration": (
+            tl.per_iteration(sum(int(v.outside_steps["outside_ps"].sum()) for v in views)) / 1e9
+            if tl.has_steps
+            else None
+        ),
+        "window_ms": (
+            tl.iteration_total("step_ps") / max(tl.n_devices, 1) / 1e9 if tl.n_windows else 0.0
+        ),
         **pct,
         "span_idle_pct": span_idle,
         "equivalent_idle_chips": (
             float(
                 sum(
-                    float(v.breakdown["idle_ps"].sum()) / float(v.breakdown["step_ps"].sum())
+                    float(v.iteration_breakdown["idle_ps"].sum())
+                    / float(v.iteration_breakdown["step_ps"].sum())
                     for v in views
                 )
             )

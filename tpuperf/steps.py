@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table, median
+from tpuperf.columns import Strings, Table
 
 SOURCE_MODULE_PERIOD = "module_period"
 
@@ -44,29 +44,55 @@ def window_of(times: np.ndarray, win_starts: np.ndarray, win_ends: np.ndarray) -
     return np.where(inside, index, -1)
 
 
-def dominant_module_steps(modules: Table) -> Table | None:
-    """One device's steps from its dominant module (the one with the most total time).
+def dominant_program(modules: Table) -> tuple[str, str, np.ndarray] | None:
+    """The dominant program of one device: the (module, program id) with the most total
+    execution time (the first in name order on a tie), and the rows of its executions.
 
-    Step i runs from execution i's start to execution i+1's; the last lasts the
-    median period (or, with a single execution, that execution). Columns: step,
-    start_ps, end_ps, source ("module_period"); None without module executions.
+    A program, not a module name: one name can stand for several programs (a jitted
+    function compiled for several shapes), whose interleaved calls have no common period.
+    None without module executions.
     """
     if not modules.n:
         return None
     module = modules.strings("module")
-    codes = module.codes
-    totals = np.bincount(codes, weights=modules.array("dur_ps"), minlength=len(module.values))
-    # The dominant module: the most time, the first value on a tie (as pandas' idxmax over
-    # the values in sorted order).
-    order = sorted(range(len(module.values)), key=lambda c: module.values[c])
-    dominant = max(order, key=lambda c: totals[c])
-    chosen = np.flatnonzero(codes == dominant)
+    has_program = "program_id" in modules
+    program = modules.strings("program_id") if has_program else Strings.constant("", modules.n)
+    pair = module.codes.astype(np.int64) * (len(program.values) + 1) + program.codes
+    pairs, index = np.unique(pair, return_inverse=True)
+    totals = np.bincount(index, weights=modules.array("dur_ps"), minlength=len(pairs))
+
+    def name(i: int) -> tuple[str, str]:
+        code = int(pairs[i])
+        return module.values[code // (len(program.values) + 1)], program.values[
+            code % (len(program.values) + 1)
+        ]
+
+    order = sorted(range(len(pairs)), key=name)
+    dominant = max(order, key=lambda i: totals[i])
+    module_name, program_id = name(dominant)
+    return module_name, program_id, np.flatnonzero(index == dominant)
+
+
+def dominant_module_steps(modules: Table) -> Table | None:
+    """One device's steps from the executions of its dominant program (:func:`dominant_program`).
+
+    Step i runs from execution i's start to execution i+1's. The last execution has no
+    successor, so it bounds the last step and is not a step itself (giving it a made-up length
+    would turn the idle time after the final call into a step). A single execution is the one
+    step, bounded by its own duration. Columns: step, start_ps, end_ps, source
+    ("module_period"); None without module executions.
+    """
+    found = dominant_program(modules)
+    if found is None:
+        return None
+    chosen = found[2]
     start = modules.array_at("start_ps", chosen)
-    start = start[np.argsort(start, kind="stable")]
+    order = np.argsort(start, kind="stable")
+    start = start[order]
     if len(start) >= 2:
-        end = np.append(start[1:], start[-1] + int(median(np.diff(start))))
+        start, end = start[:-1], start[1:]
     else:
-        end = start + modules.array_at("dur_ps", chosen)
+        end = start + modules.array_at("dur_ps", chosen)[order]
     return Table(
         {
             "step": np.arange(len(start), dtype=np.int64),
@@ -75,3 +101,12 @@ def dominant_module_steps(modules: Table) -> Table | None:
             "source": Strings.constant(SOURCE_MODULE_PERIOD, len(start)),
         }
     )
+
+
+def program_label(modules: Table) -> str | None:
+    """``module(program_id)`` of the dominant program, as the metadata plane names it."""
+    found = dominant_program(modules)
+    if found is None:
+        return None
+    module, program, _ = found
+    return f"{module}({program})" if program else module

@@ -48,7 +48,12 @@ from tpuperf.columns import (
 )
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
-from tpuperf.steps import dominant_module_steps, window_of
+from tpuperf.steps import (
+    SOURCE_MODULE_PERIOD,
+    dominant_module_steps,
+    program_label,
+    window_of,
+)
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -333,6 +338,12 @@ class DeviceView:
     # whose FLOPs and bytes count toward totals (a while loop's body counts, not the loop).
     leaves: np.ndarray
     breakdown: dict[str, np.ndarray]  # BREAKDOWN_COLUMNS per selected window
+    # Iterations: from a selected step's start to the next step's start (see _iterations);
+    # their breakdown, and per iteration the time after its step ends (outside steps) and
+    # the part of that no op ran in.
+    iterations: Windows
+    iteration_breakdown: dict[str, np.ndarray]
+    outside_steps: dict[str, np.ndarray]  # outside_ps, outside_no_op_ps per iteration
     span_breakdown: dict[str, np.ndarray]  # the same over the span (XProf's window)
     outside: dict[str, int]  # span totals less step totals: time outside every step
 
@@ -350,6 +361,9 @@ class DeviceView:
 
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
+
+    def iteration_ps(self) -> int:
+        return int(self.iteration_breakdown["step_ps"].sum())
 
     def mean(self, column: str) -> float:
         """The mean of a breakdown column over this device's windows (pandas' mean of ints)."""
@@ -404,15 +418,56 @@ class Timeline:
         return longest.astype("float64")
 
     @property
-    def mean_window_ps(self) -> float:
-        """The mean window (step) length per device: the denominator of every per-step share.
+    def iteration_time_ps(self) -> np.ndarray:
+        """Iteration durations (a step's start to the next step's start), one per step number
+        that has a successor: the slowest device's. The step times when no step has one."""
+        if not self.devices:
+            return np.empty(0)
+        steps = np.concatenate([v.iterations.step for v in self.devices])
+        lengths = np.concatenate(
+            [v.iterations.end_ps - v.iterations.start_ps for v in self.devices]
+        )
+        numbers, index = sorted_codes(steps)
+        longest = np.full(len(numbers), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(longest, index, lengths)
+        return longest.astype("float64")
 
-        Savings are totals per window per device, so their share of a step uses the same
-        average; with synchronous steps it equals the mean step time.
+    @property
+    def n_iterations(self) -> int:
+        """Iteration windows over all devices."""
+        return sum(len(d.iterations) for d in self.devices)
+
+    @property
+    def mean_window_ps(self) -> float:
+        """The mean iteration length per device: the denominator of every per-step share.
+
+        Savings are per step per device, and a step's share of the run is its iteration (the
+        step and the host time before the next one), so shares use the same average; with
+        synchronous steps it equals the mean iteration time.
         """
-        n = self.n_windows
-        total = sum(int((d.windows.end_ps - d.windows.start_ps).sum()) for d in self.devices)
+        n = self.n_iterations
+        total = sum(d.iteration_ps() for d in self.devices)
         return float(total) / n if n else 0.0
+
+    def per_iteration(self, total_ps: float) -> float:
+        """A total over all iteration windows and devices, as ps per iteration per device."""
+        n = self.n_iterations
+        return total_ps / n if n else 0.0
+
+    def iteration_total(self, column: str) -> float:
+        """An iteration breakdown column summed over every iteration of every device."""
+        return float(sum(int(d.iteration_breakdown[column].sum()) for d in self.devices))
+
+    def iteration_mean_pct(self, column: str) -> float | None:
+        """``column`` over the iterations, per device in percent, averaged over devices."""
+        shares = [
+            100.0
+            * float(d.iteration_breakdown[column].sum())
+            / float(d.iteration_breakdown["step_ps"].sum())
+            for d in self.devices
+            if d.iteration_breakdown["step_ps"].sum() > 0
+        ]
+        return float(np.mean(shares)) if shares else None
 
     def per_step(self, total_ps: float) -> float:
         """A total over all analysed windows and devices, as ps per step per device."""
@@ -506,7 +561,18 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     if source == "module_period" and not any(
         d.steps is not None and d.steps.n for d in profile.device_tables
     ):
-        notes.append("no Steps line or step markers: steps are the periods of the dominant module")
+        labels = sorted(
+            {
+                label
+                for d in candidates
+                if d.key in steps_of and (label := program_label(d.tables.modules)) is not None
+            }
+        )
+        notes.append(
+            "no Steps line or step markers: steps are the periods between executions of one "
+            f"program, {', '.join(labels)} (the most time); the last execution only ends the "
+            "last step"
+        )
     selected: list[int] = []
     excluded: list[int] = []
     if source != SOURCE_OP_SPAN:
@@ -531,7 +597,9 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
         steps = steps_of.get(candidate.key) if source != SOURCE_OP_SPAN else None
         if source != SOURCE_OP_SPAN and (steps is None or not steps.n):
             return None
-        return _view(candidate, steps, wanted, micro_ps)
+        return _view(
+            candidate, steps, wanted, micro_ps, period_steps=source == SOURCE_MODULE_PERIOD
+        )
 
     # Devices are independent and numpy lets go of the GIL in its loops: a thread each.
     workers = min(os.cpu_count() or 1, len(candidates))
@@ -553,7 +621,11 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
 
 
 def _view(
-    candidate: _Candidate, steps: Table | None, wanted: set[int], micro_ps: int
+    candidate: _Candidate,
+    steps: Table | None,
+    wanted: set[int],
+    micro_ps: int,
+    period_steps: bool = False,
 ) -> DeviceView | None:
     """One device's view: its sets, its windows (``steps``; the op span when None) and their
     breakdown; None when no selected step falls on it."""
@@ -580,6 +652,13 @@ def _view(
     if len(start) < 2**31:
         inside = inside.astype(np.int32)  # 4 bytes an op
     span_breakdown = _breakdown(sets, span, micro_ps)
+    iterations, gaps = (
+        _iterations(windows, all_windows, periods=period_steps)
+        if steps is not None
+        else (span, span)
+    )
+    gap_breakdown = _breakdown(sets, gaps, micro_ps) if steps is not None else None
+    breakdown = _breakdown(sets, windows, micro_ps)
     return DeviceView(
         host=candidate.host,
         device=candidate.device,
@@ -597,10 +676,48 @@ def _view(
         span=span,
         selected=inside,
         leaves=_leaves(ops, inside),
-        breakdown=_breakdown(sets, windows, micro_ps),
+        breakdown=breakdown,
+        iterations=iterations,
+        iteration_breakdown=(
+            _breakdown(sets, iterations, micro_ps) if steps is not None else breakdown
+        ),
+        outside_steps=(
+            {"outside_ps": gap_breakdown["step_ps"], "outside_no_op_ps": gap_breakdown["no_op_ps"]}
+            if gap_breakdown is not None
+            else {"outside_ps": np.zeros(1, np.int64), "outside_no_op_ps": np.zeros(1, np.int64)}
+        ),
         span_breakdown=span_breakdown,
         outside=_outside(span_breakdown, _totals(sets, all_windows)),
     )
+
+
+def _iterations(
+    windows: Windows, all_windows: Windows, periods: bool = False
+) -> tuple[Windows, Windows]:
+    """The iterations of the selected steps, and the part of each after its step ends.
+
+    Iteration i runs from step i's start to the start of the step after it (of every step,
+    selected or not), so it holds the step and the host's time before the next one. A step
+    with no successor (the last) has no measured iteration and is left out; when no selected
+    step has one (a single step), or the steps leave no time between them, the iterations are
+    the steps themselves, with no outside.
+    Steps from module periods already run from one call's start to the next's (``periods``):
+    they are their own iterations.
+    """
+    if periods:
+        return windows, Windows(windows.step, windows.end_ps, windows.end_ps)
+    nxt = np.searchsorted(all_windows.start_ps, windows.start_ps, side="right")
+    has = nxt < len(all_windows)
+    if not has.any() or np.array_equal(all_windows.end_ps[:-1], all_windows.start_ps[1:]):
+        # No step with a successor, or steps that leave no time between them (a Steps line):
+        # the steps are their own iterations, the last one included.
+        return windows, Windows(windows.step, windows.end_ps, windows.end_ps)
+    start = windows.start_ps[has]
+    end = all_windows.start_ps[nxt[has]]
+    # Overlapping steps (a step that ends after the next begins) have no time outside.
+    step_end = np.minimum(windows.end_ps[has], end)
+    step = windows.step[has]
+    return Windows(step, start, end), Windows(step, step_end, end)
 
 
 @dataclass(frozen=True)

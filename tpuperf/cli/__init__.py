@@ -30,6 +30,7 @@ COMMANDS = [
     ("tree", "tpuperf.cli.tree"),
     ("memory", "tpuperf.cli.memory"),
     ("analyze", "tpuperf.cli.analyze"),
+    ("host", "tpuperf.cli.host"),
     ("analyzers", "tpuperf.cli.analyzers"),
     ("capture", "tpuperf.cli.capture"),
     ("demo", "tpuperf.cli.demo"),

@@ -117,6 +117,7 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
         _roofline_section(report, timeline, figures),
         _recommendations_section(report),
         _top_ops_section(report),
+        _host_section(report),
         _scopes_section(report, tree, figures),
         _memory_section(report, figures),
         _notes_section(report),
@@ -829,6 +830,40 @@ def _top_ops_section(report: Report) -> str:
         # A name too long for the page scrolls the table, not the page.
         f'<div class="table-wrap"><table class="sortable" id="top-ops-table"><thead><tr>{head}'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>",
+    )
+
+
+def _host_section(report: Report) -> str:
+    """What the host ran while the devices were idle (tpuperf host): the idle analyzer's
+    host_events table, its first rows; nothing when the profile has no host events."""
+    idle = report.results.get("idle")
+    table = idle.tables.get("host_events") if idle is not None else None
+    if table is None or not table.n:
+        return ""
+    records = table.records()[:15]
+    head = "".join(
+        f"<th>{_e(h)}</th>"
+        for h in ("host event", "kind", "where", "idle ms / iteration", "calls / iteration")
+    )
+    rows = "".join(
+        "<tr>"
+        f'<td>{_e(r["name"])}</td><td class="short">{_e(r["kind"])}</td>'
+        f"<td>{_e(r['where'] or '-')}</td>"
+        f'<td class="num">{_e(_g(r["idle_ms_per_iteration"]))}</td>'
+        f'<td class="num">{_e(_g(r["calls_per_iteration"]))}</td>'
+        "</tr>"
+        for r in records
+    )
+    return _section(
+        "host",
+        "Host while the devices were idle",
+        _note(
+            "Host events ranked by the device-idle time they overlap per iteration (a step's "
+            "start to the next step's start); Python functions by their self time as the "
+            "innermost user frame. `tpuperf host` shows them all."
+        ),
+        f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>",
     )
 
 

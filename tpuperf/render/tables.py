@@ -147,7 +147,11 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
         _line(
             console,
             f"steps: {'/'.join(map(str, counts))} per device on {len(steps)} device(s), "
-            f"from {', '.join(sources)}",
+            f"from {', '.join(sources)}"
+            + "".join(
+                f" of one program, {p}"
+                for p in sorted({s["program"] for s in steps if s.get("program")})[:1]
+            ),
         )
     else:
         _line(console, "steps: none found (no Steps line, step markers or repeated module)")
@@ -334,6 +338,7 @@ _SCAN_COLUMNS = (
     ("profile", Column("profile", "key")),
     ("chip", Column("chip", "text", drop=5)),
     ("step_time_ms.median", Column("step ms")),
+    ("iteration_time_ms.median", Column("iter ms", drop=6)),
     ("idle_pct", Column("idle %", drop=1)),
     ("exposed_collective_pct", Column("coll %", drop=3)),
     ("flops_utilization_pct", Column("flops %", drop=4)),

@@ -80,6 +80,15 @@ def _header(report: Report, width: int) -> Panel:
             f"median {fmt_ms(st.get('median'))}   mean {fmt_ms(st.get('mean'))}   "
             f"p90 {fmt_ms(st.get('p90'))}"
         )
+        it = s.get("iteration_time_ms") or {}
+        if s.get("outside_steps_ms_per_iteration"):
+            # Only where the host's time between steps makes the iteration longer.
+            lines.append("\nIter.    ", style="bold")
+            lines.append(
+                f"median {fmt_ms(it.get('median'))}   mean {fmt_ms(it.get('mean'))}   "
+                f"p90 {fmt_ms(it.get('p90'))}   "
+                f"outside {fmt_ms(s['outside_steps_ms_per_iteration'])}"
+            )
     else:
         lines.append(f"none found; window {fmt_ms(s.get('window_ms'))} per device")
     lines.append("\nPasses   ", style="bold")

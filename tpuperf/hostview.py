@@ -1,0 +1,551 @@
+"""What the host was doing while the devices waited (issue 23).
+
+Two halves:
+
+- :func:`events_of` reads a host file's host-plane events (``/host:CPU``) into one small
+  table, at load time: every event of a thread line that runs no XLA op, with its kind:
+  ``python`` (JAX's Python tracer: ``$file.py:line function``, or ``$module function`` for
+  a C function), ``input`` (infeed, ``HOST_WAIT_INPUT``, ``HOST_TO_DEVICE``, tf.data and grain
+  iterators), ``runtime`` (``PjitFunction``, execution, dispatch, ``block_until_ready``,
+  transfers) or ``traceme`` (every other annotation: ``TraceAnnotation``, step markers).
+- :func:`activity` lays those events over each device's idle time inside its iterations
+  (the timeline's iteration windows: a step's start to the next step's start), and ranks them
+  by the device-idle time they overlap: *explain*.
+
+Python frames are credited by their *self time as the innermost user frame*: at each instant
+the deepest user frame on the thread gets it, library frames below it (NumPy, ``time.sleep``,
+``float(loss)``'s sync) count as its own time. A user frame is one of a file whose functions
+the traced code called directly (the outermost frames the tracer recorded: the training loop's
+callees), less files whose frames run under JAX's dispatch (``PjitFunction``, execution).
+
+Host events are on the host clock. CPU and GPU device events are too; a TPU's ops are on its
+device clock, so TPU devices are not compared (said in a note).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tpuperf.columns import Strings, Table
+from tpuperf.steps import window_of
+from tpuperf.timeline import (
+    EMPTY,
+    Intervals,
+    intersect,
+    merge,
+    subtract,
+    union,
+)
+
+if TYPE_CHECKING:
+    from tpuperf.timeline import DeviceView, Timeline
+    from tpuperf.xspace import Space
+
+KIND_PYTHON = "python"
+KIND_INPUT = "input"
+KIND_RUNTIME = "runtime"
+KIND_TRACEME = "traceme"
+KINDS = (KIND_PYTHON, KIND_INPUT, KIND_RUNTIME, KIND_TRACEME)
+
+# Input events: what XProf's input-pipeline analysis counts, and the iterators of tf.data,
+# grain and PyTorch's DataLoader.
+_INPUT = re.compile(
+    r"infeed|HOST_WAIT_INPUT|HostWaitInput|HOST_TO_DEVICE|HostToDevice|Iterator::|"
+    r"IteratorGetNext|MultiDeviceIterator|grain|DataLoader|tf\.data",
+    re.IGNORECASE,
+)
+# The JAX/XLA runtime on the host: dispatch, execution, syncs and transfers.
+_RUNTIME = re.compile(
+    r"^PjitFunction|^ExecuteReplicated|^shard_args|block_until_ready|BlockHostUntilReady|"
+    r"BlockUntilReady|Transfer|device_put|BufferFromPyval|CopyToDevice|ToLiteral|Await|"
+    r"PjRt|Pjrt|Execute|Thunk|^Wait for|[Dd]ispatch|ThreadpoolListener|[Cc]ompil"
+)
+# `$file.py:123 function` (a Python function) or `$module function` (a C function).
+_FRAME = re.compile(r"^\$(?P<file>\S+?\.py):(?P<line>\d+) (?P<function>.+)$")
+
+HOST_EVENT_COLUMNS = ("line", "name", "kind", "start_ps", "dur_ps")
+
+
+def kind_of(name: str) -> str:
+    """The kind of a host event by its name (see the module docstring)."""
+    if name.startswith("$"):
+        return KIND_PYTHON
+    if _INPUT.search(name):
+        return KIND_INPUT
+    if _RUNTIME.search(name):
+        return KIND_RUNTIME
+    return KIND_TRACEME
+
+
+def frame_of(name: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a Python tracer event of Python code; None otherwise."""
+    match = _FRAME.match(name)
+    if match is None:
+        return None
+    return match["file"], int(match["line"]), match["function"]
+
+
+def events_of(space: Space) -> Table | None:
+    """The host-plane events of one host file (columns HOST_EVENT_COLUMNS, host clock); None
+    when it has none. Thread lines that run XLA ops (XLA:CPU's worker threads) are left out:
+    their events are the device's, not the host's."""
+    lines, names, starts, durs = [], [], [], []
+    for plane in space.planes:
+        if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
+            continue
+        for line in plane.lines:
+            if not len(line):
+                continue
+            if plane.stat_ids("hlo_op") and (line.stat_codes("hlo_op")[0] >= 0).any():
+                continue
+            rows = plane.metadata.rows(line.metadata_id)
+            per_row = [*plane.metadata.names, ""]
+            names.append(Strings.from_values(per_row, np.where(rows >= 0, rows, len(per_row) - 1)))
+            starts.append(np.asarray(line.start_ps, dtype=np.int64))
+            durs.append(np.asarray(line.duration_ps, dtype=np.int64))
+            lines.append(line.name)
+    if not lines:
+        return None
+    name_list = [value for column in names for value in column.tolist()]
+    name = Strings.from_list(name_list)
+    kinds = [kind_of(v) for v in name.values]
+    return Table(
+        {
+            "line": Strings.from_list(
+                [ln for ln, column in zip(lines, names, strict=True) for _ in range(len(column))]
+            ),
+            "name": name,
+            "kind": Strings.from_values(kinds, name.codes),
+            "start_ps": np.concatenate(starts),
+            "dur_ps": np.concatenate(durs),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class HostActivity:
+    """Host events ranked by the device-idle time they overlap, per iteration per device.
+
+    ``table``: kind, name, where (``file:line`` for Python code), idle_ms_per_iteration (the
+    device-idle time it overlaps: Python frames by their self time as innermost user frame),
+    between_ms_per_iteration (of that, outside steps and before a step's first op or after
+    its last), outside_steps_ms_per_iteration (of that, outside the steps), calls_per_iteration
+    and ms_per_call (its events that start in the iterations), pct_of_idle.
+    """
+
+    table: Table
+    iterations: int  # iteration windows over the compared devices
+    devices: int  # devices compared
+    idle_ms_per_iteration: float  # device idle inside the iterations
+    between_ms_per_iteration: float  # of which outside steps or at a step's edges
+    outside_steps_ms_per_iteration: float  # of which outside the step windows
+    explained_ms_per_iteration: float  # idle some user Python frame overlaps
+    explained_between_ms_per_iteration: float
+    has_python: bool
+    input: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class _Host:
+    """One host's events, prepared once for all its devices: labelled, disjoint-per-label
+    intervals."""
+
+    labels: list[tuple[str, str, str]]  # (kind, name, where)
+    sets: list[Intervals]  # per label
+    event_starts: list[np.ndarray]  # per label, its events' starts
+    event_durs: list[np.ndarray]  # and durations
+    user: Intervals  # union of every user frame's self time
+    load: Intervals  # union of data-loading code (user frames named so, and input events)
+    input_events: Intervals  # union of input-kind events
+    # tf.data iterator events (`Iterator::...`, what XProf's input-pipeline analysis lists as
+    # input ops): name -> (count, total ps) over the whole capture
+    input_ops: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+# A user function whose name says it loads data (for plain JAX loops without input events).
+_LOADING = re.compile(
+    r"load|batch|data|read|fetch|input|decode|prefetch|__next__|next|sample", re.IGNORECASE
+)
+
+
+def is_loading(function: str) -> bool:
+    """Whether a function's name says it loads data (load_batch, next_batch, read_records)."""
+    return _LOADING.search(function) is not None
+
+
+def _python_segments(
+    names: list[str], start: np.ndarray, end: np.ndarray, user_files: set[str]
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Self segments of the innermost user frames of one thread: (event index, start, end)."""
+    keep = [i for i, n in enumerate(names) if (f := frame_of(n)) is not None and f[0] in user_files]
+    if not keep:
+        return [], np.empty(0, np.int64), np.empty(0, np.int64)
+    idx = np.array(keep)
+    order = idx[np.lexsort((-(end[idx] - start[idx]), start[idx]))]
+    out_i: list[int] = []
+    out_s: list[int] = []
+    out_e: list[int] = []
+    stack: list[tuple[int, int]] = []  # (event index, where its self time resumes)
+
+    def close_until(t: int) -> None:
+        # Pop frames that end by t, emitting the rest of their self time.
+        while stack and int(end[stack[-1][0]]) <= t:
+            i, resume = stack.pop()
+            if int(end[i]) > resume:
+                out_i.append(i)
+                out_s.append(resume)
+                out_e.append(int(end[i]))
+            if stack:
+                stack[-1] = (stack[-1][0], max(stack[-1][1], int(end[i])))
+
+    for i in order.tolist():
+        s = int(start[i])
+        close_until(s)
+        if stack:
+            parent, resume = stack[-1]
+            if s > resume:
+                out_i.append(parent)
+                out_s.append(resume)
+                out_e.append(s)
+        stack.append((i, s))
+    close_until(np.iinfo(np.int64).max)
+    return out_i, np.array(out_s, dtype=np.int64), np.array(out_e, dtype=np.int64)
+
+
+def _prepare(events: Table) -> _Host:
+    name = events.strings("name")
+    kind = events.strings("kind")
+    line = events.strings("line")
+    start = events.array("start_ps")
+    end = start + events.array("dur_ps")
+    names = name.tolist()
+    is_python = kind.eq(KIND_PYTHON)
+    is_runtime = kind.eq(KIND_RUNTIME)
+    threads = [np.flatnonzero(line.codes == code) for code in np.unique(line.codes)]
+    # User files: those of the outermost Python frames, less those run under the runtime.
+    user_files: set[str] = set()
+    runtime_files: set[str] = set()
+    for on in threads:
+        py = on[is_python[on]]
+        if not len(py):
+            continue
+        order = py[np.lexsort((-(end[py] - start[py]), start[py]))]
+        reach = np.maximum.accumulate(end[order])
+        outer = np.ones(len(order), dtype=bool)
+        outer[1:] = start[order][1:] >= reach[:-1]
+        for i in order[outer].tolist():
+            if (f := frame_of(names[i])) is not None:
+                user_files.add(f[0])
+        rt = on[is_runtime[on]]
+        runtime = union(start[rt], end[rt])
+        if len(runtime):
+            at = np.searchsorted(runtime.starts, start[py], side="right") - 1
+            inside = (at >= 0) & (start[py] < runtime.ends[np.maximum(at, 0)])
+            for i in py[inside].tolist():
+                if (f := frame_of(names[i])) is not None:
+                    runtime_files.add(f[0])
+    user_files -= runtime_files
+
+    parts: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    ev_s: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    ev_d: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    user_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    load_parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for on in threads:
+        py = on[is_python[on]]
+        seg_i, seg_s, seg_e = _python_segments(
+            [names[i] for i in py], start[py], end[py], user_files
+        )
+        owner = py[np.array(seg_i, dtype=np.int64)] if seg_i else np.empty(0, np.int64)
+        user_parts.append((seg_s, seg_e))
+        labels = {}
+        for i in py.tolist():
+            f = frame_of(names[i])
+            if f is None or f[0] not in user_files:
+                continue
+            label = labels[i] = (KIND_PYTHON, f[2], f"{f[0]}:{f[1]}")
+            ev_s.setdefault(label, []).append(start[i : i + 1])
+            ev_d.setdefault(label, []).append(end[i : i + 1] - start[i : i + 1])
+        for j in np.unique(owner).tolist():
+            label = labels[j]
+            mine = owner == j
+            parts.setdefault(label, []).append((seg_s[mine], seg_e[mine]))
+            if _LOADING.search(label[1]):
+                load_parts.append((seg_s[mine], seg_e[mine]))
+    # Annotations and runtime events: by name, over every thread.
+    other = np.flatnonzero(~is_python)
+    input_parts = []
+    for code in np.unique(name.codes[other]).tolist():
+        rows = other[name.codes[other] == code]
+        label = (kind.values[kind.codes[rows[0]]], name.values[code], "")
+        parts.setdefault(label, []).append((start[rows], end[rows]))
+        ev_s.setdefault(label, []).append(start[rows])
+        ev_d.setdefault(label, []).append(end[rows] - start[rows])
+        if label[0] == KIND_INPUT:
+            input_parts.append((start[rows], end[rows]))
+    keys = list(parts)
+    input_ops = {}
+    for code, value in enumerate(name.values):
+        if value.startswith("Iterator::"):
+            rows = np.flatnonzero(name.codes == code)
+            input_ops[value] = (len(rows), int((end[rows] - start[rows]).sum()))
+    return _Host(
+        input_ops=input_ops,
+        labels=keys,
+        sets=[_union_of(parts[k]) for k in keys],
+        event_starts=[
+            np.concatenate(ev_s[k]) if k in ev_s else np.empty(0, np.int64) for k in keys
+        ],
+        event_durs=[np.concatenate(ev_d[k]) if k in ev_d else np.empty(0, np.int64) for k in keys],
+        user=_union_of(user_parts),
+        load=merge(_union_of(load_parts), _union_of(input_parts)),
+        input_events=_union_of(input_parts),
+    )
+
+
+def _union_of(parts: list[tuple[np.ndarray, np.ndarray]]) -> Intervals:
+    if not parts:
+        return EMPTY
+    return union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def _measure(a: Intervals, b: Intervals) -> int:
+    return intersect(a, b).total
+
+
+def _idle_sets(view: DeviceView) -> tuple[Intervals, Intervals, Intervals]:
+    """The device's idle time inside its iterations (nothing at all runs); the part of it
+    between steps: outside the step windows, or before a step's first op or after its last
+    (the idle analyzer's between-steps idle); and the part outside the step windows."""
+    it = view.iterations
+    windows = union(it.start_ps, it.end_ps)
+    occupied = merge(view.sets.compute, view.sets.collective, view.sets.other)
+    idle = subtract(windows, occupied)
+    # Inside-step idle: between a step's first and last op.
+    steps = view.windows
+    inner = EMPTY
+    if len(steps) and len(occupied):
+        first = np.searchsorted(occupied.ends, steps.start_ps, side="right")
+        last = np.searchsorted(occupied.starts, steps.end_ps, side="left") - 1
+        ok = (first < len(occupied)) & (last >= 0) & (last >= first)
+        lo = np.maximum(occupied.starts[np.minimum(first, len(occupied) - 1)], steps.start_ps)
+        hi = np.minimum(occupied.ends[np.maximum(last, 0)], steps.end_ps)
+        inner = union(lo[ok], hi[ok])
+    return idle, subtract(idle, inner), subtract(idle, union(steps.start_ps, steps.end_ps))
+
+
+_CACHE: list[tuple[Timeline, HostActivity | None]] = []
+
+
+def activity(tl: Timeline) -> HostActivity | None:
+    """Host events ranked by the device idle they overlap (see HostActivity); None when the
+    profile holds no host events. Computed once per timeline."""
+    for built, found in _CACHE:
+        if built is tl:
+            return found
+    found = _activity(tl)
+    _CACHE.append((tl, found))
+    del _CACHE[:-2]
+    return found
+
+
+def _activity(tl: Timeline) -> HostActivity | None:
+    events_by_host: dict[str, Table] = getattr(tl.profile, "host_events", None) or {}
+    if not events_by_host:
+        return None
+    notes: list[str] = []
+    views = [v for v in tl.devices if (t := events_by_host.get(v.host)) is not None and t.n]
+    if any(v.kind == "TPU" for v in views):
+        notes.append(
+            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
+            "compared"
+        )
+    views = [v for v in views if v.kind != "TPU"]
+    if not views:
+        return None
+    prepared = {h: _prepare(events_by_host[h]) for h in sorted({v.host for v in views})}
+    labels: dict[tuple[str, str, str], int] = {}
+    for host in sorted({v.host for v in views}):
+        for label in prepared[host].labels:
+            labels.setdefault(label, len(labels))
+    idle_by_label = np.zeros(len(labels))
+    between_by_label = np.zeros(len(labels))
+    calls = np.zeros(len(labels))
+    event_ps = np.zeros(len(labels))
+    outside_by_label = np.zeros(len(labels))
+    idle_total = between_total = outside_total = explained = explained_between = 0
+    load_between = input_between = 0
+    iterations = 0
+    for view in views:
+        events = prepared[view.host]
+        idle, between, outside = _idle_sets(view)
+        iterations += len(view.iterations)
+        idle_total += idle.total
+        between_total += between.total
+        outside_total += outside.total
+        explained += _measure(events.user, idle)
+        explained_between += _measure(events.user, between)
+        load_between += _measure(events.load, between)
+        input_between += _measure(events.input_events, idle)
+        for label, found in zip(events.labels, events.sets, strict=True):
+            at = labels[label]
+            hit = intersect(found, idle)
+            idle_by_label[at] += hit.total
+            between_by_label[at] += _measure(hit, between)
+            outside_by_label[at] += _measure(hit, outside)
+    # Calls and event time: once per host (the devices of a host share its events), the
+    # events that start in the iterations of the host's first device.
+    per_host_iterations = 0
+    for host in sorted({v.host for v in views}):
+        h = prepared[host]
+        first = next(v for v in views if v.host == host)
+        per_host_iterations += len(first.iterations)
+        it = first.iterations
+        for label, starts, durs in zip(h.labels, h.event_starts, h.event_durs, strict=True):
+            inside = window_of(starts, it.start_ps, it.end_ps) >= 0
+            calls[labels[label]] += int(inside.sum())
+            event_ps[labels[label]] += int(durs[inside].sum())
+    n = max(iterations, 1)
+    keys = list(labels)
+    order = sorted(range(len(keys)), key=lambda i: (-idle_by_label[i], keys[i]))
+    order = [i for i in order if idle_by_label[i] > 0]
+    iteration_ms = tl.mean_window_ps / 1e9
+    table = Table(
+        {
+            "kind": Strings.from_list([keys[i][0] for i in order]),
+            "name": Strings.from_list([keys[i][1] for i in order]),
+            "where": Strings.from_list([keys[i][2] for i in order]),
+            "idle_ms_per_iteration": np.array([idle_by_label[i] / n / 1e9 for i in order]),
+            "between_ms_per_iteration": np.array([between_by_label[i] / n / 1e9 for i in order]),
+            "outside_steps_ms_per_iteration": np.array(
+                [outside_by_label[i] / n / 1e9 for i in order]
+            ),
+            "calls_per_iteration": np.array(
+                [calls[i] / max(per_host_iterations, 1) for i in order]
+            ),
+            "ms_per_call": np.array(
+                [event_ps[i] / calls[i] / 1e9 if calls[i] else np.nan for i in order]
+            ),
+            "pct_of_idle": np.array(
+                [100.0 * idle_by_label[i] / idle_total if idle_total else 0.0 for i in order]
+            ),
+        }
+    )
+    has_input = any(prepared[v.host].input_events.total for v in views)
+    input_ops: dict[str, list[float]] = {}
+    for host in sorted({v.host for v in views}):
+        for op, (count, ps) in prepared[host].input_ops.items():
+            entry = input_ops.setdefault(op, [0, 0.0])
+            entry[0] += count
+            entry[1] += ps / 1e9
+    input_ms = input_between / n / 1e9
+    load_ms = load_between / n / 1e9
+    share = 100.0 * (input_ms if has_input else load_ms) / iteration_ms if iteration_ms else 0.0
+    return HostActivity(
+        table=table,
+        iterations=iterations,
+        devices=len(views),
+        idle_ms_per_iteration=idle_total / n / 1e9,
+        between_ms_per_iteration=between_total / n / 1e9,
+        outside_steps_ms_per_iteration=outside_total / n / 1e9,
+        explained_ms_per_iteration=explained / n / 1e9,
+        explained_between_ms_per_iteration=explained_between / n / 1e9,
+        has_python=any(label[0] == KIND_PYTHON for label in keys),
+        input={
+            "source": "input_events" if has_input else "loading_code",
+            "input_ms_per_iteration": input_ms if has_input else load_ms,
+            "input_pct_of_iteration": share,
+            # XProf's thresholds on the input share of the step.
+            # tf.data's iterators as XProf's input-pipeline analysis lists them: every event
+            # of the capture, by name, most time first.
+            "input_ops": [
+                {"op": op, "count": int(c), "total_ms": ms}
+                for op, (c, ms) in sorted(input_ops.items(), key=lambda kv: -kv[1][1])
+            ],
+            "classification": (
+                "highly input-bound"
+                if share >= 20.0
+                else "moderately input-bound"
+                if share >= 5.0
+                else "not input-bound"
+            ),
+        },
+        notes=tuple(notes),
+    )
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
+    """The data behind ``tpuperf host``: the iterations, their device idle, the host events
+    that overlap it (ranked, ``top`` rows) and the input verdict."""
+    from tpuperf import jsonout
+    from tpuperf.timeline import build_timeline, stats_ms
+
+    tl = build_timeline(profile, config)
+    found = activity(tl) if tl.has_steps else None
+    notes = list(tl.notes)
+    if not tl.has_steps:
+        notes.append("no steps: iterations need steps (a Steps line, step markers or a program)")
+    elif found is None and getattr(profile, "host_events", None) and tl.platform == "TPU":
+        notes.append(
+            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
+            "compared"
+        )
+    elif found is None:
+        notes.append(
+            "no host events to compare: capture with the host tracer on (and, for Python "
+            "functions, jax.profiler.ProfileOptions().python_tracer_level = 1)"
+        )
+    else:
+        notes.extend(n for n in found.notes if n not in notes)
+    rows: list[dict[str, Any]] = []
+    if found is not None:
+        table = found.table
+        for i in range(min(table.n, max(top, 0))):
+            rows.append(
+                {
+                    "kind": table.strings("kind").tolist()[i],
+                    "name": table.strings("name").tolist()[i],
+                    "where": table.strings("where").tolist()[i] or None,
+                    **{
+                        c: float(table.array(c)[i])
+                        for c in (
+                            "idle_ms_per_iteration",
+                            "between_ms_per_iteration",
+                            "outside_steps_ms_per_iteration",
+                            "calls_per_iteration",
+                            "ms_per_call",
+                            "pct_of_idle",
+                        )
+                    },
+                }
+            )
+    document = {
+        "schema_version": jsonout.SCHEMA_VERSION,
+        "source": profile.source,
+        "step_source": tl.step_source if tl.has_steps else None,
+        "iterations": len(tl.iteration_time_ps) if tl.has_steps else 0,
+        "devices": found.devices if found is not None else 0,
+        "step_time_ms": stats_ms(tl.step_time_ps) if tl.has_steps else None,
+        "iteration_time_ms": stats_ms(tl.iteration_time_ps) if tl.has_steps else None,
+        "idle_ms_per_iteration": found.idle_ms_per_iteration if found else None,
+        "between_steps_idle_ms_per_iteration": found.between_ms_per_iteration if found else None,
+        "outside_steps_idle_ms_per_iteration": (
+            found.outside_steps_ms_per_iteration if found else None
+        ),
+        "explained_ms_per_iteration": found.explained_ms_per_iteration if found else None,
+        "input": dict(found.input) if found else None,
+        "events": rows,
+        "notes": notes,
+    }
+    return jsonout.clean(document)
