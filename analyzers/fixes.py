@@ -465,7 +465,9 @@ def near_oom(w: Workload) -> Fix:
         parts.append(f"in training, {remat}")
     parts.append(donate)
     if w.platform == "GPU":
-        parts.append("XLA_PYTHON_CLIENT_MEM_FRACTION leaves the rest to the runtime")
+        parts.append(
+            "raise XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75) to let JAX use more of the GPU"
+        )
     return _fix(w, "; ".join(parts))
 
 

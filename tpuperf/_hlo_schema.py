@@ -120,8 +120,7 @@ _PACKAGE = "xla"
 
 
 # What the memory view reads besides: field numbers of openxla/xla xla/service/hlo.proto
-# (LogicalBufferProto, BufferAllocationProto, HeapSimulatorTrace, BufferAssignmentProto) and
-# xla/xla_data.proto (ShapeProto).
+# (LogicalBufferProto, BufferAllocationProto, HeapSimulatorTrace, BufferAssignmentProto).
 _BUFFER_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     **_MESSAGES,
     "HloProto": [

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tpuperf import scopes as _scopes
-from tpuperf.schema import PASSES
+from tpuperf.schema import PASS_BACKWARD, PASS_OPTIMIZER, PASSES
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -284,6 +284,17 @@ def shape_text(shape: Any) -> tuple[str, str]:
     return f"{name}[{dims}]", name
 
 
+def _pass(path: _scopes.ScopePath, has_backward: bool, opcode: str) -> str:
+    """The pass of the op that defines a buffer, by the scope table's rules (a gradient
+    reduction after jax.grad finishes the backward pass)."""
+    from tpuperf.tables import collective_of
+
+    found = _scopes.pass_of(path, has_backward)
+    if found == PASS_OPTIMIZER and collective_of(opcode) in _scopes._GRADIENT_REDUCTIONS:
+        return PASS_BACKWARD
+    return found
+
+
 def is_remat(path: _scopes.ScopePath) -> bool:
     """Whether an op with this path is a recomputation of a checkpointed (remat) forward op."""
     return REMAT_LEVEL in path.levels
@@ -373,7 +384,7 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
                 kind=_kind(buffer.allocation),
                 name_scope=name_scope,
                 scope=scope_label(path),
-                pass_=_scopes.pass_of(path, has_backward),
+                pass_=_pass(path, has_backward, instruction.opcode),
                 source=source,
                 logical_buffer_id=buffer.id,
             )

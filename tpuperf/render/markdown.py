@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpuperf.render.text import fmt_ms, fmt_pct, md_code, md_text, peaks_text, workload_text
+from tpuperf.render.text import (
+    fmt_ms,
+    fmt_pct,
+    md_code,
+    md_text,
+    memory_text,
+    peaks_text,
+    workload_text,
+)
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
@@ -54,6 +62,7 @@ def render_markdown(report: Report) -> str:
         ("FLOP utilization", fmt_pct(s.get("flops_utilization_pct"))),
         ("MFU", fmt_pct(s.get("mfu_pct"))),
         ("Passes", _passes(s.get("passes"))),
+        ("Memory", memory_text(s) or "no buffer assignment in this profile"),
     ]
     out += ["| | |", "|---|---|", *(f"| {k} | {md_text(v)} |" for k, v in rows), ""]
 

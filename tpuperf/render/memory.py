@@ -50,6 +50,11 @@ def capacity_lines(document: dict[str, Any]) -> list[str]:
         peak = document["largest_peak_bytes"][kind]
         headroom = document["headroom_bytes"][kind]
         source = document["capacity_source"][kind]
+        planned = any(p["device_kind"] == kind for p in document["programs"])
+        if not planned:
+            capacity_text = fmt_bytes(capacity) if capacity is not None else "unknown"
+            lines.append(f"{kind or 'device'}: capacity {capacity_text} ({source})")
+            continue
         if capacity is None:
             lines.append(
                 f"{kind or 'device'}: capacity unknown (give --hbm-gib); largest peak "
@@ -189,21 +194,20 @@ def render_memory(document: dict[str, Any], console: Console, wide: bool = False
     width = None if wide else console.width
     if wide:  # rich never prints a table wider than its console: give it one wide enough
         console = wider_console(console, _WIDE)
+    if document["programs"]:
+        console.print()
+        console.print(_programs_table(document, width))
+        for program in document["programs"]:
+            console.print()
+            console.print(_buffers_table(program, width))
+        largest = document["programs"][0]
+        if largest["by_scope"]:
+            console.print()
+            console.print(_scopes_table(largest, width))
+            console.print(_pass_legend(largest))
     if document["allocators"]:
         console.print()
         console.print(_allocators_table(document))
-    if not document["programs"]:
-        return
-    console.print()
-    console.print(_programs_table(document, width))
-    for program in document["programs"]:
-        console.print()
-        console.print(_buffers_table(program, width))
-    largest = document["programs"][0]
-    if largest["by_scope"]:
-        console.print()
-        console.print(_scopes_table(largest, width))
-        console.print(_pass_legend(largest))
 
 
 def render_memory_markdown(document: dict[str, Any]) -> str:

@@ -16,32 +16,16 @@ from rich.text import Text
 
 from tpuperf.render.fit import Column, Fit, fit, shorten
 from tpuperf.render.text import (
-    GIB,
     SEGMENTS,
-    fmt_bytes,
     fmt_ms,
     fmt_pct,
+    memory_text,
     peaks_text,
     workload_text,
 )
 
 if TYPE_CHECKING:
     from tpuperf.report import Report
-
-
-def memory_text(summary: dict[str, Any]) -> str | None:
-    """``peak 20.00 GiB (jit_f) of 32.00 GiB, headroom 37.5%``; None without HLO modules."""
-    peak = summary.get("peak_hbm_gib")
-    if peak is None:
-        return None
-    text = f"peak {fmt_bytes(round(peak * GIB))} ({summary.get('peak_program')})"
-    capacity = summary.get("hbm_capacity_gib")
-    if capacity is None:
-        return text + ", capacity unknown"
-    return (
-        text
-        + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
-    )
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:

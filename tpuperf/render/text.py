@@ -116,3 +116,18 @@ def fmt_bytes(value: Any) -> str:
     if abs(value) >= MIB:
         return f"{value / MIB:.2f} MiB"
     return f"{value / 1024:.2f} KiB"
+
+
+def memory_text(summary: dict[str, Any]) -> str | None:
+    """``peak 20.00 GiB (jit_f) of 32.00 GiB, headroom 37.5%``; None without HLO modules."""
+    peak = summary.get("peak_hbm_gib")
+    if peak is None:
+        return None
+    text = f"peak {fmt_bytes(round(peak * GIB))} ({summary.get('peak_program')})"
+    capacity = summary.get("hbm_capacity_gib")
+    if capacity is None:
+        return text + ", capacity unknown"
+    return (
+        text
+        + f" of {fmt_bytes(round(capacity * GIB))}, headroom {fmt_pct(summary.get('headroom_pct'))}"
+    )
