@@ -168,7 +168,7 @@ class CollectivesAnalyzer(Analyzer):
                 top.strings("op").tolist(), top.array("exposed_ms_per_step").tolist(), strict=True
             ):
                 exposed_by_op[op] = exposed_by_op.get(op, 0.0) + value
-        table, totals, extra = collective_table(tl, exposed_by_op)
+        table, totals, extra = collective_table(tl, exposed_by_op, windows)
         metrics.update({k: v for k, v in totals.items() if k != "ms_per_step"})
         metrics["last_arriver"] = _last_arriver(extra)
         if table.n:
@@ -259,8 +259,12 @@ class CollectivesAnalyzer(Analyzer):
             in_step_ms = float(exposed.mean()) / 1e9
             compute_ms = float(compute.mean()) / 1e9
         outside_ms = outside.get("amortized_ms_per_step") or 0.0
-        if transfer_only and totals and totals.get("ms_per_step"):
+        exposed_all_ms = in_step_ms
+        moving = False
+        if transfer_only and not straggling and totals and totals.get("ms_per_step"):
+            # Only the moving part can hide behind compute; waiting for a late peer cannot.
             in_step_ms *= totals["transfer_ms_per_step"] / totals["ms_per_step"]
+            moving = True
         # Overlap hides a collective behind compute, so it saves at most the compute there is.
         hideable_ms = min(in_step_ms, compute_ms)
         if transfer_only and hideable_ms <= 0.01 * step_ms and outside_ms <= 0:
@@ -295,6 +299,13 @@ class CollectivesAnalyzer(Analyzer):
                     f"{in_step_ms:.3f} ms per step of collectives with no compute beside them on "
                     f"{slow_name}, the slow chip, which waits for no one (the median device shows "
                     f"{median_ms:.3f} ms, the rest waiting for it); over all devices: "
+                )
+            elif moving:
+                text = (
+                    f"{exposed_all_ms:.3f} ms per step of collectives with no compute beside "
+                    f"them, of which {in_step_ms:.3f} ms move data and the rest "
+                    f"({totals['wait_pct'] if totals else 0:.0f}% of collective time) waits for "
+                    "peers, which overlap cannot hide: "
                 )
             else:
                 text = f"{in_step_ms:.3f} ms per step of collectives with no compute beside them: "
@@ -1033,7 +1044,11 @@ def _fact_of(
 
 
 def _occurrences(tl: Timeline) -> _Occurrences:
-    facts = _facts(tl)
+    # The HLO protos are decoded only for a profile with collectives in its steps.
+    present = any(
+        v.ops.strings("kind").take(v.selected).eq(schema.KIND_COLLECTIVE).any() for v in tl.devices
+    )
+    facts = _facts(tl) if present else {}
     keys_by_host: dict[str, dict[str, str]] = {}
     for host, by_key in facts.items():
         keys: dict[str, str] = {}
@@ -1180,10 +1195,17 @@ def _peer_waits(occ: _Occurrences, instances: list[_Instance], of_row: np.ndarra
 
 
 def collective_table(
-    tl: Timeline, exposed_by_op: dict[str, float]
+    tl: Timeline, exposed_by_op: dict[str, float], async_windows: Table | None = None
 ) -> tuple[Table, dict[str, Any], dict[str, Any]]:
     """One row per collective op (see README, Collectives), the totals over them, and what the
-    advice needs (per-op facts, instances)."""
+    advice needs (per-op facts, instances). ``async_windows`` (start to done)
+    give an async collective's bandwidth."""
+    window_ps: dict[str, tuple[int, int]] = {}  # start op -> (windows, their total ps)
+    if async_windows is not None and async_windows.n:
+        names = async_windows.strings("op").tolist()
+        for op, dur in zip(names, async_windows.array("dur_ps").tolist(), strict=True):
+            count, total = window_ps.get(op, (0, 0))
+            window_ps[op] = (count + 1, total + int(dur))
     occ = _occurrences(tl)
     n_windows = max(tl.n_windows, 1)
     names = [v.name for v in tl.devices]
@@ -1209,11 +1231,11 @@ def collective_table(
         buffer = nbytes * (group or 1) if kind == "reduce-scatter" else nbytes
         sync = occ.role[first] == ""
         count = int(at.sum())
-        algbw = (
-            buffer * count / transfer * 1000.0
-            if sync and transfer > 0 and np.isfinite(buffer) and buffer > 0
-            else None
-        )
+        moved = np.isfinite(buffer) and buffer > 0
+        algbw = buffer * count / transfer * 1000.0 if sync and transfer > 0 and moved else None
+        if not sync and moved and op in window_ps and window_ps[op][1] > 0:
+            # An async collective moves its data from its start to its done: the window.
+            algbw = buffer * window_ps[op][0] / window_ps[op][1] * 1000.0
         busbw = algbw * bus_factor(kind, group) if algbw is not None and group else None
         mine = [instances[i] for i in set(of_row[at].tolist()) if i >= 0]
         grouped = [i for i in mine if len(i.devices) > 1]

@@ -18,7 +18,7 @@ at the peak) and the op time of the scope table (:mod:`tpuperf.scopes`). Three k
   device has headroom. Keeping the offloaded buffers that fit (largest first) saves their
   share of the copy time.
 
-Time is per step per device over the capture (the scope table's windows).
+Time is per step per device over the analysed step windows, as the other analyzers count it.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class MemoryAnalyzer(Analyzer):
             return result
         result.metrics = _metrics(report)
         step_ms = tl.mean_window_ps / 1e9
-        times = _program_times(tl.profile)
+        times = _program_times(tl)
         for program in report.programs:
             capacity = report.capacity_of(program)
             if capacity is None:
@@ -139,15 +139,16 @@ class _Times:
     copy_ops: list[str] = field(default_factory=list)
 
 
-def _program_times(profile: Any) -> dict[tuple[str, str], _Times]:
-    """(module, program id) -> its recomputation and offload copy time, most time first."""
+def _program_times(tl: Timeline) -> dict[tuple[str, str], _Times]:
+    """(module, program id) -> its recomputation and offload copy time per step per device, over
+    the step windows analyze counts (the other analyzers' windows), most time first."""
     from tpuperf import scopes
     from tpuperf.memory import is_remat
 
-    data = scopes.scopes(profile)
+    data = scopes.scopes(tl.profile)
     if not data.n:
         return {}
-    times = scopes.scope_time(profile)
+    times = scopes.scope_time(tl.profile, timeline=tl)
     table = data.table
     modules = table.strings("module").tolist()
     programs = table.strings("program_id").tolist()

@@ -68,7 +68,16 @@ class RooflineAnalyzer(Analyzer):
             }
         }
         result.metrics = metrics
-        if not peaks.known:
+        costed, leaves = _costed(tl, peaks_by_device)
+        counted = int(costed.array("count").sum()) if costed.n else 0
+        metrics["ops_with_costs_pct"] = 100.0 * counted / leaves if leaves else None
+        # One reason, the one that applies: without per-op costs, peaks would not help.
+        if not costed.n:
+            result.notes.append(
+                "this profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do "
+                "not): no per-op roofline"
+            )
+        elif not peaks.known:
             missing = [
                 flag
                 for flag, value in (
@@ -82,15 +91,6 @@ class RooflineAnalyzer(Analyzer):
                 "FLOP/s or HBM bandwidth and the chip table has no entry for it, so there is no "
                 f"roofline, bound or utilization. Pass {' and '.join(missing)} "
                 "(dense bf16 TFLOP/s, HBM GB/s) to get one."
-            )
-
-        costed, leaves = _costed(tl, peaks_by_device)
-        counted = int(costed.array("count").sum()) if costed.n else 0
-        metrics["ops_with_costs_pct"] = 100.0 * counted / leaves if leaves else None
-        if not costed.n:
-            result.notes.append(
-                "this profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do "
-                "not): no per-op roofline"
             )
         metrics.update(rl.utilization(tl, peaks_by_device))
         if not costed.n:

@@ -322,6 +322,74 @@ def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
     assert _files(tmp_path) == []
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _catches_sigterm(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")  # a zombie has stopped; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_ctrl_c_while_the_demo_job_starts_ends_at_once_and_leaves_nothing(tmp_path: Path) -> None:
+    """Ctrl-C while the job imported JAX took 5 s (the job stopped only once ready), and the
+    demo left an empty /tmp/tpuperf-demo-* behind."""
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        TMPDIR=str(tmp_path),
+    )
+    script = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from tpuperf.cli import main; sys.exit(main(['demo', '-d', '1s']))"
+    )
+    demo = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _children(demo.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (job,) = _children(demo.pid)
+        # Once the job handles SIGTERM (after importing JAX) it stops only when ready: wait
+        # for that (its SigCgt mask has SIGTERM's bit), then interrupt it while it compiles.
+        while not _catches_sigterm(job) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        interrupted = time.monotonic()
+        demo.send_signal(signal.SIGINT)
+        demo.wait(timeout=20)
+        assert time.monotonic() - interrupted < 1.0
+        assert demo.returncode == 130
+        assert demo.stderr is not None and "tpuperf: interrupted" in demo.stderr.read()
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    deadline = time.monotonic() + 5
+    while not _gone(job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(job)
+    assert list(tmp_path.glob("tpuperf-demo-*")) == []
+
+
 # --- nothing there -------------------------------------------------------------------------
 
 

@@ -98,7 +98,17 @@ def test_cpu_fixture_table_says_peaks_are_unknown(
     assert main(["analyze", str(CPU_FIXTURE)]) == 0
     out = capsys.readouterr().out
     assert "peaks unknown" in out
-    assert "--peak-tflops" in out
+    # Only the reason that applies: no per-op FLOPs, so peak flags would not help (the report
+    # told the user to pass them, then said that).
+    assert "records no per-op FLOPs or bytes" in out
+    assert "--peak-tflops" not in out
+
+    assert main(["analyze", str(CPU_FIXTURE), "--format", "json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["analyzers"]["roofline"]["notes"]
+    assert [n for n in notes if "FLOP" in n] == [
+        "this profile records no per-op FLOPs or bytes (GPU and CPU profiles usually do not): "
+        "no per-op roofline"
+    ]
 
 
 def test_unknown_analyzer_is_a_usage_error(run: tuple, capsys: pytest.CaptureFixture[str]) -> None:

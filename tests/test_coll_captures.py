@@ -181,3 +181,24 @@ def test_devices_that_cannot_be_told_apart_are_one_timeline_with_a_warning(tmp_p
     profile = tpuperf.load(str(path))
     assert [d.device for d in profile.device_tables] == [0]
     assert any("carry no device_ordinal" in w and "8 CPU devices" in w for w in profile.warnings)
+
+
+def test_waits_and_devices_survive_the_cache(tmp_path) -> None:
+    """A cached profile (Parquet) gives the same devices, waits and collective table."""
+    from tests.test_cache import assert_same_profile
+    from tpuperf import cache as cache_mod
+    from tpuperf.cache import Cache
+
+    path = DATA / "coll_straggler.xplane.pb"
+    cache = Cache(tmp_path)
+    expected = tpuperf.load(str(path))
+    cache_mod.load(str(path), cache=cache)
+    warm = cache_mod.load(str(path), cache=cache)
+    assert len(expected.waits) > 0
+    assert_same_profile(warm, expected)
+    assert warm.hlo_protos == expected.hlo_protos and expected.hlo_protos
+    table = tpuperf.analyze(warm).to_dict()["analyzers"]["collectives"]["tables"]
+    assert (
+        table["collectives"]
+        == _report("coll_straggler")["analyzers"]["collectives"]["tables"]["collectives"]
+    )

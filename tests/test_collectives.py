@@ -4,6 +4,7 @@ every printed form, NCCL's bus factors, and `ops --by collective`."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tpuperf.analyzers.collectives import bus_factor
@@ -135,3 +136,109 @@ def test_interconnect_peaks_per_chip(chip: str, link: str, gbps: float) -> None:
     assert spec.interconnect_per_direction_gbps == gbps / 2
     named = {s.name for s in chips.CHIPS}
     assert set(chips._INTERCONNECTS) <= named  # no entry for a chip the table lacks
+
+
+def test_async_bandwidth_is_bytes_over_the_start_to_done_windows(tmp_path) -> None:
+    """On the generated TPU training scenario (async all-gathers of 64 MiB), each -start row's
+    algbw is its bytes times its windows over their total length; busbw applies (n-1)/n."""
+    import tpuperf
+    from fixtures.generate import write_run
+
+    run = write_run("collective_training", tmp_path, seed=3)[0]
+    result = tpuperf.analyze(tpuperf.load(run)).results["collectives"]
+    windows = result.frame("async_windows")
+    table = result.frame("collectives").set_index("op")
+    starts = [op for op in table.index if "-start" in op]
+    assert starts
+    for op in starts:
+        row = table.loc[op]
+        mine = windows[windows["op"] == op]
+        want = row["bytes"] * len(mine) / mine["dur_ps"].sum() * 1000.0
+        assert row["algbw_gbps"] == pytest.approx(want)
+        assert row["busbw_gbps"] == pytest.approx(
+            want * bus_factor(row["kind"], int(row["group_size"]))
+        )
+
+
+def _hlo_proto() -> bytes:
+    """A module whose entry all-reduces a gradient and only slices it (in a fusion), and
+    all-gathers one parameter twice; f32 = PrimitiveType 11."""
+    from tpuperf import _hlo_schema
+
+    proto = _hlo_schema.HloProto()
+    module = proto.hlo_module
+    fused = module.computations.add(name="fused_slice", id=2)
+    fused.instructions.add(name="p0", opcode="parameter", id=20)
+    fused.instructions.add(name="ds", opcode="dynamic-slice", id=21, operand_ids=[20])
+    entry = module.computations.add(name="main", id=1)
+
+    def add(name: str, opcode: str, id_: int, operands: list[int], dims: list[int]) -> Any:
+        instruction = entry.instructions.add(name=name, opcode=opcode, id=id_, operand_ids=operands)
+        instruction.shape.element_type = 11
+        instruction.shape.dimensions.extend(dims)
+        return instruction
+
+    add("param", "parameter", 10, [], [64])
+    add("grad", "fusion", 11, [10], [512])
+    reduce = add("all-reduce.1", "all-reduce", 12, [11], [512])
+    reduce.replica_groups.add(replica_ids=[0, 1, 2, 3])
+    user = add("slice_fusion", "fusion", 13, [12], [128])
+    user.called_computation_ids.append(2)
+    first = add("all-gather.1", "all-gather", 14, [10], [256])
+    first.collective_device_list.iota_replica_group_list.num_replica_groups = 2
+    first.collective_device_list.iota_replica_group_list.num_devices_per_group = 4
+    add("all-gather.2", "all-gather", 15, [10], [256])
+    add("all-reduce.2", "all-reduce", 16, [11], [512])
+    add("use", "add", 17, [16, 16], [512])
+    return proto.SerializeToString()
+
+
+def test_hlo_proto_facts_slices_and_repeats() -> None:
+    from tpuperf.tables import hlo_collectives
+
+    facts = hlo_collectives(_hlo_proto())
+    assert set(facts) == {"all-reduce.1", "all-gather.1", "all-gather.2", "all-reduce.2"}
+    assert facts["all-reduce.1"].sliced and not facts["all-reduce.2"].sliced
+    assert facts["all-reduce.1"].bytes == 512 * 4 and facts["all-reduce.1"].dtype == "f32"
+    assert facts["all-reduce.1"].group_size == 4
+    assert facts["all-gather.1"].group_size == 4  # iota: 2 groups of 4
+    assert facts["all-gather.2"].group_size == EVERY_DEVICE  # no groups: every device
+    assert facts["all-gather.1"].operand == facts["all-gather.2"].operand == 10
+
+
+def test_avoidable_collectives_from_the_hlo() -> None:
+    """Two devices, three 1 ms steps: an all-reduce whose result is only sliced (a
+    reduce-scatter moves half: saves half its 0.3 ms) and a second all-gather of the same
+    parameter (saves its 0.1 ms); their bytes, groups and bandwidth come from the HLO proto."""
+    from tests.test_analyzers_synth import build, op
+    from tpuperf.report import analyze
+
+    per_device = {}
+    for device in (0, 1):
+        ops = []
+        for step in range(3):
+            t = step * 1000.0
+            ops += [
+                op("grad", t, 300),
+                op("all-gather.1", t + 300, 100, "collective", "all-gather"),
+                op("all-gather.2", t + 400, 100, "collective", "all-gather"),
+                op("all-reduce.1", t + 500, 300, "collective", "all-reduce"),
+                op("slice_fusion", t + 800, 100),
+            ]
+        per_device[("host-0", device)] = ops
+    profile = build(per_device, steps_us=[(s * 1000.0, s * 1000.0 + 1000.0) for s in range(3)])
+    profile.hlo_protos = {"host-0": {"jit_step(1)": _hlo_proto()}}
+    result = analyze(profile, analyzers=["collectives"], steps=(None, None)).results["collectives"]
+    recs = {tuple(r.ops): r for r in result.recommendations if r.kind == "avoidable_collective"}
+    assert set(recs) == {("all-reduce.1",), ("all-gather.1", "all-gather.2")}
+    assert recs[("all-reduce.1",)].est_savings_ms == pytest.approx(0.15)
+    assert recs[("all-gather.1", "all-gather.2")].est_savings_ms == pytest.approx(0.1)
+    table = result.frame("collectives").set_index("op")
+    assert table.loc["all-reduce.1", "bytes"] == 512 * 4
+    assert table.loc["all-reduce.1", "group_size"] == 4
+    # 2048 bytes in 0.3 ms: 6.83e-3 GB/s algbw; busbw x 2(4-1)/4; the v6e link is 400 GB/s
+    # per direction.
+    algbw = 2048 / 0.3e9 * 1000
+    assert table.loc["all-reduce.1", "algbw_gbps"] == pytest.approx(algbw)
+    assert table.loc["all-reduce.1", "busbw_gbps"] == pytest.approx(algbw * 1.5)
+    assert table.loc["all-reduce.1", "link_peak_pct"] == pytest.approx(100 * algbw * 1.5 / 400)

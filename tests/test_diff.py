@@ -260,6 +260,8 @@ def test_a_gate_on_an_unknown_value_passes_with_a_note(capsys) -> None:
     # The CPU capture has no model FLOPs: its MFU is unknown on both sides.
     row = diffs_of(CPU_FIXTURE, CPU_FIXTURE).gate_row()
     assert row["mfu_pct.delta"] is None and row["step_time_ms.median.delta_pct"] == 0.0
+    # A change of 0 is not significant: --no-significance lets the gate trip all the same
+    # (issue 19: step-time gates trip only on significant changes unless told otherwise).
     code = main(
         [
             "diff",
@@ -267,6 +269,7 @@ def test_a_gate_on_an_unknown_value_passes_with_a_note(capsys) -> None:
             str(CPU_FIXTURE),
             "-f",
             "json",
+            "--no-significance",
             "--fail-on",
             "mfu_pct.delta>1",
             "--fail-on",
@@ -311,8 +314,13 @@ def test_malformed_gate_exits_2_listing_the_fields(expression, message, capsys) 
 
 def test_gate_fields_are_the_summary_numbers(diffs) -> None:
     row = diffs["allgather_wait"].gate_row()
-    assert tuple(row) == diffing.GATE_FIELDS
-    assert all(v is None or isinstance(v, (int, float)) for v in row.values())
+    assert tuple(row) == diffing.GATE_FIELDS + diffing.GATE_TEXT_FIELDS
+    assert all(
+        v is None or isinstance(v, (int, float)) for k, v in row.items() if k in diffing.GATE_FIELDS
+    )
+    # The words: the verdict, the attribution, and each step time's significance.
+    assert row["verdict"] in diffing.VERDICTS and row["attribution"] in diffing.ATTRIBUTIONS
+    assert {row[f"step_time_ms.{s}.significant"] for s in diffing.STEP_STATS} <= {"true", "false"}
 
 
 def test_scan_and_diff_share_one_gate_parser() -> None:
@@ -366,7 +374,7 @@ def test_table_and_markdown_outputs(pairs, tmp_path: Path, capsys, monkeypatch) 
     out = capsys.readouterr().out
     assert max(cell_len(line) for line in out.splitlines()) <= 80
     assert "1 changed, 0 added, 0 removed, 34 same" in " ".join(out.split())
-    assert truth.changed_op in out and "(--wide shows was, match)" in out
+    assert truth.changed_op in out and "(--wide shows 95% CI, was, match)" in out
     assert main(["diff", str(base), str(new), "--top", "3", "--wide"]) == 0
     row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(truth.changed_op))
     assert row.split()[-2:] == [truth.changed_op_base, "source"]
@@ -374,7 +382,11 @@ def test_table_and_markdown_outputs(pairs, tmp_path: Path, capsys, monkeypatch) 
     assert main(["diff", str(base), str(new), "-f", "md", "-o", str(target)]) == 0
     assert f"wrote {target}" in capsys.readouterr().err
     md = target.read_text()
-    assert f"| `{truth.changed_op}` | `{truth.changed_op_base}` | source | changed |" in md
+    # The program column (added with issue 19) tells same-named ops of two programs apart.
+    assert (
+        f"| `{truth.changed_op}` | `{truth.changed_op_base}` | source | `jit_train_step` | "
+        "changed |" in md
+    )
     assert "## Warnings" not in md
 
 
@@ -538,7 +550,10 @@ def test_a_renamed_op_is_one_row_and_wide_says_what_it_was(pairs) -> None:
         assert lines[index + 1].split()[0] != "was"  # no second line under the row
     wide = _diff_text(base, new, "--wide")
     header = next(line for line in wide if line.startswith("op "))
-    assert header.split() == ["op", "status", "before", "after", "change", "%", "was", "match"]
+    # The interval of each change (95% CI) comes before the renamed op's columns.
+    assert header.split() == [
+        *("op", "status", "before", "after", "change", "%", "95%", "CI", "was", "match")
+    ]
     row = next(line for line in wide if line.startswith(truth.changed_op + " "))
     assert row.split()[-2:] == [truth.changed_op_base, "source"]
     renamed = {new: old for new, old in truth.renamed.items() if new != old}

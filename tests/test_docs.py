@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,106 @@ def test_host_fields_are_documented(capsys) -> None:
     fields |= _keys(document["input"]["input_ops"]) | set(document["iteration_time_ms"])
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
+
+
+# --------------------------------------------------------------------------- README vs CLI
+
+
+def _cli() -> dict[str, Any]:
+    import typer
+
+    from tpuperf.cli import app
+
+    return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def _options(command: Any) -> set[str]:
+    return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+
+
+def _format_choices(command: Any) -> tuple[str, ...]:
+    for param in command.params:
+        if "--format" in param.opts:
+            return tuple(getattr(param.type, "choices", None) or ("perfetto",))
+    return ()
+
+
+def _examples() -> list[tuple[str, bool]]:
+    """Every command line README shows as an example, and whether it is an inline span:
+    indented code lines starting with ``tpuperf`` (continued lines joined) and inline
+    ``tpuperf ...`` spans that are commands, not synopses (no ``[``, ``|`` or ``...``)."""
+    lines, current = [], ""
+    for line in README.splitlines():
+        if current:
+            current += " " + line.strip()
+        elif line.startswith("    tpuperf "):
+            current = line.strip()
+        else:
+            continue
+        if current.endswith("\\"):
+            current = current[:-1].rstrip()
+            continue
+        lines.append((current, False))
+        current = ""
+    spans = re.findall(r"`(tpuperf [a-z][^`]*)`", README)
+    lines += [(s, True) for s in spans if not any(mark in s for mark in ("[", "|", "..."))]
+    return lines
+
+
+def test_readme_examples_parse_on_the_cli() -> None:
+    """Each example's command exists and takes its options and values: click parses the line
+    as `tpuperf` would, so an unknown option, a bad value or a missing argument fails. An
+    inline span may leave out the profile (`tpuperf ops --by scope`)."""
+    import shlex
+
+    from typer._click.exceptions import MissingParameter
+
+    commands = _cli()
+    examples = _examples()
+    assert len(examples) > 20
+    for example, inline in examples:
+        words = shlex.split(example, comments=True)[1:]
+        command = commands.get(words[0])
+        assert command is not None, f"README: {example}: no command {words[0]!r}"
+        for profiles in range(3 if inline else 1):  # `tpuperf diff --format json`: two
+            try:
+                with command.make_context(f"tpuperf {words[0]}", ["P"] * profiles + words[1:]):
+                    break
+            except MissingParameter:
+                continue
+        else:
+            raise AssertionError(f"README: {example}: an argument is missing")
+
+
+def test_readme_synopses_name_only_options_the_commands_take() -> None:
+    """`tpuperf diff BASE NEW [--format table|json|md] ...`: every option and format named."""
+    commands = _cli()
+    synopses = re.findall(r"^(tpuperf [a-z]+ .*)$", README, re.M)
+    synopses += re.findall(r"`(tpuperf [a-z]+ [^`]*\[[^`]*)`", README)
+    assert len(synopses) >= 5
+    for synopsis in synopses:
+        command = commands[synopsis.split()[1]]
+        for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", synopsis):
+            assert option in _options(command), f"README: {synopsis}: {option}"
+        for choices in re.findall(r"--format ([a-z|]+)", synopsis):
+            assert set(choices.split("|")) <= set(_format_choices(command)), synopsis
+
+
+def test_readme_output_options_are_the_commands_own() -> None:
+    """The Output paragraph: which command offers which format, and `--wide` (README said
+    `report` takes `--format html`; it has no --format)."""
+    commands = _cli()
+    paragraph = README[README.index("- `--format` / `-f` chooses") :]
+    paragraph = paragraph[: paragraph.index("\n- `-o FILE`")]
+    claims = re.findall(r"((?:`\w+`(?:, | and )?)+) \(((?:`\w+`(?:, )?)+)\)", paragraph)
+    offered = {}
+    for formats, names in claims:
+        for name in re.findall(r"`(\w+)`", names):
+            offered.setdefault(name, set()).update(re.findall(r"`(\w+)`", formats))
+    assert offered.keys() >= {"analyze", "diff", "ops", "scan"}, offered
+    for name, formats in offered.items():
+        assert formats <= set(_format_choices(commands[name])), (name, formats)
+    wide = re.search(r"`--wide`\s+\(every command that draws a table: ([^)]*)\)", README)
+    assert wide is not None
+    for name in re.findall(r"`(\w+)`", wide.group(1)):
+        assert "--wide" in _options(commands[name]), name

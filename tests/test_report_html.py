@@ -39,8 +39,6 @@ from tpuperf.timeline import build_timeline
 
 ARTIFACTS = REPO / "test-artifacts" / "report"
 
-pytest.importorskip("plotly", reason="the HTML report needs plotly")
-
 needs_chromium = pytest.mark.skipif(
     chromium_path() is None,
     reason="no chromium binary (Debian: apt-get install chromium); .ci/run installs it",
@@ -422,6 +420,16 @@ def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:
     assert sum(len(t["x"]) for t in roofline_figure["data"]) == roofline.tables["ops"].n
 
 
+def test_report_without_op_costs_gives_only_that_reason(tmp_path: Path) -> None:
+    """The CPU capture records no per-op FLOPs: peak flags would not help, so the roofline
+    section says only that (it told the user to pass them first)."""
+    page = tmp_path / "cpu.html"
+    assert main(["report", str(CPU_FIXTURE), "-o", str(page)]) == 0
+    section = _section(page.read_text(), "roofline")
+    assert "records no per-op FLOPs or bytes" in section
+    assert "Peaks unknown" not in section and "--peak-tflops" not in section
+
+
 # --------------------------------------------------------------------------- hostile strings
 
 SCRIPT_OP = "<script>alert(1)</script>"
@@ -527,3 +535,98 @@ def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) ->
         assert f"Straggler (confidence {confidence})" in _section(page, "devices")
     # The alarm colour is kept for a verdict the evidence holds.
     assert html._COLOURS["red"] in html._straggler_label("h/device:1", "high")
+
+
+# --------------------------------------------------------------------------- issue 22: layout
+
+# Whether the top-ops table scrolls sideways: (its width, the width it has).
+TABLE_WIDTHS = (
+    "(() => { const w = document.querySelector('#top-ops .table-wrap');"
+    " return [w.scrollWidth, w.clientWidth]; })()"
+)
+# Per chart, the legend entries that Plotly's toolbar (at the figure's top right) covers.
+TOOLBAR_OVER_LEGEND = """(() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .map(plot => {
+    const bar = plot.querySelector('.modebar').getBoundingClientRect();
+    return [plot.id, Array.from(plot.querySelectorAll('.legend .traces')).filter(t => {
+      const r = t.getBoundingClientRect();
+      return r.left < bar.right && bar.left < r.right && r.top < bar.bottom && bar.top < r.bottom;
+    }).map(t => t.textContent)];
+  }))()"""
+
+
+def _top_ops_cells(text: str) -> list[tuple[str, str]]:
+    """(title, text) of each op cell of the top-ops table."""
+    import html as html_module
+
+    table = _section(text, "top-ops")
+    return [
+        (html_module.unescape(title), html_module.unescape(shown))
+        for title, shown in re.findall(r'<td class="name" title="([^"]*)">([^<]*)</td>', table)
+    ]
+
+
+def test_top_ops_show_compact_kernel_names_with_the_whole_name_on_hover(tmp_path: Path) -> None:
+    """The v100 page showed raw 300-700-character Eigen kernel names, rows 5-8 lines tall:
+    the names are the terminal's (`Eigen: half = half(float)`), the whole one on hover."""
+    from tpuperf.render.fit import display_name, shorten_apart
+
+    source = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
+    page = tmp_path / "v100.html"
+    assert main(["report", str(source), "-o", str(page)]) == 0
+    report, _ = _report(source, top_ops=25)  # as `tpuperf report` (its --top)
+    cells = _top_ops_cells(page.read_text())
+    names = [str(r["op"]) for r in report.top_ops.records()]
+    assert [title for title, _ in cells] == names
+    assert [shown for _, shown in cells] == shorten_apart([display_name(n) for n in names], 60)
+    assert max(len(n) for n in names) > 300 and max(len(s) for _, s in cells) <= 60
+    shown = dict((shown, title) for title, shown in cells)
+    assert shown["Eigen: half = half(float)"].startswith("void Eigen::internal::EigenMetaKernel")
+
+
+def test_page_inlines_a_plotly_with_only_the_trace_types_it_draws(tmp_path: Path) -> None:
+    """The page was 4.8 MB with Plotly's whole bundle (maps, 3-D, WebGL) inlined."""
+    for profile in ("gpu/v100_8gpu_tf_training.xplane.pb", "tpu/v6e_4chip_inference.xplane.pb"):
+        page = tmp_path / "page.html"
+        assert main(["report", str(shared_profile(profile)), "-o", str(page)]) == 0
+        text = page.read_text()
+        assert len(text.encode()) < 1_500_000, profile
+        types = {t.get("type", "scatter") for f in _figures(text).values() for t in f["data"]}
+        assert types <= {"scatter", "bar", "icicle"}, types  # what tpuperf/_plotly/build.js has
+    bundle = (REPO / "tpuperf" / "_plotly" / "plotly-tpuperf.min.js").read_text()
+    assert bundle.startswith("/* plotly.js 4.1.1 (MIT, see LICENSE): core, bar, icicle */")
+    assert (REPO / "tpuperf" / "_plotly" / "LICENSE").read_text().startswith("MIT License")
+
+
+@needs_chromium
+@pytest.mark.parametrize(
+    ("profile", "width"),
+    [
+        ("tpu/v6e_4chip_inference.xplane.pb", 1400),
+        ("tpu/v6e_4chip_inference.xplane.pb", 800),
+        ("gpu/v100_8gpu_tf_training.xplane.pb", 800),
+    ],
+)
+def test_page_fits_the_screen_and_the_toolbar_covers_no_legend(
+    tmp_path: Path, profile: str, width: int
+) -> None:
+    """At 1,400 pixels the source column needed a sideways scroll; at 800 the time columns
+    were off-screen and Plotly's toolbar covered a legend entry."""
+    page = tmp_path / "page.html"
+    assert main(["report", str(shared_profile(profile)), "-o", str(page)]) == 0
+    name = f"{Path(profile).name.split('_')[0]}-{width}"
+    result = visit(
+        page,
+        screenshot=tmp_path / f"{name}.png",
+        expressions=(TABLE_WIDTHS, TOOLBAR_OVER_LEGEND),
+        element_screenshots={"#top-ops": tmp_path / f"{name}-top-ops.png"},
+        width=width,
+    )
+    assert result.console_errors == []
+    scroll_width, client_width = result.values[TABLE_WIDTHS]
+    assert scroll_width <= client_width
+    covered = dict(result.values[TOOLBAR_OVER_LEGEND])
+    assert covered and all(entries == [] for entries in covered.values()), covered
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for shot in (tmp_path / f"{name}.png", tmp_path / f"{name}-top-ops.png"):
+        shutil.copyfile(shot, ARTIFACTS / shot.name)

@@ -206,6 +206,13 @@ class Cache:
                 read[name] = table
             devices = []
             for index, row in enumerate(meta["devices"]):
+                # JSON wrote unknown peaks (NaN) as null: they read back as NaN.
+                row = {
+                    k: float("nan")
+                    if v is None and schema.TABLES["devices"].get(k) == "float64"
+                    else v
+                    for k, v in row.items()
+                }
                 tables = {
                     name: _device_rows(read[name], index, schema.TABLES[name])
                     for name in _DEVICE_TABLES
@@ -231,10 +238,13 @@ class Cache:
                     raise ValueError(f"{part.name}: row count changed")
             info = HostInfo(**{**meta["info"], "path": url})
             warnings = [str(w) for w in meta["warnings"]]
+            protos = _read_protos(entry / "hlo_protos.parquet", meta["hlo_protos"])
         except Exception:  # any damage at all: the entry is rebuilt, never trusted
             _remove(entry)
             return None
-        return HostTables(devices, read["lines"], info, warnings, host_events=host_events)
+        return HostTables(
+            devices, read["lines"], info, warnings, hlo_protos=protos, host_events=host_events
+        )
 
     def put_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
@@ -250,6 +260,7 @@ class Cache:
                 stacked = _stack_devices(tables.devices, name)
                 _write_parquet(stacked, part)
                 counts[name] = {"rows": stacked.n, "bytes": part.stat().st_size}
+            _write_protos(tables.hlo_protos, temp / "hlo_protos.parquet")
             part = temp / "lines.parquet"
             _write_parquet(tables.lines, part)
             counts["lines"] = {"rows": tables.lines.n, "bytes": part.stat().st_size}
@@ -263,6 +274,7 @@ class Cache:
                 "warnings": list(tables.warnings),
                 "devices": [d.row for d in tables.devices],
                 "has_steps": [d.steps is not None for d in tables.devices],
+                "hlo_protos": len(tables.hlo_protos),
                 "tables": counts,
             }
             write_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)), fsync=False)
@@ -358,6 +370,28 @@ def _write_parquet(table: Table, path: Path) -> None:
     pq.write_table(
         to_arrow(table), path, write_page_checksum=True, write_statistics=False, compression="lz4"
     )
+
+
+def _write_protos(protos: dict[str, bytes], path: Path) -> None:
+    """The host's HLO protos (scopes, collectives' bytes and groups) as name, data rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = list(protos)
+    table = pa.table(
+        {"name": pa.array(names, pa.string()), "data": pa.array([protos[n] for n in names])},
+        schema=pa.schema([("name", pa.string()), ("data", pa.binary())]),
+    )
+    pq.write_table(table, path)
+
+
+def _read_protos(path: Path, expected: int) -> dict[str, bytes]:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    if len(rows) != expected:
+        raise ValueError(f"{path.name}: row count changed")
+    return {str(row["name"]): bytes(row["data"]) for row in rows}
 
 
 def _read_parquet(path: Path) -> Table:

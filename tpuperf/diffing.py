@@ -1,26 +1,41 @@
-"""Compare two runs: what changed between BASE and NEW, with ops matched across recompilations.
+"""Compare two runs: what changed between BASE and NEW, with its noise, and whether the code or
+the machine changed it.
 
 ``diff(base, new)`` analyses each side exactly as ``tpuperf analyze`` does
-(:func:`tpuperf.report.analyze`, same step selection) and compares the two reports: their
-summaries, every op of the analysed steps (``Report.ops``), their categories and their
-recommendations. Nothing is measured twice; renderers only format the :class:`DiffReport`.
+(:func:`tpuperf.report.analyze`, same step selection) and compares the two: their summaries,
+every op of the analysed steps, their categories and their recommendations. A side may be
+several runs (profiles); their per-step samples are pooled. Renderers only format the
+:class:`DiffReport`.
 
-Ops are renumbered when a program is recompiled (``fusion.123`` becomes ``fusion.140``, and
-``fusion.123`` may now name another op), so they are paired by the first rule that holds
-(:data:`MATCH_RULES`):
+**Pairing.** Ops are renumbered when a program is recompiled (``fusion.123`` becomes
+``fusion.140``, and ``fusion.123`` may now name another op), so they are paired by the first
+rule that holds (:data:`MATCH_RULES`), with each op's name-scope path and source line from the
+one scope table (:func:`tpuperf.scopes.scopes`: ``tf_op`` on TPU, the HLO protos elsewhere):
 
-1. ``name``: same module and op name, unless the two disagree on the HLO category, the name
-   scope (``tf_op``) or the source line where both record one (then the name was reused);
-2. ``scope_shape``: same name scope, HLO category and shape (the HLO text without the op's own
-   name and its operands' names, which a recompilation renumbers too);
-3. ``source``: same source line and HLO category.
+1. ``name``: same module and op name, unless the two disagree on the HLO category, the scope
+   path or the source line where both record one (then the name was reused);
+2. ``scope_shape``: same scope path, HLO category and shape (the HLO text without the op's own
+   name and its operands' names, which a recompilation renumbers too; on GPU and CPU, where the
+   op's HLO text is its name, the instruction's opcode and shapes from the HLO proto);
+3. ``source``: same source line, HLO category and scope path.
 
 Under rules 2 and 3 several ops can share a key (one source line, many fusions); they are
 paired in order of first execution. What stays unpaired is ``added`` or ``removed``.
+
+**Noise.** Every delta has a 95% percentile-bootstrap interval (:data:`BOOTSTRAP_REPLICATES`
+resamples of each side's per-step samples with a fixed seed, so a diff is deterministic) and is
+``significant`` when the interval excludes 0.
+
+**Code or machine.** Each program is fingerprinted on each side (:func:`program_fingerprints`).
+The common factor is the median ratio NEW/BASE of op time over the ops whose code did not
+change (every paired op of identical programs; else the paired ops of the same shape); an op is
+``changed`` when its change beyond that factor is significant (and at least SAME_PCT %).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -32,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import jsonout
-from tpuperf.columns import Strings, Table
+from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
 
 if TYPE_CHECKING:
@@ -44,11 +59,32 @@ SCHEMA_VERSION = jsonout.SCHEMA_VERSION
 MATCH_RULES = ("name", "scope_shape", "source")
 OP_STATUSES = ("changed", "same", "added", "removed")
 RECOMMENDATION_STATUSES = ("appeared", "went_away", "changed", "same")
+VERDICTS = ("faster", "slower", "no_change")
+ATTRIBUTIONS = ("environment", "code", "mixed")
 
 # A time (or saving) that moved by less than this share, or by less than SAME_FLOOR_MS per
-# step, is `same`: run-to-run noise, not a change.
+# step, is `same` whatever its interval: too small to act on.
 SAME_PCT = 1.0
 SAME_FLOOR_MS = 1e-4
+
+# The intervals: a percentile bootstrap of each side's per-step samples, resampled
+# independently (steps of two runs are not paired), with a fixed seed so that the same inputs
+# give the same intervals.
+CONFIDENCE = 0.95
+BOOTSTRAP_REPLICATES = 1000
+BOOTSTRAP_SEED = 20260101
+# The common factor is the median over at most this many ops (those with the most time): a
+# median over more moves by less than its interval, and the bootstrap stays small.
+FACTOR_MAX_OPS = 1000
+# `code` when the ops that changed beyond the common factor make at least this share of the
+# change in op time (the rest: the factor's); `mixed` below it.
+CODE_SHARE = 0.8
+# In an identical program an op is changed only when the factor did not move and the op is an
+# outlier among the ops around it: |log(ratio / factor)| over this many robust standard
+# deviations (Iglewicz and Hoaglin's modified z-score rule).
+OUTLIER_Z = 3.5
+_CHUNK_OPS = 4096  # ops per block of bootstrap means (a block is this x replicates floats)
+_CHUNK_ELEMENTS = 1 << 24  # floats per block of bootstrap medians (ops x replicates x steps)
 
 # The step time split, as the summary's (name, Report.summary percentage): each is reported in
 # ms per step (`<name>_ms`) and in points of step time (`<name>_pct`).
@@ -60,7 +96,11 @@ SPLIT = (
 )
 STEP_STATS = ("median", "mean", "p90")
 DELTA_FIELDS = ("before", "after", "delta", "delta_pct")  # a time: ms, and the change in %
+# A step time's change with its interval (ms, and % of before) and whether it excludes 0.
+INTERVAL_FIELDS = ("ci_low", "ci_high", "ci_low_pct", "ci_high_pct")
+STEP_FIELDS = (*DELTA_FIELDS, *INTERVAL_FIELDS)
 POINT_FIELDS = ("before", "after", "delta")  # a percentage: the change in points
+FACTOR_FIELDS = ("ratio", "ci_low", "ci_high", "ops")
 
 # The documented JSON layout (README, "tpuperf diff --format json"); tests hold the output to it.
 TOP_LEVEL_FIELDS = (
@@ -69,6 +109,7 @@ TOP_LEVEL_FIELDS = (
     "base",
     "new",
     "summary",
+    "programs",
     "ops",
     "categories",
     "recommendations",
@@ -77,6 +118,7 @@ TOP_LEVEL_FIELDS = (
 )
 RUN_FIELDS = (
     "source",
+    "runs",
     "platform",
     "chip",
     "hosts",
@@ -86,6 +128,7 @@ RUN_FIELDS = (
     "jax_version",
     "jaxlib_version",
 )
+PROGRAM_FIELDS = ("module", "base_fingerprint", "new_fingerprint", "identical")
 OP_COLUMNS = (
     "op",
     "base_op",
@@ -94,12 +137,31 @@ OP_COLUMNS = (
     "kind",
     "status",
     "match",
+    "base_scope",
+    "new_scope",
     "ms_per_step_before",
     "ms_per_step_after",
     "delta_ms",
     "delta_pct",
+    "delta_ci_low_ms",
+    "delta_ci_high_ms",
+    "significant",
+    "beyond_factor_ms",
+    "beyond_factor_ci_low_ms",
+    "beyond_factor_ci_high_ms",
     "count_per_step_before",
     "count_per_step_after",
+)
+_OP_STRINGS = (
+    "op",
+    "base_op",
+    "module",
+    "category",
+    "kind",
+    "status",
+    "match",
+    "base_scope",
+    "new_scope",
 )
 CATEGORY_COLUMNS = ("category", "ms_per_step_before", "ms_per_step_after", "delta_ms", "delta_pct")
 # Each program's peak device memory before and after, in GiB (tpuperf/memory.py).
@@ -120,13 +182,16 @@ _VERSION_KEYS = ("jax_version", "jaxlib_version")  # as the profiles record them
 
 def _summary_shape() -> dict[str, Any]:
     """The summary's nesting: name -> the fields of its leaf object, or a nested dict."""
-    shape: dict[str, Any] = {"step_time_ms": dict.fromkeys(STEP_STATS, DELTA_FIELDS)}
+    shape: dict[str, Any] = {"step_time_ms": dict.fromkeys(STEP_STATS, STEP_FIELDS)}
     for name, _ in SPLIT:
         shape[f"{name}_ms"] = DELTA_FIELDS
         shape[f"{name}_pct"] = POINT_FIELDS
     shape["flops_utilization_pct"] = POINT_FIELDS
     shape["mfu_pct"] = POINT_FIELDS
     shape["peak_hbm_gib"] = DELTA_FIELDS
+    shape["common_factor"] = FACTOR_FIELDS
+    shape["change_ms"] = ("environment", "code")
+    shape["programs"] = ("identical", "different")
     shape["ops"] = OP_STATUSES
     shape["recommendations"] = RECOMMENDATION_STATUSES
     shape["warnings"] = ()
@@ -148,8 +213,22 @@ def _flatten_names(shape: dict[str, Any], prefix: str = "") -> list[str]:
     return names
 
 
-# What `--fail-on` can test: every number of the summary, by its dotted path.
+# What `--fail-on` can test: every number of the summary, by its dotted path...
 GATE_FIELDS = tuple(_flatten_names(SUMMARY_SHAPE))
+# ...and its words: the verdict, the attribution, and whether each step time moved
+# (`true`/`false`).
+GATE_TEXT_FIELDS = (
+    "verdict",
+    "attribution",
+    *(f"step_time_ms.{stat}.significant" for stat in STEP_STATS),
+)
+# A gate on one of these trips only when the change is significant (unless told otherwise):
+# field -> the summary's `significant` that judges it.
+SIGNIFICANCE_OF = {
+    f"step_time_ms.{stat}.{leaf}": f"step_time_ms.{stat}.significant"
+    for stat in STEP_STATS
+    for leaf in ("delta", "delta_pct")
+}
 
 
 @dataclass
@@ -158,7 +237,8 @@ class DiffReport:
 
     ``ops``, ``categories`` and ``recommendations`` are columnar tables (:data:`OP_COLUMNS`,
     :data:`CATEGORY_COLUMNS`, :data:`RECOMMENDATION_COLUMNS`), largest absolute change first;
-    ``.to_pandas()`` gives a DataFrame.
+    ``.to_pandas()`` gives a DataFrame. ``base`` and ``new`` are the first run's report of each
+    side; ``base_reports`` and ``new_reports`` all of them.
     """
 
     base: Report
@@ -169,11 +249,19 @@ class DiffReport:
     recommendations: Table
     warnings: list[str] = field(default_factory=list)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "base"/"new" -> RUN_FIELDS
+    programs: list[dict[str, Any]] = field(default_factory=list)  # PROGRAM_FIELDS
+    base_reports: list[Report] = field(default_factory=list)
+    new_reports: list[Report] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)  # MEMORY_FIELDS, per program
 
     def gate_row(self) -> dict[str, Any]:
-        """The summary flattened to :data:`GATE_FIELDS` (``step_time_ms.median.delta_pct``)."""
-        return _flatten(jsonout.clean(self.summary))
+        """The summary flattened to :data:`GATE_FIELDS` (``step_time_ms.median.delta_pct``) and
+        :data:`GATE_TEXT_FIELDS` (booleans as ``true``/``false``)."""
+        row = _flatten(jsonout.clean(self.summary))
+        return {
+            name: ("true" if row[name] else "false") if isinstance(row[name], bool) else row[name]
+            for name in (*GATE_FIELDS, *GATE_TEXT_FIELDS)
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (README, "tpuperf diff"): plain types, no NaN or Infinity."""
@@ -181,8 +269,9 @@ class DiffReport:
 
         ops = self.ops.records()
         for row in ops:  # absent in JSON is null, not an empty string
-            row["base_op"] = row["base_op"] or None
-            row["match"] = row["match"] or None
+            for name in ("base_op", "match", "base_scope", "new_scope"):
+                row[name] = row[name] or None
+            row["significant"] = bool(row["significant"])
         return jsonout.clean(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -190,6 +279,7 @@ class DiffReport:
                 "base": self.runs.get("base", {}),
                 "new": self.runs.get("new", {}),
                 "summary": self.summary,
+                "programs": self.programs,
                 "ops": ops,
                 "categories": self.categories.records(),
                 "recommendations": self.recommendations.records(),
@@ -203,20 +293,35 @@ class DiffReport:
 
 
 def diff(
-    base: str | os.PathLike[str] | Profile,
-    new: str | os.PathLike[str] | Profile,
+    base: str | os.PathLike[str] | Profile | Sequence[str | os.PathLike[str] | Profile],
+    new: str | os.PathLike[str] | Profile | Sequence[str | os.PathLike[str] | Profile],
     config: AnalysisConfig | None = None,
     steps: str | tuple[int | None, int | None] | None = None,
     host: str | None = None,
 ) -> DiffReport:
-    """Analyse ``base`` and ``new`` (profiles, or anything :func:`tpuperf.load` reads) as
-    ``tpuperf analyze`` does, with the same ``config``, ``steps`` and ``host``, and compare them."""
+    """Analyse ``base`` and ``new`` (each a profile, anything :func:`tpuperf.load` reads, or a
+    list of them: several runs of one side, pooled) as ``tpuperf analyze`` does, with the same
+    ``config``, ``steps`` and ``host``, and compare them."""
     from tpuperf.profile import load
-    from tpuperf.report import analyze
 
-    profiles = [p if not isinstance(p, (str, os.PathLike)) else load(p) for p in (base, new)]
-    reports = [analyze(p, config=config, steps=steps, host=host) for p in profiles]
-    return compare(reports[0], reports[1], *(versions(p) for p in profiles))
+    def profiles(side: Any) -> list[Profile]:
+        items = list(side) if isinstance(side, (list, tuple)) else [side]
+        return [p if not isinstance(p, (str, os.PathLike)) else load(p) for p in items]
+
+    return compare_runs(profiles(base), profiles(new), config, steps, host)
+
+
+def compare_runs(
+    base: Sequence[Profile],
+    new: Sequence[Profile],
+    config: AnalysisConfig | None = None,
+    steps: str | tuple[int | None, int | None] | None = None,
+    host: str | None = None,
+) -> DiffReport:
+    """The :class:`DiffReport` of BASE's and NEW's runs (one profile or several per side)."""
+    if not base or not new:
+        raise ValueError("each side needs at least one profile")
+    return compare_sides(side(base, config, steps, host), side(new, config, steps, host))
 
 
 def versions(profile: Profile) -> dict[str, str]:
@@ -230,47 +335,736 @@ def versions(profile: Profile) -> dict[str, str]:
     return out
 
 
+# --------------------------------------------------------------------------- one side
+
+
+@dataclass
+class Side:
+    """One side of a diff: the reports of its runs and what the diff pools from them.
+
+    ``ops`` has one row per (module, op) of any run (the attributes of Report.ops, ``scope``,
+    ``source`` from the scope table and ``shape``), ``samples`` its self time per step per
+    device in ms, one column per analysed step of every run, ``step_ms`` the step times of every
+    run, and ``programs`` each module's fingerprint."""
+
+    reports: list[Report]
+    ops: Table
+    samples: np.ndarray  # (ops, steps) float64, ms
+    step_ms: np.ndarray
+    summary: dict[str, Any]  # the pooled summary, as Report.summary names its values
+    programs: dict[str, str]
+    versions: dict[str, str]
+
+
+def side(
+    profiles: Sequence[Profile],
+    config: AnalysisConfig | None = None,
+    steps: str | tuple[int | None, int | None] | None = None,
+    host: str | None = None,
+) -> Side:
+    """Analyse each profile as ``tpuperf analyze`` does and pool them into one :class:`Side`."""
+    from tpuperf.report import analyze, parse_steps
+    from tpuperf.timeline import build_timeline
+
+    config = config if config is not None else AnalysisConfig()
+    if steps is not None:
+        config = dataclasses.replace(
+            config, steps=parse_steps(steps) if isinstance(steps, str) else steps
+        )
+    if host is not None:
+        config = dataclasses.replace(config, host=host)
+    runs = []
+    for profile in profiles:
+        report = analyze(profile, config=config)
+        # The timeline analyze just built (build_timeline keeps it for the same config).
+        runs.append((profile, report, build_timeline(profile, config)))
+    return _pool([_run_part(*run) for run in runs], [r for _, r, _ in runs], profiles)
+
+
+@dataclass
+class _RunPart:
+    """One run's share of a side: its ops (keys and attributes), their self time per step,
+    its steps, windows and programs."""
+
+    keys: list[tuple[str, str]]  # (module, op), as Report.ops orders them
+    attributes: list[dict[str, str]]
+    self_ps: np.ndarray  # per op, over all windows
+    counts: np.ndarray  # executions per op, over all windows
+    samples: np.ndarray  # (ops, steps) ms per step per device
+    step_ps: np.ndarray
+    windows: int
+    programs: dict[str, str]
+
+
+_ATTRIBUTES = ("kind", "category", "hlo_text")
+
+
+def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
+    from tpuperf.steps import window_of
+
+    ops = report.ops
+    keys = list(
+        zip(_strings(ops, "module"), _strings(ops, "op"), strict=True)
+    )  # Report.ops: one row per (module, op)
+    index = {key: i for i, key in enumerate(keys)}
+    code = _code_of(profile, keys)
+    attributes = [
+        {
+            "kind": k,
+            "category": c,
+            "scope": code[i][0],
+            "source": code[i][1],
+            # CPU ops' HLO text is their own name, which says nothing of their shape.
+            "shape": code[i][2] or (shape_key(h) if h != keys[i][1] else ""),
+        }
+        for i, (k, c, h) in enumerate(zip(*(_strings(ops, a) for a in _ATTRIBUTES), strict=True))
+    ]
+    step_numbers = sorted(tl.steps_selected) if tl.has_steps else [-1]
+    column = {s: j for j, s in enumerate(step_numbers)}
+    numbers = np.array(step_numbers, dtype=np.int64)  # ascending, as the timeline selects them
+    totals = np.zeros((len(keys), len(step_numbers)), dtype=np.float64)
+    devices_per_step = np.zeros(len(step_numbers), dtype=np.float64)
+    ran: dict[str, set[tuple[str, str]]] = {}  # module -> (host, program id) of what ran
+    for view in tl.devices:
+        for s in view.windows.step.tolist():
+            devices_per_step[column.get(s if tl.has_steps else -1, 0)] += 1
+        selected = view.selected_ops("module", "op", "program_id", "self_ps")
+        if not selected.n:
+            continue
+        module, op = selected.strings("module"), selected.strings("op")
+        group, first = group_index([module, op])
+        window = window_of(
+            view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
+        )
+        step = view.windows.step[window] if tl.has_steps else np.full(len(window), -1)
+        cols = np.searchsorted(numbers, step)  # every op here starts in a selected window
+        rows = np.array(
+            [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
+            dtype=np.int64,
+        )[group]
+        keep = rows >= 0
+        cells = rows[keep] * len(step_numbers) + cols[keep]
+        totals += np.bincount(
+            cells, weights=selected.array("self_ps")[keep], minlength=totals.size
+        ).reshape(totals.shape)
+        programs = selected.strings("program_id")
+        _, firsts = group_index([module, programs])
+        for m, p in zip(module.take(firsts), programs.take(firsts), strict=True):
+            ran.setdefault(m, set()).add((view.host, p))
+    samples = totals / np.maximum(devices_per_step, 1.0) / 1e9
+    step_ps = tl.step_time_ps if tl.has_steps else np.zeros(0)
+    return _RunPart(
+        keys=keys,
+        attributes=attributes,
+        self_ps=ops.array("self_ps").astype(np.float64) if ops.n else np.zeros(0),
+        counts=(ops.array("count_per_step") * max(tl.n_windows, 1) if ops.n else np.zeros(0)),
+        samples=samples,
+        step_ps=np.asarray(step_ps, dtype=np.float64),
+        windows=max(tl.n_windows, 1),
+        programs=program_fingerprints(profile, ran, tl, keys, attributes),
+    )
+
+
+def _code_of(profile: Profile, keys: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """Per (module, op): its scope path and source line from the scope table, and its shape
+    from its program's HLO proto (empty where the profile has none)."""
+    from tpuperf.scopes import scopes
+
+    table = scopes(profile).table
+    found: dict[tuple[str, str], tuple[str, str, str]] = {}
+    if table.n:
+        columns = [table.strings(c).tolist() for c in ("module", "program_id", "op")]
+        paths, sources = table.strings("name_scope").tolist(), table.strings("source").tolist()
+        for module, program_id, op, path, source in zip(*columns, paths, sources, strict=True):
+            found.setdefault((module, op), (path, source, program_id))
+    shapes = _proto_shapes(profile, {program for _, _, program in found.values()})
+    out = []
+    for key in keys:
+        path, source, program_id = found.get(key, ("", "", ""))
+        out.append((path, source, shapes.get(program_id, {}).get(key[1], "")))
+    return out
+
+
+def _protos(profile: Profile) -> dict[str, bytes]:
+    """Program id -> serialized ``xla.HloProto`` of every host's HLO protos (the first host
+    that has a program wins: every host compiles the same one)."""
+    from tpuperf.tables import split_module_name
+
+    out: dict[str, bytes] = {}
+    for by_name in (getattr(profile, "hlo_protos", None) or {}).values():
+        for name, data in by_name.items():
+            split = split_module_name(name)
+            if split:
+                out.setdefault(split[1], data)
+    return out
+
+
+def _proto_shapes(profile: Profile, programs: set[str]) -> dict[str, dict[str, str]]:
+    """Program id -> op -> its shape key from the HLO proto (opcode, result and operand
+    shapes); programs whose proto cannot be read have none."""
+    protos = _protos(profile)
+    out: dict[str, dict[str, str]] = {}
+    for program in programs:
+        data = protos.get(program)
+        if data is None:
+            continue
+        try:
+            out[program] = instruction_shapes(data)
+        except ValueError:  # a damaged proto costs the shapes, not the diff
+            continue
+    return out
+
+
+# --------------------------------------------------------------------------- HLO protos
+#
+# Read at the wire level: the fingerprint needs the module's fields as they are serialized
+# (less the ones a rerun changes), and shapes need three fields of each instruction.
+
+_HLO_MODULE = 1  # HloProto.hlo_module
+_MODULE_ID, _MODULE_SCHEDULE, _MODULE_COMPUTATIONS = 5, 7, 3  # HloModuleProto
+_COMPUTATION_INSTRUCTIONS = 2  # HloComputationProto.instructions
+# HloInstructionProto: name, opcode, shape, id, operand_ids
+_INSTR_NAME, _INSTR_OPCODE, _INSTR_SHAPE, _INSTR_ID, _INSTR_OPERANDS = 1, 2, 3, 35, 36
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+
+
+def wire_fields(data: bytes) -> list[tuple[int, int, bytes | int]]:
+    """The top-level fields of a protobuf message: (number, wire type, bytes or integer)."""
+    out: list[tuple[int, int, bytes | int]] = []
+    i = 0
+    while i < len(data):
+        tag, i = _varint(data, i)
+        number, kind = tag >> 3, tag & 7
+        if kind == 0:
+            value, i = _varint(data, i)
+            out.append((number, kind, value))
+        elif kind == 2:
+            length, i = _varint(data, i)
+            if i + length > len(data):
+                raise ValueError("truncated field")
+            out.append((number, kind, data[i : i + length]))
+            i += length
+        elif kind in (1, 5):
+            size = 8 if kind == 1 else 4
+            out.append((number, kind, data[i : i + size]))
+            i += size
+        else:
+            raise ValueError(f"unsupported wire type {kind}")
+    return out
+
+
+def _module_bytes(hlo_proto: bytes) -> bytes:
+    for number, kind, value in wire_fields(hlo_proto):
+        if number == _HLO_MODULE and kind == 2 and isinstance(value, bytes):
+            return value
+    raise ValueError("no hlo_module in the HLO proto")
+
+
+def hlo_fingerprint(hlo_proto: bytes) -> str:
+    """A fingerprint of a serialized ``xla.HloProto``'s module: a hash of its fields, less its
+    id (a counter of the process that compiled it) and with its schedule's entries sorted (a
+    map, serialized in hash-map order, which differs from one run of a program to the next)."""
+    digest = hashlib.sha256()
+    for number, kind, value in wire_fields(_module_bytes(hlo_proto)):
+        if number == _MODULE_ID:
+            continue
+        if number == _MODULE_SCHEDULE and isinstance(value, bytes):
+            entries = sorted(repr(f).encode() for f in wire_fields(value))
+            value = b"".join(entries)
+        digest.update(f"{number}:{kind}:".encode())
+        digest.update(value if isinstance(value, bytes) else str(value).encode())
+    return digest.hexdigest()[:16]
+
+
+def instruction_shapes(hlo_proto: bytes) -> dict[str, str]:
+    """Instruction name -> ``opcode result-shape <- operand shapes`` of a serialized
+    ``xla.HloProto`` (shapes as hashes of their ``ShapeProto``): what an op computes, without
+    the names and ids a recompilation renumbers."""
+    out: dict[str, str] = {}
+    for number, _, computation in wire_fields(_module_bytes(hlo_proto)):
+        if number != _MODULE_COMPUTATIONS or not isinstance(computation, bytes):
+            continue
+        instructions = []
+        shape_of: dict[int, str] = {}
+        for inner, _, instruction in wire_fields(computation):
+            if inner != _COMPUTATION_INSTRUCTIONS or not isinstance(instruction, bytes):
+                continue
+            name = opcode = shape = ""
+            ident = 0
+            operands: list[int] = []
+            for f, kind, value in wire_fields(instruction):
+                if f == _INSTR_NAME and isinstance(value, bytes):
+                    name = value.decode(errors="replace")
+                elif f == _INSTR_OPCODE and isinstance(value, bytes):
+                    opcode = value.decode(errors="replace")
+                elif f == _INSTR_SHAPE and isinstance(value, bytes):
+                    shape = hashlib.sha256(value).hexdigest()[:12]
+                elif f == _INSTR_ID and isinstance(value, int):
+                    ident = value
+                elif f == _INSTR_OPERANDS:
+                    operands += _packed(value) if kind == 2 else [int(value)]  # type: ignore[arg-type]
+            shape_of[ident] = shape
+            instructions.append((name, opcode, shape, operands))
+        for name, opcode, shape, operands in instructions:
+            inputs = ",".join(shape_of.get(o, "?") for o in operands)
+            out[name] = f"{opcode} {shape} <- {inputs}"
+    return out
+
+
+def _packed(value: bytes | int) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    out, i = [], 0
+    while i < len(value):
+        number, i = _varint(value, i)
+        out.append(number)
+    return out
+
+
+def program_fingerprints(
+    profile: Profile,
+    ran: dict[str, set[tuple[str, str]]],
+    tl: Any,
+    keys: list[tuple[str, str]],
+    attributes: list[dict[str, str]],
+) -> dict[str, str]:
+    """Module -> fingerprint of the programs of that name that ran in the analysed steps.
+
+    A program's fingerprint is, in order of preference: its program id on TPU (XLA's
+    fingerprint of the program: a recompiled program gets a new one), a hash of its HLO proto
+    (:func:`hlo_fingerprint`; GPU and CPU, whose program ids are counters), or a hash of its
+    ops' shapes and categories. Several programs of one name give one fingerprint of theirs."""
+    tpu_hosts = {view.host for view in tl.devices if view.kind == "TPU"}
+    protos = _protos(profile)
+    by_module: dict[str, list[str]] = {}
+    for module, programs in ran.items():
+        prints: set[str] = set()
+        for host, program_id in programs:
+            data = protos.get(program_id) if program_id else None
+            if host in tpu_hosts and program_id:
+                prints.add(program_id)
+            elif data is not None:
+                try:
+                    prints.add(hlo_fingerprint(data))
+                except ValueError:
+                    prints.add("")
+            else:
+                prints.add("")
+        by_module[module] = sorted(prints)
+    out: dict[str, str] = {}
+    for module, found in by_module.items():
+        if "" in found:  # no fingerprint recorded: the module's ops say what it is
+            ops = sorted(
+                f"{op}\t{a['category']}\t{a['shape']}"
+                for (m, op), a in zip(keys, attributes, strict=True)
+                if m == module
+            )
+            found = sorted({*found, _hash("\n".join(ops))} - {""})
+        out[module] = found[0] if len(found) == 1 else _hash(",".join(found))
+    return out
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pool(parts: list[_RunPart], reports: list[Report], profiles: Sequence[Profile]) -> Side:
+    """One side from its runs: ops by (module, op) in order of first execution, their self
+    time per step over every run's windows, samples side by side."""
+    index: dict[tuple[str, str], int] = {}
+    attributes: list[dict[str, str]] = []
+    for part in parts:
+        for key, attrs in zip(part.keys, part.attributes, strict=True):
+            if key not in index:
+                index[key] = len(attributes)
+                attributes.append(attrs)
+    n = len(index)
+    self_ps = np.zeros(n)
+    counts = np.zeros(n)
+    blocks = []
+    for part in parts:
+        rows = np.array([index[k] for k in part.keys], dtype=np.int64)
+        self_ps[rows] += part.self_ps
+        counts[rows] += part.counts
+        block = np.zeros((n, part.samples.shape[1]))
+        block[rows] = part.samples
+        blocks.append(block)
+    windows = sum(part.windows for part in parts)
+    keys = list(index)
+    ops = Table(
+        {
+            "module": Strings.from_list([m for m, _ in keys]),
+            "op": Strings.from_list([o for _, o in keys]),
+            **{
+                name: Strings.from_list([a[name] for a in attributes])
+                for name in ("kind", "category", "scope", "source", "shape")
+            },
+            "order": np.arange(n, dtype=np.int64),
+            "ms_per_step": self_ps / windows / 1e9,
+            "count_per_step": counts / windows,
+        },
+        n=n,
+    )
+    programs: dict[str, str] = {}
+    for part in parts:
+        for module, fingerprint in part.programs.items():
+            seen = programs.get(module)
+            programs[module] = (
+                fingerprint
+                if seen in (None, fingerprint)
+                else ",".join(sorted({*seen.split(","), fingerprint}))
+            )
+    found: dict[str, set[str]] = {}
+    for profile in profiles:
+        for name, value in versions(profile).items():
+            found.setdefault(name, set()).update(value.split(", "))
+    return Side(
+        reports=reports,
+        ops=ops,
+        samples=np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0)),
+        step_ms=np.concatenate([p.step_ps for p in parts]) / 1e9,
+        summary=_pooled_summary(reports, np.concatenate([p.step_ps for p in parts])),
+        programs=programs,
+        versions={k: ", ".join(sorted(v)) for k, v in found.items()},
+    )
+
+
+def _pooled_summary(reports: list[Report], step_ps: np.ndarray) -> dict[str, Any]:
+    """Report.summary for one run; for several, step times from every run's steps and the
+    shares averaged over runs by their windows."""
+    if len(reports) == 1:
+        return reports[0].summary
+    from tpuperf.timeline import stats_ms
+
+    out = dict(reports[0].summary)
+    windows = [float(_number(r.summary.get("window_ms")) or 0.0) for r in reports]
+    total = sum(windows)
+    for key in (*(k for _, k in SPLIT), "flops_utilization_pct", "mfu_pct"):
+        values = [_number(r.summary.get(key)) for r in reports]
+        known = [(v, w) for v, w in zip(values, windows, strict=True) if v is not None]
+        weight = sum(w for _, w in known)
+        out[key] = sum(v * w for v, w in known) / weight if known and weight else None
+    out["window_ms"] = total
+    out["steps_analyzed"] = sum(int(r.summary.get("steps_analyzed") or 0) for r in reports)
+    out["step_time_ms"] = stats_ms(step_ps) if len(step_ps) else reports[0].summary["step_time_ms"]
+    return out
+
+
+# --------------------------------------------------------------------------- the comparison
+
+
+def compare_sides(base: Side, new: Side) -> DiffReport:
+    """The :class:`DiffReport` of two sides (:func:`side`)."""
+    runs = {"base": _run(base), "new": _run(new)}
+    programs = _programs(base.programs, new.programs)
+    identical = {p["module"] for p in programs if p["identical"]}
+    boot = _Bootstrap(base.samples.shape[1], new.samples.shape[1])
+    pairs = match_ops(_op_list(base.ops), _op_list(new.ops))
+    factor = _common_factor(base, new, pairs, identical, boot)
+    ops = _op_diff(base, new, pairs, factor, boot, identical)
+    categories = _category_diff(ops)
+    recommendations = _recommendation_diff(base.reports[0], new.reports[0])
+    warnings = provenance_warnings(runs["base"], runs["new"])
+    summary = _summary(base.summary, new.summary)
+    _step_intervals(summary["step_time_ms"], base.step_ms, new.step_ms)
+    statuses = ops.strings("status").tolist()
+    summary["verdict"] = _verdict(summary["step_time_ms"]["median"])
+    summary["change_ms"] = change_split(ops, factor)
+    summary["attribution"] = _attribution(programs, statuses, factor, summary["change_ms"])
+    summary["common_factor"] = {
+        "ratio": factor.ratio,
+        "ci_low": factor.low,
+        "ci_high": factor.high,
+        "ops": factor.ops,
+    }
+    summary["programs"] = {
+        "identical": len(identical),
+        "different": len(programs) - len(identical),
+    }
+    summary["ops"] = _counts(statuses, OP_STATUSES)
+    summary["recommendations"] = _counts(
+        recommendations.strings("status").tolist(), RECOMMENDATION_STATUSES
+    )
+    summary["warnings"] = len(warnings)
+    return DiffReport(
+        base.reports[0],
+        new.reports[0],
+        summary,
+        ops,
+        categories,
+        recommendations,
+        warnings,
+        runs,
+        programs,
+        base.reports,
+        new.reports,
+        memory_diff(base.summary, new.summary),
+    )
+
+
 def compare(
     base: Report,
     new: Report,
     base_versions: dict[str, str] | None = None,
     new_versions: dict[str, str] | None = None,
 ) -> DiffReport:
-    """The :class:`DiffReport` of two reports (``versions`` from :func:`versions`)."""
-    runs = {
-        "base": _run(base, base_versions or {}),
-        "new": _run(new, new_versions or {}),
-    }
-    ops = _op_diff(base.ops, new.ops)
-    categories = _category_diff(ops)
-    recommendations = _recommendation_diff(base, new)
-    warnings = provenance_warnings(runs["base"], runs["new"])
-    summary = _summary(base.summary, new.summary)
-    summary["ops"] = _counts(ops.strings("status").tolist(), OP_STATUSES)
-    summary["recommendations"] = _counts(
-        recommendations.strings("status").tolist(), RECOMMENDATION_STATUSES
+    """The :class:`DiffReport` of two reports alone, without their profiles: no per-step
+    samples (so no intervals: nothing is significant) and no programs' fingerprints."""
+    return compare_sides(_report_side(base, base_versions), _report_side(new, new_versions))
+
+
+def _report_side(report: Report, found: dict[str, str] | None) -> Side:
+    ops = report.ops
+    n = ops.n
+    keys = list(zip(_strings(ops, "module"), _strings(ops, "op"), strict=True))
+    table = Table(
+        {
+            "module": Strings.from_list([m for m, _ in keys]),
+            "op": Strings.from_list([o for _, o in keys]),
+            "kind": Strings.from_list(_strings(ops, "kind")),
+            "category": Strings.from_list(_strings(ops, "category")),
+            "scope": Strings.from_list(_strings(ops, "tf_op")),
+            "source": Strings.from_list(_strings(ops, "source")),
+            "shape": Strings.from_list([shape_key(h) for h in _strings(ops, "hlo_text")]),
+            "order": np.arange(n, dtype=np.int64),
+            "ms_per_step": _array(ops, "ms_per_step"),
+            "count_per_step": _array(ops, "count_per_step"),
+        },
+        n=n,
     )
-    summary["warnings"] = len(warnings)
-    memory = memory_diff(base.summary, new.summary)
-    return DiffReport(base, new, summary, ops, categories, recommendations, warnings, runs, memory)
+    return Side([report], table, np.zeros((n, 0)), np.zeros(0), report.summary, {}, found or {})
 
 
-# --------------------------------------------------------------------------- summary
-
-
-def _run(report: Report, found: dict[str, str]) -> dict[str, Any]:
-    s = report.summary
+def _run(side: Side) -> dict[str, Any]:
+    s = side.summary
+    first = side.reports[0]
     return {
-        "source": report.source,
-        "platform": report.platform,
+        "source": ", ".join(r.source for r in side.reports),
+        "runs": len(side.reports),
+        "platform": first.platform,
         "chip": s.get("chip"),
         "hosts": s.get("hosts"),
         "devices": s.get("devices"),
         "step_source": s.get("step_source"),
         "steps_analyzed": s.get("steps_analyzed"),
-        "jax_version": found.get("jax_version"),
-        "jaxlib_version": found.get("jaxlib_version"),
+        "jax_version": side.versions.get("jax_version"),
+        "jaxlib_version": side.versions.get("jaxlib_version"),
     }
+
+
+def _programs(base: dict[str, str], new: dict[str, str]) -> list[dict[str, Any]]:
+    """Every module that ran on either side, with its fingerprint on each (null where it did
+    not run) and whether the two are the same program."""
+    out = []
+    for module in sorted({*base, *new}):
+        b, n = base.get(module), new.get(module)
+        out.append(
+            {
+                "module": module,
+                "base_fingerprint": b,
+                "new_fingerprint": n,
+                "identical": b is not None and b == n,
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+class _Bootstrap:
+    """Resampling weights of each side's steps: replicate r of a side's per-step samples has
+    mean ``samples @ weights[r]`` (a multinomial draw of its steps, divided by their count).
+    One fixed seed for every diff: the same inputs give the same intervals."""
+
+    def __init__(self, n_base: int, n_new: int) -> None:
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        self.n = (n_base, n_new)
+        self.index = tuple(
+            rng.integers(0, max(n, 1), (BOOTSTRAP_REPLICATES, max(n, 1))) for n in self.n
+        )
+        self.weights = tuple(
+            np.stack([np.bincount(row, minlength=max(n, 1)) for row in index]).T / max(n, 1)
+            for index, n in zip(self.index, self.n, strict=True)
+        )  # (steps, replicates)
+
+    @property
+    def usable(self) -> bool:
+        """Whether each side has the two steps an interval needs."""
+        return min(self.n) >= 2
+
+    def means(self, samples: np.ndarray, which: int) -> np.ndarray:
+        """(rows, replicates): the bootstrap means of each row of ``samples``."""
+        return samples @ self.weights[which]
+
+    def medians(self, samples: np.ndarray, which: int) -> np.ndarray:
+        """(rows, replicates): the bootstrap medians of each row of ``samples``."""
+        return np.median(samples[:, self.index[which]], axis=2)
+
+
+def interval(replicates: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile interval (:data:`CONFIDENCE`) of bootstrap replicates."""
+    tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
+    low, high = np.nanpercentile(replicates, [tail, 100.0 - tail], axis=axis)
+    return low, high
+
+
+def excludes_zero(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and (low > 0.0 or high < 0.0)
+
+
+_STATISTICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "median": lambda x: np.median(x, axis=1),
+    "mean": lambda x: x.mean(axis=1),
+    "p90": lambda x: np.percentile(x, 90, axis=1),
+}
+
+
+def _step_intervals(
+    out: dict[str, dict[str, Any]], base_ms: np.ndarray, new_ms: np.ndarray
+) -> None:
+    """Add to each step statistic's delta its interval (ms and % of before) and
+    ``significant``, from the step times of each side."""
+    boot = _Bootstrap(len(base_ms), len(new_ms))
+    for stat, entry in out.items():
+        entry.update(dict.fromkeys(INTERVAL_FIELDS))
+        entry["significant"] = False
+        if not boot.usable or entry["delta"] is None:
+            continue
+        compute = _STATISTICS[stat]
+        before = compute(base_ms[boot.index[0]])
+        after = compute(new_ms[boot.index[1]])
+        low, high = interval(after - before)
+        entry["ci_low"], entry["ci_high"] = float(low), float(high)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pct = np.where(before > 0, 100.0 * (after - before) / before, np.nan)
+        if np.isfinite(pct).all():
+            low_pct, high_pct = interval(pct)
+            entry["ci_low_pct"], entry["ci_high_pct"] = float(low_pct), float(high_pct)
+        entry["significant"] = excludes_zero(entry["ci_low"], entry["ci_high"])
+
+
+def _verdict(median_entry: dict[str, Any]) -> str:
+    """``faster`` or ``slower`` when the median step time moved significantly, else
+    ``no_change``."""
+    if not median_entry.get("significant"):
+        return "no_change"
+    return "slower" if (median_entry["delta"] or 0.0) > 0 else "faster"
+
+
+@dataclass(frozen=True)
+class _Factor:
+    """The common factor: the median ratio NEW/BASE of op time over the ops whose code did not
+    change, its interval and its bootstrap replicates (for the ops' changes beyond it)."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+    ops: int
+    replicates: np.ndarray | None  # (replicates,)
+    # The robust standard deviation (1.4826 x MAD) of log(op ratio / factor) over those ops:
+    # how unevenly the machine moved ops whose code did not change.
+    spread: float = 0.0
+
+    @property
+    def significant(self) -> bool:
+        """Whether the factor's interval excludes 1 (the environment moved op times)."""
+        return self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
+
+
+def typical(side: Side) -> np.ndarray:
+    """Each op's typical time per step (ms): the median of its per-step samples, which a step
+    that a busy machine stretched (a preempted thread) does not move; its mean per step where
+    there are no samples."""
+    if side.samples.shape[1] == 0:
+        return side.ops.array("ms_per_step") if side.ops.n else np.zeros(0)
+    return np.median(side.samples, axis=1)
+
+
+def _common_factor(
+    base: Side, new: Side, pairs: list[_Pair], identical: set[str], boot: _Bootstrap
+) -> _Factor:
+    """The median ratio of op time over the paired ops of identical programs; where no program
+    is identical, over the paired ops whose shape is the same on both sides (their code did
+    not change: what moves them is the machine); the :data:`FACTOR_MAX_OPS` with the most
+    time."""
+    ms_b, ms_n = typical(base), typical(new)
+    paired = [(b, n) for b, n, _ in pairs if b is not None and n is not None]
+    timed = [(b, n) for b, n in paired if ms_b[b.index] > 0 and ms_n[n.index] > 0]
+    same_program = [(b, n) for b, n in timed if b.module in identical]
+    same_shape = [(b, n) for b, n in timed if b.shape and b.shape == n.shape]
+    chosen = same_program or same_shape or timed
+    if not chosen:
+        return _Factor(None, None, None, 0, None)
+    chosen.sort(key=lambda p: -(ms_b[p[0].index] + ms_n[p[1].index]))
+    chosen = chosen[:FACTOR_MAX_OPS]
+    rows_b = np.array([b.index for b, _ in chosen])
+    rows_n = np.array([n.index for _, n in chosen])
+    ratios_now = ms_n[rows_n] / ms_b[rows_b]
+    ratio = median(ratios_now)
+    deviations = np.log(ratios_now / ratio)
+    spread = 1.4826 * median(np.abs(deviations - median(deviations)))
+    if not boot.usable:
+        return _Factor(ratio, None, None, len(chosen), None, spread)
+    medians_b = _side_medians(base, rows_b, boot, 0)
+    medians_n = _side_medians(new, rows_n, boot, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(medians_b > 0, medians_n / medians_b, np.nan)
+    replicates = np.nanmedian(ratios, axis=0)
+    low, high = interval(replicates)
+    return _Factor(ratio, float(low), float(high), len(chosen), replicates, spread)
+
+
+def change_split(ops: Table, factor: _Factor) -> dict[str, float]:
+    """The change in op time per step split in two (ms): ``environment``, the common factor
+    applied to every paired op's time, and ``code``, what changed, added and removed ops moved
+    beyond it."""
+    ratio = factor.ratio if factor.ratio is not None else 1.0
+    states = ops.strings("status").tolist()
+    before, after = ops.array("ms_per_step_before"), ops.array("ms_per_step_after")
+    environment = code = 0.0
+    for state, b, a in zip(states, before.tolist(), after.tolist(), strict=True):
+        if state in ("same", "changed"):
+            environment += (ratio - 1.0) * b
+        if state == "changed":
+            code += a - ratio * b
+        elif state == "added":
+            code += a
+        elif state == "removed":
+            code -= b
+    return {"environment": environment, "code": code}
+
+
+def _attribution(
+    programs: list[dict[str, Any]], statuses: list[str], factor: _Factor, split: dict[str, float]
+) -> str:
+    """``environment`` when every program is identical (the code cannot be the cause), or no
+    op changed beyond the common factor (none added or removed); ``code`` when the factor did
+    not move (its interval holds 1) or the ops that changed beyond it make at least
+    CODE_SHARE of the change; else ``mixed``."""
+    if programs and all(p["identical"] for p in programs):
+        return "environment"
+    if not any(s in ("changed", "added", "removed") for s in statuses):
+        return "environment"
+    if not factor.significant:
+        return "code"
+    code, environment = abs(split["code"]), abs(split["environment"])
+    return "code" if code >= CODE_SHARE * (code + environment) else "mixed"
+
+
+# --------------------------------------------------------------------------- summary
 
 
 def _number(value: Any) -> float | None:
@@ -305,6 +1099,8 @@ def _window_ms(summary: dict[str, Any]) -> float | None:
 def _summary(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     st_b, st_n = base.get("step_time_ms") or {}, new.get("step_time_ms") or {}
     out: dict[str, Any] = {
+        "verdict": None,
+        "attribution": None,
         "step_time_ms": {k: delta(st_b.get(k), st_n.get(k)) for k in STEP_STATS},
     }
     win_b, win_n = _window_ms(base), _window_ms(new)
@@ -412,36 +1208,41 @@ class _Op:
     module: str
     name: str
     category: str
-    tf_op: str
+    scope: str  # the name-scope path (scope table), "" when none is recorded
     shape: str
     source: str
     order: int
 
 
+_Pair = tuple["_Op | None", "_Op | None", str]
+
+
 def _op_list(ops: Table) -> list[_Op]:
     if not ops.n:
         return []
-    columns = [ops.strings(c).tolist() for c in ("module", "op", "category", "tf_op")]
-    hlo, source = ops.strings("hlo_text").tolist(), ops.strings("source").tolist()
-    order = ops.array("order").tolist()
+    columns = [ops.strings(c).tolist() for c in ("module", "op", "category", "scope", "shape")]
+    source, order = ops.strings("source").tolist(), ops.array("order").tolist()
     return [
-        _Op(i, m, o, c, t, shape_key(h), s, n)
-        for i, (m, o, c, t, h, s, n) in enumerate(zip(*columns, hlo, source, order, strict=True))
+        _Op(i, m, o, c, t, h, s, n)
+        for i, (m, o, c, t, h, s, n) in enumerate(zip(*columns, source, order, strict=True))
     ]
+
+
+def _agree(x: str, y: str) -> bool:
+    """Two recorded values agree when equal, or when either side records none."""
+    return not (x and y) or x == y
 
 
 def _same_op(a: _Op, b: _Op) -> bool:
     """Whether two same-named ops are one op: a name reused for another op (a recompilation
-    renumbers) shows in its category, or its scope or source line where both record one."""
-    if a.category != b.category:
-        return False
-    return all(not (x and y) or x == y for x, y in ((a.tf_op, b.tf_op), (a.source, b.source)))
+    renumbers) shows in its category, or its scope path or source line where both record one."""
+    return a.category == b.category and _agree(a.scope, b.scope) and _agree(a.source, b.source)
 
 
-def match_ops(base: Sequence[_Op], new: Sequence[_Op]) -> list[tuple[_Op | None, _Op | None, str]]:
+def match_ops(base: Sequence[_Op], new: Sequence[_Op]) -> list[_Pair]:
     """Pairs (base op, new op, rule) by :data:`MATCH_RULES` in turn; an op left unpaired comes
     with None on the other side and an empty rule."""
-    pairs: list[tuple[_Op | None, _Op | None, str]] = []
+    pairs: list[_Pair] = []
     by_name = {(op.module, op.name): op for op in new}
     left_base: list[_Op] = []
     taken: set[int] = set()
@@ -454,8 +1255,8 @@ def match_ops(base: Sequence[_Op], new: Sequence[_Op]) -> list[tuple[_Op | None,
             left_base.append(op)
     left_new = [op for op in new if op.index not in taken]
     rules: list[tuple[str, Callable[[_Op], tuple[str, ...] | None]]] = [
-        ("scope_shape", lambda op: (op.tf_op, op.category, op.shape) if op.shape else None),
-        ("source", lambda op: (op.source, op.category) if op.source else None),
+        ("scope_shape", lambda op: (op.scope, op.category, op.shape) if op.shape else None),
+        ("source", lambda op: (op.source, op.category, op.scope) if op.source else None),
     ]
     for rule, key in rules:
         left_base, left_new = _pair_by(key, rule, left_base, left_new, pairs)
@@ -469,7 +1270,7 @@ def _pair_by(
     rule: str,
     base: list[_Op],
     new: list[_Op],
-    pairs: list[tuple[_Op | None, _Op | None, str]],
+    pairs: list[_Pair],
 ) -> tuple[list[_Op], list[_Op]]:
     """Pair ops with one key, in order of first execution; return those left on each side."""
     waiting: dict[tuple[str, ...], list[_Op]] = {}
@@ -499,17 +1300,108 @@ def status(before: float, after: float) -> str:
     return "changed"
 
 
-def _op_diff(base: Table, new: Table) -> Table:
-    pairs = match_ops(_op_list(base), _op_list(new))
-    ms_b, ms_n = _array(base, "ms_per_step"), _array(new, "ms_per_step")
-    count_b, count_n = _array(base, "count_per_step"), _array(new, "count_per_step")
-    kind_b, kind_n = _strings(base, "kind"), _strings(new, "kind")
+def _side_means(side: Side, rows: np.ndarray, boot: _Bootstrap, which: int) -> np.ndarray:
+    """(len(rows), replicates) bootstrap means of the ops at ``rows`` (-1: absent, zeros),
+    in blocks of _CHUNK_OPS ops."""
+    out = np.zeros((len(rows), BOOTSTRAP_REPLICATES))
+    present = np.flatnonzero(rows >= 0)
+    for start in range(0, len(present), _CHUNK_OPS):
+        block = present[start : start + _CHUNK_OPS]
+        out[block] = boot.means(side.samples[rows[block]], which)
+    return out
+
+
+def _side_medians(side: Side, rows: np.ndarray, boot: _Bootstrap, which: int) -> np.ndarray:
+    """(len(rows), replicates) bootstrap medians of the ops at ``rows`` (-1: absent, zeros),
+    in blocks that keep ops x replicates x steps small."""
+    out = np.zeros((len(rows), BOOTSTRAP_REPLICATES))
+    present = np.flatnonzero(rows >= 0)
+    size = max(1, _CHUNK_ELEMENTS // (BOOTSTRAP_REPLICATES * max(side.samples.shape[1], 1)))
+    for start in range(0, len(present), size):
+        block = present[start : start + size]
+        out[block] = boot.medians(side.samples[rows[block]], which)
+    return out
+
+
+def false_discovery(p_values: np.ndarray, rate: float = 1.0 - CONFIDENCE) -> np.ndarray:
+    """Which of ``p_values`` the Benjamini-Hochberg procedure calls changes at false discovery
+    ``rate``: the k smallest, for the largest k whose p is at most rate x k / m."""
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    passed = np.flatnonzero(p_values[order] <= rate * np.arange(1, m + 1) / m)
+    found = np.zeros(m, dtype=bool)
+    if len(passed):
+        found[order[: passed[-1] + 1]] = True
+    return found
+
+
+def _p_values(replicates: np.ndarray) -> np.ndarray:
+    """Two-sided bootstrap p-values of "no change", per row: twice the share of replicates on
+    the far side of 0."""
+    below = (replicates <= 0).mean(axis=1)
+    above = (replicates >= 0).mean(axis=1)
+    return np.minimum(1.0, 2.0 * np.minimum(below, above))
+
+
+def _op_diff(
+    base: Side,
+    new: Side,
+    pairs: list[_Pair],
+    factor: _Factor,
+    boot: _Bootstrap,
+    identical: set[str],
+) -> Table:
+    ms_b, ms_n = base.ops.array("ms_per_step"), new.ops.array("ms_per_step")
+    count_b, count_n = base.ops.array("count_per_step"), new.ops.array("count_per_step")
+    kind_b, kind_n = _strings(base.ops, "kind"), _strings(new.ops, "kind")
+    rows_b = np.array([b.index if b else -1 for b, _, _ in pairs], dtype=np.int64)
+    rows_n = np.array([n.index if n else -1 for _, n, _ in pairs], dtype=np.int64)
+    before = np.where(rows_b >= 0, ms_b[np.maximum(rows_b, 0)] if len(ms_b) else 0.0, 0.0)
+    after = np.where(rows_n >= 0, ms_n[np.maximum(rows_n, 0)] if len(ms_n) else 0.0, 0.0)
+    ratio = factor.ratio if factor.ratio is not None else 1.0
+    # The change beyond the factor is judged on each op's typical (median) time per step.
+    typ_b, typ_n = typical(base), typical(new)
+    med_b = np.where(rows_b >= 0, typ_b[np.maximum(rows_b, 0)] if len(typ_b) else 0.0, 0.0)
+    med_n = np.where(rows_n >= 0, typ_n[np.maximum(rows_n, 0)] if len(typ_n) else 0.0, 0.0)
+    beyond = med_n - ratio * med_b
+    paired = (rows_b >= 0) & (rows_n >= 0)
+    nan = np.full(len(pairs), np.nan)
+    low, high, beyond_low, beyond_high = nan, nan.copy(), nan.copy(), nan.copy()
+    changed = np.zeros(len(pairs), dtype=bool)
+    if boot.usable and len(pairs):
+        low, high = interval(_side_means(new, rows_n, boot, 1) - _side_means(base, rows_b, boot, 0))
+        both = np.flatnonzero(paired)
+        if len(both):
+            medians_b = _side_medians(base, rows_b[both], boot, 0)
+            medians_n = _side_medians(new, rows_n[both], boot, 1)
+            factors = factor.replicates if factor.replicates is not None else 1.0
+            replicates = medians_n - factors * medians_b
+            beyond_low[both], beyond_high[both] = interval(replicates)
+            # Significant beyond the factor, over every paired op at once: of 60 ops at 95%
+            # each, three would "change" by chance alone (Benjamini-Hochberg keeps the share
+            # of such false changes among the changed ops at 5%).
+            changed[both] = false_discovery(_p_values(replicates))
     rows: list[dict[str, Any]] = []
-    for b, n, rule in pairs:
-        before = float(ms_b[b.index]) if b else 0.0
-        after = float(ms_n[n.index]) if n else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        deviation = np.abs(np.log(med_n / (ratio * med_b)))
+    for i, (b, n, rule) in enumerate(pairs):
         shown = n or b
         assert shown is not None
+        if b is None or n is None:
+            state = "added" if b is None else "removed"
+        elif status(ratio * med_b[i], med_n[i]) == "same":
+            state = "same"  # too small to act on, significant or not
+        elif n.module in identical and (
+            factor.significant or deviation[i] <= OUTLIER_Z * factor.spread
+        ):
+            # The code is the same. A machine that moved op times (the factor moved) moves
+            # them unevenly, by many times for ops a busy core preempts; and an op off the
+            # factor by no more than the others are is the machine's doing too.
+            state = "same"
+        elif boot.usable:
+            state = "changed" if changed[i] else "same"
+        else:  # no steps to judge the noise by: any change large enough
+            state = "changed"
         rows.append(
             {
                 "op": shown.name,
@@ -517,14 +1409,24 @@ def _op_diff(base: Table, new: Table) -> Table:
                 "module": shown.module,
                 "category": shown.category,
                 "kind": kind_n[n.index] if n else kind_b[b.index] if b else "",
-                "status": (
-                    "added" if b is None else "removed" if n is None else status(before, after)
-                ),
+                "status": state,
                 "match": rule,
-                "ms_per_step_before": before,
-                "ms_per_step_after": after,
-                "delta_ms": after - before,
-                "delta_pct": 100.0 * (after - before) / before if before else math.nan,
+                "base_scope": b.scope if b else "",
+                "new_scope": n.scope if n else "",
+                "ms_per_step_before": float(before[i]),
+                "ms_per_step_after": float(after[i]),
+                "delta_ms": float(after[i] - before[i]),
+                "delta_pct": (
+                    100.0 * float(after[i] - before[i]) / float(before[i])
+                    if before[i]
+                    else math.nan
+                ),
+                "delta_ci_low_ms": float(low[i]),
+                "delta_ci_high_ms": float(high[i]),
+                "significant": excludes_zero(float(low[i]), float(high[i])),
+                "beyond_factor_ms": float(beyond[i]) if paired[i] else math.nan,
+                "beyond_factor_ci_low_ms": float(beyond_low[i]),
+                "beyond_factor_ci_high_ms": float(beyond_high[i]),
                 "count_per_step_before": float(count_b[b.index]) if b else 0.0,
                 "count_per_step_after": float(count_n[n.index]) if n else 0.0,
                 "_order": (n.order if n else math.inf, b.order if b else math.inf),
@@ -537,9 +1439,9 @@ def _op_diff(base: Table, new: Table) -> Table:
             r["_order"],
         )
     )
-    return _table(
-        rows, OP_COLUMNS, strings=("op", "base_op", "module", "category", "kind", "status", "match")
-    )
+    table = _table(rows, OP_COLUMNS, strings=_OP_STRINGS)
+    significant = np.array([r["significant"] for r in rows], dtype=bool)
+    return table.with_columns(significant=significant)
 
 
 def _category_diff(ops: Table) -> Table:

@@ -47,6 +47,7 @@ def command(
         tpuperf demo --duration 3s --logdir demo-logs
     """
     import importlib.util
+    import shutil
     import tempfile  # here, not at the top: every command imports this module
 
     from tpuperf.capturing import Target, raise_for_failures
@@ -69,14 +70,18 @@ def command(
             )
     err, out = stderr_console(), stdout_console()
     port = port or _free_port()
-    logdir = logdir if logdir is not None else Path(tempfile.mkdtemp(prefix="tpuperf-demo-"))
+    made = None  # the temporary logdir this run made, removed if the run does not finish
 
     with tempfile.TemporaryFile("w+") as job_stderr:
         job = _start_job(port, job_stderr)
+        ready = False
         try:
             started = time.monotonic()
             with err.status("starting the example training job (importing JAX, compiling)…"):
                 _wait_ready(job, job_stderr, port)
+            ready = True
+            if logdir is None:
+                logdir = made = Path(tempfile.mkdtemp(prefix="tpuperf-demo-"))
             err.print(
                 f"tpuperf: example job ready on port {port} "
                 f"({time.monotonic() - started:.1f} s); capturing {duration_s:g} s",
@@ -86,9 +91,15 @@ def command(
             result = capture_with_display(
                 [Target("localhost", port)], duration_s=duration_s, logdir=logdir
             )
+        except BaseException:  # Ctrl-C, or a job that failed: no profile, so no folder either
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+            raise
         finally:
-            _stop_job(job)
+            _stop_job(job, ready)
     print_summary(result, out)
+    if made is not None and not result.saved:
+        shutil.rmtree(made, ignore_errors=True)
     raise_for_failures(result, reasons_shown=True)  # the display said why the job failed
     if analyze_session(result.session_dir, out, err):
         _print_tree(result.session_dir, out)
@@ -180,8 +191,12 @@ def _stderr_tail(job_stderr: IO[str], lines: int = 15) -> str:
     return ("; its last output:\n    " + "\n    ".join(tail)) if tail else ""
 
 
-def _stop_job(job: subprocess.Popen[str]) -> None:
-    """SIGTERM (the job stops after its current step), then SIGKILL if it lingers."""
+def _stop_job(job: subprocess.Popen[str], ready: bool = True) -> None:
+    """SIGTERM (the job stops after its current step), then SIGKILL if it lingers; SIGKILL
+    at once before it is ready (importing JAX or compiling, it would only stop once ready:
+    Ctrl-C then took 5 s), when no capture can be under way."""
+    if job.poll() is None and not ready:
+        job.kill()
     if job.poll() is None:
         job.terminate()
         try:

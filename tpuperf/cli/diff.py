@@ -19,8 +19,13 @@ FORMATS = (Format.table, Format.json, Format.md)
 
 
 def command(
-    base: str = typer.Argument(..., help="The run to compare against: a file, run dir or logdir."),
-    new: str = typer.Argument(..., help="The run to compare: a file, run directory or logdir."),
+    base: str = typer.Argument(
+        ...,
+        help="The run(s) to compare against: a file, run dir or logdir; several, comma-separated.",
+    ),
+    new: str = typer.Argument(
+        ..., help="The run(s) to compare: a file, run dir or logdir; several, comma-separated."
+    ),
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
@@ -28,21 +33,34 @@ def command(
     fail_on: list[str] = typer.Option(
         None,
         "--fail-on",
-        help="Exit 3 when FIELD OP VALUE holds, e.g. step_time_ms.median.delta_pct>5 (repeatable).",
+        help="Exit 3 when FIELD OP VALUE holds, e.g. step_time_ms.median.delta_pct>5 or "
+        "verdict==slower (repeatable); a step-time gate trips only on a significant change.",
+    ),
+    no_significance: bool = typer.Option(
+        False,
+        "--no-significance",
+        help="Let step-time gates trip on any change, significant or not.",
     ),
     steps: str = steps_option(" of both"),
     warmup: int = warmup_option(),
     host: str = host_option("Analyse only this host of both runs."),
-    base_run: str = run_option("--base-run", "BASE, a logdir"),
-    new_run: str = run_option("--new-run", "NEW, a logdir"),
+    base_run: str = run_option("--base-run", "BASE, a logdir; several, comma-separated"),
+    new_run: str = run_option("--new-run", "NEW, a logdir; several, comma-separated"),
 ) -> None:
-    """Compare two runs: step time, the compute / collective / copy / idle split, ops
-    matched across recompilations, categories and recommendations.
+    """Compare two runs: step time with its 95% interval and a verdict, the compute /
+    collective / copy / idle split, programs by fingerprint, ops matched across
+    recompilations (each judged beyond the run-wide common factor), categories and
+    recommendations.
 
-    Each run is analysed as `tpuperf analyze` does. Warns on stderr when the runs differ in
-    chip, devices, hosts, step source or jax/jaxlib versions. Exit 0, or 3 when a
-    `--fail-on` gate trips (one line per gate on stderr); a gate on a value unknown on either
-    side (no MFU without model FLOPs) is not evaluated, and a note says so.
+    Each run is analysed as `tpuperf analyze` does. A side may be several runs: several
+    paths, comma-separated, or several runs of one logdir (`--base-run a,b`); their
+    per-step samples are pooled, so the intervals include run-to-run variation. Warns on
+    stderr when the runs differ in chip, devices, hosts, step source or jax/jaxlib versions.
+    Exit 0, or 3 when a `--fail-on` gate trips (one line per gate on stderr). A gate on a
+    step time's change trips only when the change is significant (its 95% interval
+    excludes 0), and says so in one line when it does not, unless `--no-significance`; a
+    gate on a value unknown on either side (no MFU without model FLOPs) is not evaluated,
+    and a note says so.
 
     Example:
 
@@ -50,17 +68,26 @@ def command(
 
         tpuperf diff logdir/ logdir/ --base-run 2026_01_05 --new-run 2026_01_06
 
+        tpuperf diff a1.xplane.pb,a2.xplane.pb b1.xplane.pb,b2.xplane.pb
+
+        tpuperf diff logdir/ logdir/ --base-run run1,run2 --new-run run3,run4
+
         tpuperf diff base.xplane.pb new.xplane.pb -f json \\
             --fail-on 'step_time_ms.median.delta_pct>5' \\
-            --fail-on 'exposed_collective_pct.delta>3'
+            --fail-on 'verdict==slower' --fail-on 'exposed_collective_pct.delta>3'
     """
     from tpuperf import gates
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
     from tpuperf.config import AnalysisConfig
-    from tpuperf.diffing import GATE_FIELDS, compare, versions
+    from tpuperf.diffing import (
+        GATE_FIELDS,
+        GATE_TEXT_FIELDS,
+        SIGNIFICANCE_OF,
+        compare_sides,
+        side,
+    )
     from tpuperf.errors import GateFailed, UsageError
-    from tpuperf.report import analyze
 
     fmt = out.choose_format(format, output, FORMATS)
     if warmup < 0:
@@ -68,20 +95,26 @@ def command(
     if top < 0:
         raise UsageError("--top must be 0 or more")
     parsed = [
-        gates.parse_gate(text, GATE_FIELDS, example="step_time_ms.median.delta_pct>5")
+        gates.parse_gate(
+            text, GATE_FIELDS, GATE_TEXT_FIELDS, example="step_time_ms.median.delta_pct>5"
+        )
         for text in fail_on or []
     ]
     config = AnalysisConfig(warmup_steps=warmup)
-    profiles = [
-        load_profile(path, None, run, run_flag=flag)
-        for path, run, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run"))
-    ]
-    reports = [analyze(p, config=config, steps=steps, host=host) for p in profiles]
-    result = compare(reports[0], reports[1], *(versions(p) for p in profiles))
+    sides = []
+    for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run")):
+        profiles = [
+            load_profile(path, None, run, run_flag=flag)
+            for path in _split(paths)
+            for run in (_split(runs) if runs else [None])
+        ]
+        sides.append(side(profiles, config, steps, host))
+    result = compare_sides(sides[0], sides[1])
 
-    for side, report in (("BASE", reports[0]), ("NEW", reports[1])):
-        for name, error in report.errors.items():
-            out.say(f"{side}: analyzer {name} failed: {error}")
+    for label, one in (("BASE", sides[0]), ("NEW", sides[1])):
+        for report in one.reports:
+            for name, error in report.errors.items():
+                out.say(f"{label}: analyzer {name} failed: {error}")
     for warning in result.warnings:
         out.say(f"warning: {warning}")
     from tpuperf.render.diff import render_diff_markdown, render_diff_table
@@ -99,7 +132,31 @@ def command(
         if not gate.known(row):
             out.note(f"gate {gate.text} not evaluated: {gate.field} is unknown")
         elif gate.trips(row):
+            judge = SIGNIFICANCE_OF.get(gate.field)
+            if judge and not no_significance and row[judge] != "true":
+                out.note(f"gate {gate.text} not tripped: {_why_not(result.summary, gate.field)}")
+                continue
             tripped.append(gate)
-            out.say(f"gate {gate.text}: tripped ({gate.field} = {row[gate.field]:.6g})")
+            value = row[gate.field]
+            shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+            out.say(f"gate {gate.text}: tripped ({gate.field} = {shown})")
     if tripped:
         raise GateFailed(f"{len(tripped)} of {len(parsed)} --fail-on gates tripped")
+
+
+def _split(text: str) -> list[str]:
+    """``a,b`` -> [a, b]: several runs of one side."""
+    parts = [part.strip() for part in text.split(",")]
+    return [part for part in parts if part] or [text]
+
+
+def _why_not(summary: dict, field: str) -> str:  # type: ignore[type-arg]
+    """Why a gate whose comparison holds did not trip: the change is within the noise."""
+    from tpuperf.render.diff import interval_text
+
+    stat = field.split(".")[1]
+    entry = summary["step_time_ms"][stat]
+    return (
+        f"step time {stat} changed by {interval_text(entry)}, "
+        "an interval that includes 0: not significant (--no-significance trips it anyway)"
+    )

@@ -36,7 +36,7 @@ def command(
     charts, a roofline of every op, ranked recommendations and a sortable top-ops table.
 
     Scripts, styles and data are inside the file and it makes no network request, so it
-    opens offline and can be attached to a bug. Needs plotly (the `report` extra).
+    opens offline and can be attached to a bug.
 
     Example:
 

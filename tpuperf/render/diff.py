@@ -38,6 +38,10 @@ _SUMMARY_ROWS = (
     ("FLOP utilization", "flops_utilization_pct", "points"),
     ("MFU", "mfu_pct", "points"),
 )
+# The smallest time a cell shows (0.1 us).
+SHOWN_MS = 5e-5
+# Programs that differ, one line each, before the rest are counted.
+PROGRAM_LINES = 5
 # Below this many ms, a change is floating-point noise (sums of the same times in another
 # order), shown as 0 rather than as -0.0 us.
 NOISE_MS = 1e-9
@@ -67,16 +71,41 @@ def signed_pct(value: Any, unit: str = "%") -> str:
     return f"{0.0 if abs(number) < NOISE_MS else number:+.1f}{unit}"
 
 
-def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, str, str]:
+def change_text(entry: dict[str, Any]) -> str:
+    """A step time's change: ``+107 ms (+52.4%)``."""
+    change = signed_ms(entry["delta"])
+    if entry.get("delta_pct") is not None:
+        change += f" ({signed_pct(entry['delta_pct'])})"
+    return change
+
+
+def ci_text(low: Any, high: Any) -> str:
+    """An interval of a change in ms: ``+98.0 ms..+115 ms``; ``-`` when there is none."""
+    low, high = _finite(low), _finite(high)
+    if low is None or high is None:
+        return "-"
+    if max(abs(low), abs(high)) < SHOWN_MS:  # both read 0.0 us: no interval to speak of
+        return "0"
+    return f"{signed_ms(low)}..{signed_ms(high)}"
+
+
+def interval_text(entry: dict[str, Any]) -> str:
+    """A step time's change with its interval: ``+107 ms (+52.4%), 95% CI +98.0 ms..+115 ms``
+    (no interval without two steps a side)."""
+    text = change_text(entry)
+    if _finite(entry.get("ci_low")) is not None:
+        text += f", 95% CI {ci_text(entry['ci_low'], entry['ci_high'])}"
+    return text
+
+
+def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, str, str, str]:
     if kind == "time":
         d = summary["step_time_ms"][key]
-        change = signed_ms(d["delta"])
-        if d["delta_pct"] is not None:
-            change += f" ({signed_pct(d['delta_pct'])})"
-        return fmt_ms(d["before"]), fmt_ms(d["after"]), change
+        ci = ci_text(d.get("ci_low"), d.get("ci_high"))
+        return fmt_ms(d["before"]), fmt_ms(d["after"]), change_text(d), ci
     if kind == "points":
         d = summary[key]
-        return fmt_pct(d["before"]), fmt_pct(d["after"]), signed_pct(d["delta"], " pt")
+        return fmt_pct(d["before"]), fmt_pct(d["after"]), signed_pct(d["delta"], " pt"), ""
     ms, pct = summary[f"{key}_ms"], summary[f"{key}_pct"]
 
     def cell(side: str) -> str:
@@ -86,7 +115,58 @@ def _summary_cells(summary: dict[str, Any], key: str, kind: str) -> tuple[str, s
         cell("before"),
         cell("after"),
         f"{signed_ms(ms['delta'])} ({signed_pct(pct['delta'], ' pt')})",
+        "",
     )
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    """``Verdict: slower: step time median +107 ms (+52.4%), 95% CI ...; attribution: code``."""
+    median = summary["step_time_ms"]["median"]
+    if median.get("delta") is None:
+        return f"Verdict: {_word(summary['verdict'])} (no step times to compare)"
+    return (
+        f"Verdict: {_word(summary['verdict'])}: step time median {interval_text(median)}; "
+        f"attribution: {summary['attribution']}"
+    )
+
+
+def factor_line(summary: dict[str, Any]) -> str:
+    """``Common factor: x1.30 (95% CI x1.28..x1.33) over 40 ops of unchanged code``."""
+    factor = summary["common_factor"]
+    if factor["ratio"] is None:
+        return "Common factor: none (no op runs on both sides)"
+    text = f"Common factor: x{factor['ratio']:.3f}"
+    if factor["ci_low"] is not None:
+        text += f" (95% CI x{factor['ci_low']:.3f}..x{factor['ci_high']:.3f})"
+    return text + f" over {factor['ops']} ops of unchanged code"
+
+
+def programs_lines(diff: DiffReport) -> list[str]:
+    """One line when every program is identical; else one per program that is not."""
+    programs = diff.programs
+    if not programs:
+        return []
+    if all(p["identical"] for p in programs):
+        return [f"Programs: all {len(programs)} identical (same fingerprint on both sides)"]
+    lines = []
+    different = [p for p in programs if not p["identical"]]
+    for p in different[:PROGRAM_LINES]:
+        b, n = p["base_fingerprint"], p["new_fingerprint"]
+        what = "only in NEW" if b is None else "only in BASE" if n is None else "changed"
+        lines.append(f"Program {p['module']}: {what} (BASE {_short(b)}, NEW {_short(n)})")
+    if len(different) > PROGRAM_LINES:
+        lines.append(f"... and {len(different) - PROGRAM_LINES} more programs (JSON lists all)")
+    same = len(programs) - len(different)
+    lines.append(f"Programs: {same} of {len(programs)} identical")
+    return lines
+
+
+def _short(fingerprint: Any) -> str:
+    return "-" if fingerprint is None else str(fingerprint)[:12]
+
+
+def _word(verdict: Any) -> str:
+    return str(verdict).replace("_", " ")
 
 
 def _run_line(label: str, run: dict[str, Any], width: int | None) -> Text:
@@ -106,6 +186,22 @@ def _run_line(label: str, run: dict[str, Any], width: int | None) -> Text:
     fits = width is None or line.cell_len + 2 + cell_len(details) <= width
     line.append(("  " if fits else "\n     ") + details, style="dim")
     return line
+
+
+def _heading_line(console: Console, line: str, width: int | None) -> None:
+    """A line of text, wrapped at spaces to ``width`` (continuations indented)."""
+    if width is None or cell_len(line) <= width:
+        console.print(Text(line), soft_wrap=True)
+        return
+    out, current = [], ""
+    for word in line.split(" "):
+        if current and cell_len(current) + 1 + cell_len(word) > width:
+            out.append(current)
+            current = "  " + word
+        else:
+            current = f"{current} {word}" if current else word
+    out.append(current)
+    console.print(Text("\n".join(out)), soft_wrap=True)
 
 
 def _heading(console: Console, head: str, tail: str, width: int | None) -> None:
@@ -128,10 +224,16 @@ def render_diff_table(
         console.print(_run_line(label, diff.runs.get(side, {}), width), soft_wrap=wide)
     console.print()
     rows = [[label, *_summary_cells(diff.summary, key, kind)] for label, key, kind in _SUMMARY_ROWS]
-    columns = [Column("", "key"), *(Column(header) for header in _CHANGE_HEADERS)]
+    columns = [
+        Column("", "key"),
+        *(Column(header) for header in _CHANGE_HEADERS),
+        Column("95% CI", drop=1),
+    ]
     fit(columns, rows, width).print(
         console, rows, title="Summary (per step; the split per device, with its share of the step)"
     )
+    for line in (verdict_line(diff.summary), *programs_lines(diff), factor_line(diff.summary)):
+        _heading_line(console, line, width)
     console.print()
     _ops(console, diff, top, width)
     console.print()
@@ -162,6 +264,7 @@ def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> Non
         Column("after", drop=2),
         Column("change"),
         Column("%", drop=1),
+        Column("95% CI", drop=6),
     ]
     rows = [
         [
@@ -169,9 +272,16 @@ def _ops(console: Console, diff: DiffReport, top: int, width: int | None) -> Non
             r["status"],
             *_time_cells(r, "ms_per_step", "added", "removed"),
             signed_pct(r["delta_pct"]),
+            ci_text(r["delta_ci_low_ms"], r["delta_ci_high_ms"]),
         ]
         for r in records
     ]
+    names = [r["op"] for r in records]
+    if len(set(names)) < len(names):
+        # Rows that would read the same: same-named ops of different programs.
+        columns.append(Column("program", "text"))
+        for row, r in zip(rows, records, strict=True):
+            row.append(str(r["module"]))
     if any(r["base_op"] and r["base_op"] != r["op"] for r in records):
         # A renamed op: its name in BASE, and the rule that paired them (MATCH_RULES).
         columns += [Column("was", "text", drop=4), Column("match", "text", drop=5)]
@@ -255,33 +365,42 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
     out.append("")
     if diff.warnings:
         out += ["## Warnings", "", *(f"- {md_text(w)}" for w in diff.warnings), ""]
-    out += ["## Summary", "", "| | before | after | change |", "|---|---:|---:|---:|"]
+    out += [
+        "## Summary",
+        "",
+        "| | before | after | change | 95% CI |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for label, key, kind in _SUMMARY_ROWS:
         out.append(f"| {label} | " + " | ".join(_summary_cells(diff.summary, key, kind)) + " |")
     out.append("")
+    lines = [verdict_line(diff.summary), *programs_lines(diff), factor_line(diff.summary)]
+    out += [*(f"- {md_text(line)}" for line in lines), ""]
 
     counts = diff.summary["ops"]
     out += [
         "## Ops",
         "",
-        f"{counts['changed']} changed, {counts['added']} added, {counts['removed']} removed, "
-        f"{counts['same']} same; self time per step per device, largest change first.",
+        f"{counts['changed']} changed (beyond the common factor), {counts['added']} added, "
+        f"{counts['removed']} removed, {counts['same']} same; self time per step per device, "
+        "largest change first.",
         "",
     ]
     records = diff.ops.records()[:top]
     if records:
         out += [
-            "| op | was | match | status | before | after | change | % |",
-            "|---|---|---|---|---:|---:|---:|---:|",
+            "| op | was | match | program | status | before | after | change | % | 95% CI |",
+            "|---|---|---|---|---|---:|---:|---:|---:|---:|",
         ]
         for r in records:
             was = f"`{md_code(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
             before = fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-"
             after = fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-"
             out.append(
-                f"| `{md_code(r['op'])}` | {was} | {r['match'] or ''} | {r['status']} | "
-                f"{before} | {after} | "
-                f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} |"
+                f"| `{md_code(r['op'])}` | {was} | {r['match'] or ''} | "
+                f"`{md_code(r['module'])}` | {r['status']} | {before} | {after} | "
+                f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} | "
+                f"{ci_text(r['delta_ci_low_ms'], r['delta_ci_high_ms'])} |"
             )
         out.append("")
 

@@ -1,7 +1,7 @@
 """Render a :class:`~tpuperf.report.Report` as one self-contained HTML page.
 
 The page holds everything it shows: styles, the data, and Plotly's JavaScript
-(inlined from the ``plotly`` package, imported only here), so it opens offline and
+(a partial bundle with the trace types drawn here, tpuperf/_plotly/), so it opens offline and
 can be attached to a bug. A Content-Security-Policy in the page forbids every
 network request; a browser blocks any that something would try, and says so in
 its console.
@@ -33,6 +33,7 @@ import numpy as np
 from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
+from tpuperf.render.fit import display_name, shorten_apart
 from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_text
 
 if TYPE_CHECKING:
@@ -152,15 +153,13 @@ def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None 
     )
 
 
-@functools.cache  # 4.6 MB, read and checked once per process (tests render many pages)
+@functools.cache  # 1.2 MB, read and checked once per process (tests render many pages)
 def _plotly_js() -> str:
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise TpuperfError(
-            "the HTML report needs plotly: pip install 'tpuperf[report]' (or pip install plotly)"
-        ) from None
-    js = get_plotlyjs()
+    """plotly.js with only the trace types the page draws (scatter, bar, icicle), built by
+    tpuperf/_plotly/build.js: the full bundle (maps, 3-D, WebGL) made a page of 4.8 MB."""
+    from importlib.resources import files
+
+    js = (files("tpuperf") / "_plotly" / "plotly-tpuperf.min.js").read_text(encoding="utf-8")
     if "</script" in js.lower():  # it would end the <script> element that carries it
         raise TpuperfError("this plotly.js cannot be inlined: it contains '</script'")
     return js
@@ -325,6 +324,12 @@ def _split_bar(summary: dict[str, Any]) -> str:
     )
 
 
+# A legend in one row above the plot, and room above it for Plotly's toolbar, which sits at
+# the figure's top right and covered the last legend entries at 800 pixels.
+_LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "traceorder": "normal"}
+_TOP_MARGIN = 64
+
+
 def _section(anchor: str, title: str, *content: str) -> str:
     return f'<section id="{anchor}"><h2>{_e(title)}</h2>' + "".join(content) + "</section>"
 
@@ -369,8 +374,8 @@ def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) 
             "hovermode": "x unified",
             "xaxis": {"title": {"text": "step"}, "tickformat": "d"},
             "yaxis": {"title": {"text": "ms (mean over devices)"}, "rangemode": "tozero"},
-            "legend": {"orientation": "h", "y": 1.12, "x": 0, "traceorder": "normal"},
-            "margin": {"t": 40, "r": 20, "b": 50, "l": 70},
+            "legend": _LEGEND_ABOVE,
+            "margin": {"t": _TOP_MARGIN, "r": 20, "b": 50, "l": 70},
             "height": 360,
         },
     }
@@ -440,14 +445,8 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
                 "ticktext": labels,
                 "automargin": True,
             },
-            "legend": {
-                "orientation": "h",
-                "y": 1.02,
-                "yanchor": "bottom",
-                "x": 0,
-                "traceorder": "normal",
-            },
-            "margin": {"t": 40, "r": 20, "b": 50, "l": 20},
+            "legend": _LEGEND_ABOVE,
+            "margin": {"t": _TOP_MARGIN, "r": 20, "b": 50, "l": 20},
             "height": height,
         },
     }
@@ -516,7 +515,7 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
     ops: Table | None = result.tables.get("ops")
     notes = []
     known = peaks.get("peak_tflops") is not None and peaks.get("peak_hbm_gbps") is not None
-    if not known:
+    if not known and ops is not None and ops.n:  # without per-op costs, peaks would not help
         missing = [
             flag
             for flag, key in (
@@ -803,12 +802,17 @@ def _top_ops_section(report: Report) -> str:
         f'<th data-type="{"number" if numeric else "text"}" title="sort">{_e(header)}</th>'
         for header, numeric in headers
     )
+    # Names as the terminal writes them (a 700-character Eigen kernel is `Eigen: half =
+    # half(float)`), told apart where they would read the same; the whole name on hover.
+    names = shorten_apart([display_name(str(r["op"])) for r in records], _OP_NAME_CHARS)
     rows = []
-    for record in records:
+    for record, name in zip(records, names, strict=True):
         cells = []
         for column, _, numeric, fmt in _TOP_OPS_COLUMNS:
             value = record[column]
-            if numeric:
+            if column == "op":
+                cells.append(f'<td class="name" title="{_e(value)}">{_e(name)}</td>')
+            elif numeric:
                 number = _number(value)
                 sort = "" if number is None else repr(number)
                 cells.append(f'<td class="num" data-sort="{sort}">{_e(fmt(value))}</td>')
@@ -873,6 +877,9 @@ def _host_section(report: Report) -> str:
 
 # Text columns of a few short words, kept on one line (names wrap anywhere instead).
 _SHORT_TEXT = ("kind", "bound")
+# Op names longer than this are written short (see _top_ops_section); about two lines of
+# the op column on an 800-pixel screen.
+_OP_NAME_CHARS = 60
 
 # The top-ops table's columns of where the code made an op (see _code_cells).
 _CODE_HEADERS = ("scope / primitive", "pass", "source")
@@ -1139,14 +1146,15 @@ ol.recs li { margin-bottom: 14px; }
 .dim { color: var(--dim); }
 table.sortable { border-collapse: collapse; width: 100%; font-size: 13px; }
 table.sortable th, table.sortable td { padding: 5px 8px; border-bottom: 1px solid var(--line);
-                                       text-align: left; overflow-wrap: break-word; }
+                                       text-align: left; overflow-wrap: anywhere; }
 .table-wrap { overflow-x: auto; }
 table.sortable th { cursor: pointer; background: var(--bg); user-select: none;
-                    white-space: nowrap; }
+                    overflow-wrap: normal; }
 table.sortable th[data-dir="asc"]::after { content: " \\25B2"; }
 table.sortable th[data-dir="desc"]::after { content: " \\25BC"; }
 table.sortable td.num { text-align: right; font-variant-numeric: tabular-nums;
                         white-space: nowrap; }
+@media (max-width: 900px) { table.sortable th, table.sortable td { padding: 5px 5px; } }
 #notes li.error { color: #b42318; }
 footer { margin-top: 36px; color: var(--dim); font-size: 12px; }
 """
