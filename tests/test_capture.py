@@ -635,3 +635,15 @@ def test_parse_addresses(tmp_path: Path) -> None:
 )
 def test_bad_arguments_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == 2
+
+
+def test_a_file_that_is_not_text_is_no_file_of_addresses(tmp_path: Path) -> None:
+    """`tpuperf capture run.xplane.pb` (a profile, not addresses) ended in an internal
+    UnicodeDecodeError: a usage error naming the file."""
+    from tpuperf.capturing import parse_addresses
+    from tpuperf.errors import UsageError
+
+    profile = tmp_path / "run.xplane.pb"
+    profile.write_bytes(b"\x0a\x8b\xff\xfe\x00\x80binary")
+    with pytest.raises(UsageError, match=r"run\.xplane\.pb: not a file of host:port addresses"):
+        parse_addresses(str(profile))

@@ -397,3 +397,16 @@ def test_html_report_has_the_memory_section(tmp_path: Path) -> None:
     html = out.read_text()
     assert '<section id="memory">' in html and "memory-chart" in html
     assert "jit_train_step: peak 13.00 GiB of 15.00 GiB (device), headroom 13.3%" in html
+
+
+def test_memory_report_takes_a_path_or_a_profile() -> None:
+    """``tpuperf.memory_report`` owns its request as ``tpuperf.analyze`` does: a path and a
+    loaded profile give one view."""
+    import tpuperf
+    from tpuperf.memory import to_document
+
+    path = REPO / "fixtures" / "data" / "memory_cnn.xplane.pb"
+    by_path = to_document(tpuperf.memory_report(str(path)))
+    by_profile = to_document(tpuperf.memory_report(tpuperf.load(path)))
+    assert by_path == by_profile
+    assert by_path["programs"] and by_path["programs"][0]["peak_bytes"] > 0

@@ -5,6 +5,7 @@ The public names are few::
     profile = tpuperf.load("gs://bucket/logdir")   # -> Profile (pandas tables)
     report = tpuperf.analyze(profile)               # -> Report (ranked recommendations)
     change = tpuperf.diff("base/", "new/")           # -> DiffReport (what changed, and where)
+    memory = tpuperf.memory_report("run/")          # -> MemoryReport (peak HBM per program)
 
 They are imported on first use, so ``import tpuperf`` (and ``tpuperf --help``)
 stays light.
@@ -22,6 +23,7 @@ _EXPORTS = {
     "Profile": "tpuperf.profile",
     "analyze": "tpuperf.report",
     "diff": "tpuperf.diffing",
+    "memory_report": "tpuperf.memory",
     "DiffReport": "tpuperf.diffing",
     "Report": "tpuperf.report",
     "capture": "tpuperf.capturing",

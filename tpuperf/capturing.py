@@ -173,8 +173,15 @@ def parse_addresses(specs: str | Iterable[str]) -> list[Target]:
 
 
 def _read_address_file(path: Path) -> list[Target]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"{path}: not a file of host:port addresses (it is not text; a profile is read by "
+            "tpuperf analyze, not captured)"
+        ) from None
     targets = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         for part in line.split(","):
             if part.strip():

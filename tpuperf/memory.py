@@ -38,6 +38,7 @@ This module computes; :mod:`tpuperf.render.memory` shows what it returns.
 
 from __future__ import annotations
 
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -624,15 +625,21 @@ def _float_at(values: Any, row: int) -> float:
 
 
 def memory_report(
-    profile: Profile,
+    profile: Profile | str | os.PathLike[str],
     program: str | None = None,
     hbm_gib: float | None = None,
     allocators: bool = True,
 ) -> MemoryReport:
-    """The memory view of a loaded profile: every program's plan (``program``: only those
-    whose module name or program id is this), capacity and headroom per device kind, and the
-    allocator events where the profile has them."""
+    """The memory view of a profile (a :class:`~tpuperf.profile.Profile`, or anything
+    :func:`tpuperf.load` reads): every program's plan (``program``: only those whose module
+    name or program id is this), capacity and headroom per device kind, and the allocator
+    events where the profile has them. ``tpuperf.memory_report(path)`` is ``tpuperf memory``."""
     from tpuperf.sources import read_profile
+
+    if isinstance(profile, (str, os.PathLike)):
+        from tpuperf.profile import load
+
+        profile = load(profile)
 
     notes: list[str] = []
     kinds = _program_kinds(profile)

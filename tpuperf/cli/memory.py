@@ -49,7 +49,7 @@ def command(
 
         tpuperf memory profile.xplane.pb --top 5
 
-        tpuperf memory run_dir/ --program jit_train_step --format json -o memory.json
+        tpuperf memory run_dir/ --program jit_train_step -o memory.json
     """
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
