@@ -97,3 +97,13 @@ def test_no_megascale_table_without_dcn_transfers() -> None:
 
     tables = json.loads(data)
     assert all(not t.get("rows") for t in tables)
+
+
+def test_megascale_fields_are_documented(run) -> None:
+    report, _ = run
+    result = _result(report)
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Collectives") : readme.index("## Host")]
+    for name in list(result.frame("megascale").columns) + list(result.metrics["megascale"]):
+        assert f"`{name}`" in section, name
+    assert "`dcn_stall`" in section
