@@ -107,3 +107,18 @@ def test_megascale_fields_are_documented(run) -> None:
     for name in list(result.frame("megascale").columns) + list(result.metrics["megascale"]):
         assert f"`{name}`" in section, name
     assert "`dcn_stall`" in section
+
+
+def test_ops_by_collective_names_the_dcn_collectives(tmp_path: Path, capsys) -> None:
+    from tpuperf.cli import main
+
+    data, truth = generate_megascale(steps=3, devices=1)
+    path = tmp_path / "megascale.xplane.pb"
+    path.write_bytes(data)
+    assert main(["ops", str(path), "--by", "collective"]) == 0
+    err = capsys.readouterr().err
+    assert f"{len(truth.occurrences)} megascale (DCN) collective(s)" in err
+    assert all(name in err for name in truth.occurrences)
+    if MI300.exists():
+        assert main(["ops", str(MI300), "--by", "collective"]) == 0
+        assert "megascale" not in capsys.readouterr().err

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tpuperf.tables import _TEXT_ELEMENT_BYTES, text_collective
 
 HOST_CATEGORIES = ("host send", "host recv")
@@ -254,3 +256,19 @@ def summarize(per_device: Sequence[Sequence[Occurrence]]) -> list[dict[str, Any]
     rows = [s.row() for s in by_name.values()]
     rows.sort(key=lambda r: (-r["total_stall_ms"], r["rendezvous"]))
     return rows
+
+
+def rendezvous_names(device_tables: Iterable[Any]) -> set[str]:
+    """The DCN rendezvous named by the host-transfer ops of a profile's devices
+    (``Profile.device_tables``); empty where it has none."""
+    names: set[str] = set()
+    for tables in device_tables:
+        category = tables.ops.strings("category")
+        if not any(is_dcn_category(c) for c in category.values):
+            continue
+        wanted = [is_dcn_category(c) for c in category.values] + [False]
+        rows = category.per_row(np.asarray(wanted, dtype=bool))
+        for text in set(tables.ops.strings("hlo_text").take(rows).tolist()):
+            if match := _RENDEZVOUS.search(text):
+                names.add(match.group(1))
+    return names
