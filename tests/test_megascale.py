@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -76,27 +78,57 @@ def test_stall_advice_when_dcn_stalls_dominate(run) -> None:
     assert rec.est_savings_ms == pytest.approx((20 + 6 + 12 + 135) / 1000)
 
 
-def test_no_megascale_table_without_dcn_transfers() -> None:
-    """mi300_jax_te_fused_attn has a '/device:CUSTOM:Megascale Trace' plane with no events:
-    no table, no metrics, as XProf (TPU only) has no rows for it."""
-    if not MI300.exists():
-        pytest.skip("real profiles not present")
-    result = _result(tpuperf.analyze(str(MI300), analyzers=["collectives"]))
-    assert "megascale" not in result.tables
-    assert "megascale" not in result.metrics
+def _xprof_megascale(path: Path) -> list[dict[str, object]]:
+    """XProf's Megascale Stats rows for one XSpace (its ``megascale_stats`` converter; the
+    xprof CLI has no command for it). It writes its cache beside the file: pass a copy."""
     try:
         from xprof.convert import raw_to_tool_data
     except ImportError:
         pytest.skip("xprof is not installed")
     data, _ = raw_to_tool_data.xspace_to_tool_data(
-        [str(MI300)], "megascale_stats", {"host": MI300.name.split(".")[0]}
+        [str(path)], "megascale_stats", {"host": path.name.split(".")[0]}
     )
-    if data is None:
-        pytest.skip("xprof's megascale_stats converter did not answer for this file")
-    import json
+    if not data:
+        pytest.skip("xprof's megascale_stats converter did not answer")
+    table = json.loads(data)[0]
+    ids = [c["id"] for c in table["cols"]]
+    return [dict(zip(ids, [c["v"] for c in row["c"]], strict=True)) for row in table["rows"]]
 
-    tables = json.loads(data)
-    assert all(not t.get("rows") for t in tables)
+
+def test_no_megascale_table_without_dcn_transfers(tmp_path: Path) -> None:
+    """mi300_jax_te_fused_attn has a '/device:CUSTOM:Megascale Trace' plane with no events:
+    no table, no metrics, and XProf has no rows for it either."""
+    if not MI300.exists():
+        pytest.skip("real profiles not present")
+    result = _result(tpuperf.analyze(str(MI300), analyzers=["collectives"]))
+    assert "megascale" not in result.tables
+    assert "megascale" not in result.metrics
+    copy = tmp_path / MI300.name
+    shutil.copyfile(MI300, copy)
+    assert _xprof_megascale(copy) == []
+
+
+def test_matches_xprof_megascale_stats_number_by_number(tmp_path: Path) -> None:
+    """XProf's Megascale Stats on the same generated file (one device: XProf reads TPU 0)."""
+    data, truth = generate_megascale(steps=6, devices=1)
+    path = tmp_path / "megascale-host.xplane.pb"
+    path.write_bytes(data)
+    xprof = {r["rendezvous_name"]: r for r in _xprof_megascale(path)}
+    assert sorted(xprof) == sorted(truth.occurrences)
+    report = tpuperf.analyze(str(path), warmup=0, analyzers=["collectives"])
+    ours = _result(report).frame("megascale").set_index("rendezvous")
+    for rdv, x in xprof.items():
+        row = ours.loc[rdv]
+        assert row["send_op"] == x["send_op_name"]
+        assert row["recv_op"] == x["recv_op_name"]
+        assert row["transfer_type"] == x["transfer_type"]
+        assert row["occurrences"] == x["occurrences"]
+        assert row["slack_ms"] == pytest.approx(x["slack_time"])
+        assert row["observed_ms"] == pytest.approx(x["observed_duration"])
+        assert row["stall_ms"] == pytest.approx(x["stall_duration"])
+        assert row["total_stall_ms"] == pytest.approx(x["total_stall"])
+        assert row["bytes"] == pytest.approx(x["net_tx_bytes"])
+        assert row["required_gbps"] == pytest.approx(x["required_bandwidth"])
 
 
 def test_megascale_fields_are_documented(run) -> None:
