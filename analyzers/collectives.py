@@ -1508,7 +1508,7 @@ def _megascale_table(per_device: list[list[megascale.Occurrence]]) -> Table:
             codes = np.array([uniq.index(v) for v in values], dtype=np.int32)
             columns[name] = Strings(codes, uniq)
         else:
-            columns[name] = np.asarray(values, dtype=float)
+            columns[name] = np.asarray(values, dtype=np.int64 if name == "occurrences" else float)
     return Table(columns)
 
 
