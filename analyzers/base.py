@@ -45,6 +45,7 @@ KIND_STRAGGLER = "straggler"
 KIND_COLLECTIVE_WAIT = "collective_wait"  # peers wait at collectives for a late device
 KIND_COLLECTIVE_BYTES = "collective_bytes"  # collectives move data slowly: fewer bytes
 KIND_AVOIDABLE_COLLECTIVE = "avoidable_collective"  # collective work the program need not do
+KIND_DCN_STALL = "dcn_stall"  # megascale (DCN) collectives stall the devices: more slack
 KIND_NEAR_OOM = "near_oom"  # ranked first whatever the others save (see URGENT_KINDS)
 KIND_REMAT_HEADROOM = "remat_headroom"
 KIND_OFFLOAD_HEADROOM = "offload_headroom"

@@ -13,6 +13,7 @@ from tpuperf.analyzers.base import (
     KIND_AVOIDABLE_COLLECTIVE,
     KIND_COLLECTIVE_BYTES,
     KIND_COLLECTIVE_WAIT,
+    KIND_DCN_STALL,
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
     KIND_REDUCE_COPIES,
@@ -25,7 +26,7 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.steps import modified_z
 from tpuperf.roofline.chips import lookup
 
-from tpuperf import schema
+from tpuperf import megascale, schema
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Strings,
@@ -120,6 +121,7 @@ class CollectivesAnalyzer(Analyzer):
             "line",
             "op",
             "hlo_text",
+            "category",
             "kind",
             "collective",
             "async_role",
@@ -179,6 +181,10 @@ class CollectivesAnalyzer(Analyzer):
             result.tables["async_windows"] = windows
         if copies.n:
             result.tables["copy_ops"] = _top_ops(copies, tl)
+        dcn = _megascale(tl)
+        if dcn:
+            result.tables["megascale"] = _megascale_table(dcn)
+            metrics["megascale"] = _megascale_metrics(dcn, tl)
 
         step_ms = tl.mean_window_ps / 1e9
         outside = self._outside(tl)
@@ -195,6 +201,10 @@ class CollectivesAnalyzer(Analyzer):
             self._bandwidth_recs(extra, totals, step_ms, fixes.workload_of(tl))
         )
         result.recommendations.extend(self._avoidable_recs(extra, step_ms))
+        if dcn:
+            rec = self._dcn_rec(dcn, metrics["megascale"], step_ms)
+            if rec is not None:
+                result.recommendations.append(rec)
         if copy_ms > 0 and copies.n:
             compute_ms = tl.per_step(tl.total("compute_ps")) / 1e9
             result.recommendations.extend(
@@ -589,6 +599,52 @@ class CollectivesAnalyzer(Analyzer):
                 )
             )
         return recs
+
+    def _dcn_rec(
+        self, per_device: list[list[megascale.Occurrence]], m: dict[str, Any], step_ms: float
+    ) -> Recommendation | None:
+        """DCN (multislice) collectives stall the devices: more slack, fewer bytes."""
+        if m["stall_pct"] < DCN_STALL_MIN_PCT:
+            return None
+        rows = megascale.summarize(per_device)
+        worst = rows[0]
+        required = float(worst["required_gbps"])
+        text = (
+            f"DCN collectives stall the device {m['stall_ms_per_step']:.3f} ms per step "
+            f"({m['stall_pct']:.1f}% of the step), {m['done_stall_ms_per_step']:.3f} ms of it "
+            f"in send-done/recv-done; {worst['rendezvous']} ({worst['transfer_type']}, "
+            f"{worst['send_op']} .. {worst['recv_op']}) stalls {float(worst['stall_ms']):.3f} "
+            f"ms of an observed {float(worst['observed_ms']):.3f} ms with "
+            f"{float(worst['slack_ms']):.3f} ms of slack"
+            + (f", needing {required:.1f} Gbit/s" if math.isfinite(required) else "")
+        )
+        fix = (
+            "Give the DCN transfers more slack: schedule more independent compute between "
+            "each send and its recv-done (XLA's latency-hiding scheduler, issuing the "
+            "cross-slice collective earlier, e.g. the gradient reduction per layer instead of "
+            "at the end), and move fewer bytes across slices: keep FSDP/tensor sharding "
+            "inside a slice and only data parallelism across slices, reduce in bf16, or "
+            "accumulate gradients over microbatches before reducing across slices."
+        )
+        savings = float(m["done_stall_ms_per_step"])
+        return Recommendation(
+            analyzer=self.name,
+            kind=KIND_DCN_STALL,
+            title=f"DCN collectives stall the devices: {worst['rendezvous']} first",
+            evidence=text,
+            fix={"tpu": fix, "gpu": fix},
+            est_savings_ms=savings,
+            est_savings_pct=savings_pct(savings, step_ms),
+            confidence="medium",
+            ops=[str(worst["send_op"]), str(worst["recv_op"])],
+            values={
+                "stall_ms_per_step": m["stall_ms_per_step"],
+                "stall_pct": m["stall_pct"],
+                "rendezvous": worst["rendezvous"],
+                "slack_ms": worst["slack_ms"],
+                "required_gbps": required if math.isfinite(required) else None,
+            },
+        )
 
     def _outside(self, tl: Timeline) -> dict[str, Any]:
         """Exposed collectives on the devices but outside every step (setup, one-off calls)."""
@@ -1401,3 +1457,72 @@ def _runs_more(tl: Timeline, position: int) -> tuple[str, list[str]]:
         f"{op} +{excess[op]:.3f} ms" for op in top
     )
     return text, top
+
+
+# --------------------------------------------------------------------------- megascale
+
+# Advise on DCN collectives when their stall is at least this share of the step.
+DCN_STALL_MIN_PCT = 5.0
+
+
+def _megascale(tl: Timeline) -> list[list[megascale.Occurrence]]:
+    """Per analysed device, its megascale occurrences whose send starts in a selected
+    window (see tpuperf/megascale.py); empty where no device has DCN host transfers."""
+    out: list[list[megascale.Occurrence]] = []
+    for view in tl.devices:
+        ops = view.ops
+        category = ops.strings("category")
+        dcn_codes = np.array(
+            [megascale.is_dcn_category(c) for c in category.values] + [False], dtype=bool
+        )
+        rows = np.flatnonzero(category.per_row(dcn_codes))
+        if not len(rows):
+            out.append([])
+            continue
+        names = ops.strings("op").take(rows).tolist()
+        texts = ops.strings("hlo_text").take(rows).tolist()
+        starts = ops.array("start_ps")[rows].tolist()
+        durs = ops.array("dur_ps")[rows].tolist()
+        occ = megascale.occurrences(
+            megascale.DcnOp(n, t, int(s), int(d))
+            for n, t, s, d in zip(names, texts, starts, durs, strict=True)
+        )
+        w = view.windows
+        out.append(
+            [
+                o
+                for o in occ
+                if bool(((w.start_ps <= o.send_start_ps) & (o.send_start_ps < w.end_ps)).any())
+            ]
+        )
+    return out if any(out) else []
+
+
+def _megascale_table(per_device: list[list[megascale.Occurrence]]) -> Table:
+    rows = megascale.summarize(per_device)
+    columns: dict[str, Any] = {}
+    for name in megascale.COLUMNS:
+        values = [r[name] for r in rows]
+        if values and isinstance(values[0], str):
+            uniq = tuple(str(v) for v in dict.fromkeys(values))
+            codes = np.array([uniq.index(v) for v in values], dtype=np.int32)
+            columns[name] = Strings(codes, uniq)
+        else:
+            columns[name] = np.asarray(values, dtype=np.int64 if name == "occurrences" else float)
+    return Table(columns)
+
+
+def _megascale_metrics(
+    per_device: list[list[megascale.Occurrence]], tl: Timeline
+) -> dict[str, Any]:
+    every = [o for device in per_device for o in device]
+    stall = sum(o.stall_ps for o in every)
+    done = sum(o.done_ps for o in every)
+    observed = sum(o.observed_ps for o in every)
+    return {
+        "collectives": len({o.rendezvous for o in every}),
+        "stall_ms_per_step": tl.per_step(stall) / 1e9,
+        "done_stall_ms_per_step": tl.per_step(done) / 1e9,
+        "observed_ms_per_step": tl.per_step(observed) / 1e9,
+        "stall_pct": savings_pct(tl.per_step(stall) / 1e9, tl.mean_window_ps / 1e9),
+    }

@@ -90,6 +90,14 @@ def command(
     from tpuperf.render.tables import render_collectives, render_ops, render_scope_ops
 
     if by == COLLECTIVE_GROUPING:
+        from tpuperf.megascale import rendezvous_names
+
+        if dcn := rendezvous_names(loaded.device_tables):
+            out.note(
+                f"{len(dcn)} megascale (DCN) collective(s) ({', '.join(sorted(dcn))}): "
+                "slack, stall and required bandwidth per rendezvous in `tpuperf analyze "
+                "--analyzer collectives` (table megascale)"
+            )
         view = out.View(
             document=lambda: {"source": loaded.source, "by": by, "rows": table.records()},
             rows=lambda: out.Rows.from_table(table),
