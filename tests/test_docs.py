@@ -251,3 +251,22 @@ def test_readme_output_options_are_the_commands_own() -> None:
     assert wide is not None
     for name in re.findall(r"`(\w+)`", wide.group(1)):
         assert "--wide" in _options(commands[name]), name
+
+
+def test_the_layout_section_names_every_core_module_and_only_real_ones() -> None:
+    """README's "How the code is laid out" matches the tree: every path it names exists, and
+    every module of the package is named (directly or through its folder)."""
+    section = README[README.index("## How the code is laid out") :]
+    section = section[: section.index("\n## ")]
+    named = set(re.findall(r"`((?:tpuperf|analyzers|roofline)/[\w./]*)`", section))
+    assert all((REPO / path).exists() for path in named), sorted(
+        p for p in named if not (REPO / p).exists()
+    )
+    folders = {p for p in named if p.endswith("/")}
+    modules = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "tpuperf").glob("*.py")
+        if path.name not in ("__init__.py", "__main__.py")
+    }
+    missing = sorted(m for m in modules - named if not m.startswith(tuple(folders)))
+    assert not missing, f"README's layout does not place {missing}"
