@@ -267,3 +267,26 @@ def test_report_carries_the_options_it_was_made_with() -> None:
     made = analyze(str(CPU_FIXTURE), warmup=3, top=4, peak_tflops=7.5)
     assert (made.config.warmup_steps, made.config.top_ops, made.config.peak_tflops) == (3, 4, 7.5)
     assert len(made.top_ops.records()) <= 4
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "fixtures/data/coll_fsdp.xplane.pb",
+        "fixtures/data/coll_straggler.xplane.pb",
+        "fixtures/data/host_markers.xplane.pb",
+        "tpu/v6e_4chip_inference.xplane.pb",
+        "gpu/v100_8gpu_tf_training.xplane.pb",
+        "gpu/mi300_jax_conv.xplane.pb",
+    ],
+)
+def test_every_fix_is_the_running_platforms(profile: str) -> None:
+    """A recommendation's fix holds the platform that ran, one key: collective advice on
+    XLA:CPU gave both the TPU and the GPU text (GPU flags on a CPU run)."""
+    from conftest import REPO, shared_profile
+
+    path = REPO / profile if profile.startswith("fixtures/") else shared_profile(profile)
+    made = analyze(str(path))
+    assert made.recommendations
+    for rec in made.recommendations:
+        assert list(rec.fix) == [made.platform.lower()], (rec.kind, list(rec.fix))

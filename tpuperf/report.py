@@ -350,8 +350,15 @@ def _platform_fix(rec: Recommendation, platform: str) -> Recommendation:
     """``rec`` with the fix for the platform that ran only, where it gives one per platform
     (a plug-in may): the built-in analyzers choose theirs in analyzers/fixes.py."""
     key = platform.lower()
-    if key in rec.fix and len(rec.fix) > 1:
-        return dataclasses.replace(rec, fix={key: rec.fix[key]})
+    if key in rec.fix:
+        return dataclasses.replace(rec, fix={key: rec.fix[key]}) if len(rec.fix) > 1 else rec
+    texts = set(rec.fix.values())
+    if len(texts) == 1:  # one text for every platform: it is this platform's too
+        return dataclasses.replace(rec, fix={key: texts.pop()})
+    if key == "cpu" and "tpu" in rec.fix:
+        # XLA:CPU gets the TPU text: written against JAX's APIs, where the GPU text adds
+        # CUDA/ROCm flags and graphs that do not exist on a CPU.
+        return dataclasses.replace(rec, fix={key: rec.fix["tpu"]})
     return rec
 
 
