@@ -1,9 +1,12 @@
-"""Shared test fixtures: where the real profiles are, and a pinned terminal width."""
+"""Shared test fixtures: where the real profiles are, a pinned terminal width, and the one way
+tests run the CLI (``cli``)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -34,6 +37,35 @@ def shared_profile(relative: str) -> Path:
 @pytest.fixture
 def v6e() -> Path:
     return shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+
+
+class Cli:
+    """Runs ``tpuperf`` in the test's process, as ``tpuperf.cli.main`` does for the command
+    line, and returns what it printed (captured by pytest's ``capsys``)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *args: str | os.PathLike[str]) -> tuple[int, str, str]:
+        """Exit code, stdout and stderr of ``tpuperf ARGS``."""
+        from tpuperf.cli import main
+
+        code = main([os.fspath(a) for a in args])
+        out, err = self._capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str | os.PathLike[str]) -> Any:
+        """The JSON document ``tpuperf ARGS`` prints, which must exit 0 (what was printed
+        before it is dropped)."""
+        self._capsys.readouterr()
+        code, out, err = self(*args)
+        assert code == 0, (args, err)
+        return json.loads(out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

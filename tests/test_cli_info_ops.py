@@ -13,14 +13,7 @@ import pandas as pd
 import pytest
 
 from fixtures.generate import generate, write_run
-from tests.conftest import CPU_FIXTURE, REPO, shared_profile
-from tpuperf.cli import main
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.conftest import CPU_FIXTURE, REPO, Cli, shared_profile
 
 
 def test_help_imports_nothing_heavy() -> None:
@@ -83,14 +76,14 @@ def test_cli_tunes_glibc_malloc() -> None:
 
 
 @pytest.mark.parametrize("command", ["info", "ops"])
-def test_command_help_has_an_example(capsys, command: str) -> None:
-    code, out, _ = run(capsys, command, "--help")
+def test_command_help_has_an_example(cli: Cli, command: str) -> None:
+    code, out, _ = cli(command, "--help")
     assert code == 0
     assert "Example" in out and f"tpuperf {command}" in out
 
 
-def test_info_json_on_v6e(capsys, v6e) -> None:
-    code, out, _ = run(capsys, "info", str(v6e), "--format", "json")
+def test_info_json_on_v6e(cli: Cli, v6e) -> None:
+    code, out, _ = cli("info", str(v6e), "--format", "json")
     assert code == 0
     info = json.loads(out)
     assert info["schema_version"] == 1
@@ -113,14 +106,14 @@ def test_info_json_on_v6e(capsys, v6e) -> None:
         "tpu/v6e_4chip_inference.xplane.pb",
     ],
 )
-def test_info_shows_the_peaks_analyze_uses(capsys, relative: str) -> None:
+def test_info_shows_the_peaks_analyze_uses(cli: Cli, relative: str) -> None:
     """One peak resolution for every command: info's peaks and their source are analyze's
     (the V100 plane records no FLOP peak; the chip table's 125 TFLOP/s is the one used)."""
     path = shared_profile(relative)
-    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    code, out, _ = cli("info", str(path), "--format", "json")
     assert code == 0
     devices = [d for d in json.loads(out)["devices"] if d["ops"]]
-    code, out, _ = run(capsys, "analyze", str(path), "--format", "json")
+    code, out, _ = cli("analyze", str(path), "--format", "json")
     assert code == 0
     summary = json.loads(out)["summary"]
     for device in devices:
@@ -131,13 +124,13 @@ def test_info_shows_the_peaks_analyze_uses(capsys, relative: str) -> None:
         assert summary["peak_tflops"] == 125.0  # roofline/chips.py: V100 fp16 tensor peak
         assert devices[0]["peak_hbm_gbps"] == pytest.approx(898.048)  # the plane's own stat
         assert devices[0]["peaks_source"] == "chip_table+profile"
-        code, out, _ = run(capsys, "info", str(path))
+        code, out, _ = cli("info", str(path))
         assert "125.0" in out.split("Devices")[1].split("steps:")[0]
 
 
-def test_info_peak_unknown_to_profile_and_table_is_null(capsys) -> None:
+def test_info_peak_unknown_to_profile_and_table_is_null(cli: Cli) -> None:
     path = shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb")
-    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    code, out, _ = cli("info", str(path), "--format", "json")
     assert code == 0
     devices = json.loads(out)["devices"]
     # Devices 1-7 name no chip and record no peaks: nothing to resolve them from.
@@ -145,15 +138,15 @@ def test_info_peak_unknown_to_profile_and_table_is_null(capsys) -> None:
     assert {d["peaks_source"] for d in devices[1:]} == {"unknown"}
 
 
-def test_info_table_on_cpu_fixture(capsys) -> None:
-    code, out, _ = run(capsys, "info", str(CPU_FIXTURE))
+def test_info_table_on_cpu_fixture(cli: Cli) -> None:
+    code, out, _ = cli("info", str(CPU_FIXTURE))
     assert code == 0
     assert "CPU" in out
     assert "steps: 8 per device on 1 device(s), from step_marker" in out
 
 
-def test_ops_json_rows(capsys, v6e) -> None:
-    code, out, _ = run(capsys, "ops", str(v6e), "--by", "op", "--format", "json")
+def test_ops_json_rows(cli: Cli, v6e) -> None:
+    code, out, _ = cli("ops", str(v6e), "--by", "op", "--format", "json")
     assert code == 0
     document = json.loads(out)
     assert document["schema_version"] == 1
@@ -174,10 +167,9 @@ def test_ops_json_rows(capsys, v6e) -> None:
     assert rows["all-reduce"]["flops"] == 12 * 1342177280
 
 
-def test_ops_by_category_per_device_top(capsys, tmp_path) -> None:
+def test_ops_by_category_per_device_top(cli: Cli, tmp_path) -> None:
     run_dir, truth = write_run("collective_training", tmp_path)
-    code, out, _ = run(
-        capsys,
+    code, out, _ = cli(
         "ops",
         str(run_dir),
         "--by",
@@ -195,37 +187,35 @@ def test_ops_by_category_per_device_top(capsys, tmp_path) -> None:
     assert (per_device <= 100.0 + 1e-9).all()
 
 
-def test_ops_csv_and_parquet_files(capsys, tmp_path) -> None:
+def test_ops_csv_and_parquet_files(cli: Cli, tmp_path) -> None:
     csv_path = tmp_path / "ops.csv"
     parquet_path = tmp_path / "ops.parquet"
-    assert run(capsys, "ops", str(CPU_FIXTURE), "--format", "csv", "-o", str(csv_path))[0] == 0
-    assert (
-        run(capsys, "ops", str(CPU_FIXTURE), "--format", "parquet", "-o", str(parquet_path))[0] == 0
-    )
+    assert cli("ops", str(CPU_FIXTURE), "--format", "csv", "-o", str(csv_path))[0] == 0
+    assert cli("ops", str(CPU_FIXTURE), "--format", "parquet", "-o", str(parquet_path))[0] == 0
     from_csv = pd.read_csv(csv_path)
     from_parquet = pd.read_parquet(parquet_path)
     assert from_csv["occurrences"].sum() == from_parquet["occurrences"].sum() == 272
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_ops_by_program_and_module(capsys) -> None:
-    code, out, _ = run(capsys, "ops", str(CPU_FIXTURE), "--by", "module", "--format", "json")
+def test_ops_by_program_and_module(cli: Cli) -> None:
+    code, out, _ = cli("ops", str(CPU_FIXTURE), "--by", "module", "--format", "json")
     assert code == 0
     rows = json.loads(out)["rows"]
     assert [r["module"] for r in rows] == ["jit_train_step"]
     assert rows[0]["occurrences"] == 272
-    code, out, _ = run(capsys, "ops", str(CPU_FIXTURE), "--by", "program", "--format", "json")
+    code, out, _ = cli("ops", str(CPU_FIXTURE), "--by", "program", "--format", "json")
     assert json.loads(out)["rows"][0]["program_id"] == "16"
 
 
-def test_parquet_needs_output(capsys) -> None:
-    code, _, err = run(capsys, "ops", str(CPU_FIXTURE), "--format", "parquet")
+def test_parquet_needs_output(cli: Cli) -> None:
+    code, _, err = cli("ops", str(CPU_FIXTURE), "--format", "parquet")
     assert code == 2
     assert "-o" in err
 
 
-def test_unknown_format_is_usage_error(capsys) -> None:
-    code, _, err = run(capsys, "info", str(CPU_FIXTURE), "--format", "xml")
+def test_unknown_format_is_usage_error(cli: Cli) -> None:
+    code, _, err = cli("info", str(CPU_FIXTURE), "--format", "xml")
     assert code == 2
     assert "'xml' is not one of 'table', 'json'" in err
 
@@ -240,11 +230,11 @@ def test_unknown_format_is_usage_error(capsys) -> None:
     ],
 )
 def test_click_usage_errors_are_one_line_with_the_hint(
-    capsys, args: list[str], message: str
+    cli: Cli, args: list[str], message: str
 ) -> None:
     """README: every message is one line ``tpuperf: error: ...``; click's four-line usage
     block becomes its message and the hint where to look."""
-    code, out, err = run(capsys, *args)
+    code, out, err = cli(*args)
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("tpuperf: error: "), err
@@ -297,9 +287,9 @@ def _host_only_space() -> bytes:
     "case", ["missing", "no profiles", "empty", "truncated", "random", "trace json", "host only"]
 )
 @pytest.mark.parametrize("command", ["info", "ops"])
-def test_bad_input_exit_4_one_line(capsys, tmp_path, case: str, command: str) -> None:
+def test_bad_input_exit_4_one_line(cli: Cli, tmp_path, case: str, command: str) -> None:
     path, message = _bad_inputs(tmp_path)[case]
-    code, out, err = run(capsys, command, str(path))
+    code, out, err = cli(command, str(path))
     assert code == 4
     assert out == ""
     lines = [line for line in err.splitlines() if line.strip()]
@@ -308,8 +298,8 @@ def test_bad_input_exit_4_one_line(capsys, tmp_path, case: str, command: str) ->
     assert "Traceback" not in err
 
 
-def test_debug_shows_the_traceback_and_keeps_the_exit_code(capsys, tmp_path) -> None:
-    code, _, err = run(capsys, "--debug", "info", str(tmp_path / "missing.xplane.pb"))
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(cli: Cli, tmp_path) -> None:
+    code, _, err = cli("--debug", "info", str(tmp_path / "missing.xplane.pb"))
     assert code == 4
     assert "Traceback (most recent call last)" in err and "BadInput" in err
     assert err.rstrip().splitlines()[-1].startswith("tpuperf: error: ")
@@ -326,22 +316,22 @@ def test_too_large_file_is_refused(tmp_path, monkeypatch) -> None:
     assert len(sources.read_profile(str(CPU_FIXTURE), available=10 * size)) == size
 
 
-def test_gzip_profile_reads(capsys, tmp_path) -> None:
+def test_gzip_profile_reads(cli: Cli, tmp_path) -> None:
     path = tmp_path / "host.xplane.pb.gz"
     path.write_bytes(gzip.compress(CPU_FIXTURE.read_bytes()))
-    code, out, _ = run(capsys, "info", str(path), "--format", "json")
+    code, out, _ = cli("info", str(path), "--format", "json")
     assert code == 0
     assert json.loads(out)["hosts"][0]["host"] == "host"
 
 
-def test_generated_in_memory_filesystem(capsys) -> None:
+def test_generated_in_memory_filesystem(cli: Cli) -> None:
     import fsspec
 
     fs = fsspec.filesystem("memory")
     xspaces = generate("collective_training").xspaces
     for host, data in xspaces.items():
         fs.pipe(f"/logs/plugins/profile/2026_01_01_00_00_00/{host}.xplane.pb", data)
-    code, out, err = run(capsys, "info", "memory://logs", "--format", "json")
+    code, out, err = cli("info", "memory://logs", "--format", "json")
     assert code == 0, err
     assert [h["host"] for h in json.loads(out)["hosts"]] == sorted(xspaces)
 
@@ -364,14 +354,14 @@ def test_gzip_bomb_is_refused_before_it_fills_memory(tmp_path) -> None:
     assert grown_kb < 32 << 10  # it stopped near the 16 MiB budget, not at 64 MiB
 
 
-def test_truncated_and_corrupt_gzip_are_bad_input(capsys, tmp_path) -> None:
+def test_truncated_and_corrupt_gzip_are_bad_input(cli: Cli, tmp_path) -> None:
     whole = gzip.compress(CPU_FIXTURE.read_bytes())
     truncated = tmp_path / "cut.xplane.pb.gz"
     truncated.write_bytes(whole[: len(whole) // 2])
     corrupt = tmp_path / "bad.xplane.pb.gz"
     corrupt.write_bytes(whole[:10] + bytes(b ^ 0x5A for b in whole[10:200]) + whole[200:])
     for path, reason in ((truncated, "ends early"), (corrupt, "does not decompress")):
-        code, _, err = run(capsys, "info", str(path))
+        code, _, err = cli("info", str(path))
         assert code == 4, err
         assert reason in err and str(path) in err
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
 
-from tests.conftest import CPU_FIXTURE, REPO
+from tests.conftest import CPU_FIXTURE, REPO, Cli
 from tpuperf.cli import COMMANDS, main
 
 README = (REPO / "README.md").read_text()
@@ -26,32 +25,27 @@ def test_every_command_is_in_readme_and_has_an_example(capsys, command: str) -> 
     assert "Example" in capsys.readouterr().out
 
 
-def _json(capsys, *args: str) -> dict:  # type: ignore[type-arg]
-    assert main(list(args)) == 0
-    return json.loads(capsys.readouterr().out)
-
-
 def _keys(objects: list[dict]) -> set[str]:  # type: ignore[type-arg]
     return {key for obj in objects for key in obj}
 
 
-def test_info_fields_are_documented(capsys) -> None:
-    info = _json(capsys, "info", str(CPU_FIXTURE), "--format", "json")
+def test_info_fields_are_documented(cli: Cli) -> None:
+    info = cli.json("info", str(CPU_FIXTURE), "--format", "json")
     fields = set(info) | _keys(info["hosts"]) | _keys(info["devices"]) | _keys(info["lines"])
     fields |= set(info["time_span"]) | _keys(info["steps"])
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
 
 
-def test_ops_fields_are_documented(capsys) -> None:
-    document = _json(capsys, "ops", str(CPU_FIXTURE), "--format", "json", "--per-device")
+def test_ops_fields_are_documented(cli: Cli) -> None:
+    document = cli.json("ops", str(CPU_FIXTURE), "--format", "json", "--per-device")
     fields = set(document) | _keys(document["rows"])
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
 
 
-def test_analyze_fields_are_documented(capsys) -> None:
-    report = _json(capsys, "analyze", str(CPU_FIXTURE), "--format", "json")
+def test_analyze_fields_are_documented(cli: Cli) -> None:
+    report = cli.json("analyze", str(CPU_FIXTURE), "--format", "json")
     fields = set(report) | set(report["summary"]) | set(report["summary"]["step_time_ms"])
     fields |= _keys(report["recommendations"]) | _keys(report["top_ops"])
     missing = sorted(f for f in fields if not _documented(f))
@@ -66,23 +60,23 @@ def _nested_keys(value: object) -> set[str]:
     return set()
 
 
-def test_diff_fields_are_documented(capsys) -> None:
-    document = _json(capsys, "diff", str(CPU_FIXTURE), str(CPU_FIXTURE), "--format", "json")
+def test_diff_fields_are_documented(cli: Cli) -> None:
+    document = cli.json("diff", str(CPU_FIXTURE), str(CPU_FIXTURE), "--format", "json")
     fields = _nested_keys({k: v for k, v in document.items() if k != "tool"}) | set(document)
     missing = sorted(f for f in fields if not _documented(f))
     assert not missing, f"README does not document {missing}"
 
 
 @pytest.mark.parametrize("by", ["scope", "source", "pass"])
-def test_ops_by_scope_fields_are_documented(capsys, by: str) -> None:
-    document = _json(capsys, "ops", str(CPU_FIXTURE), "--format", "json", "--by", by)
+def test_ops_by_scope_fields_are_documented(cli: Cli, by: str) -> None:
+    document = cli.json("ops", str(CPU_FIXTURE), "--format", "json", "--by", by)
     assert document["rows"], "the CPU fixture has scope data"
     missing = sorted(f for f in _keys(document["rows"]) if not _documented(f))
     assert not missing, f"README does not document {missing}"
 
 
-def test_tree_fields_are_documented(capsys) -> None:
-    document = _json(capsys, "tree", str(CPU_FIXTURE), "--format", "json")
+def test_tree_fields_are_documented(cli: Cli) -> None:
+    document = cli.json("tree", str(CPU_FIXTURE), "--format", "json")
     nodes, stack = [], [document["tree"]]
     while stack:
         nodes.append(stack.pop())
@@ -99,13 +93,13 @@ def test_scope_table_columns_are_documented() -> None:
     assert not missing, f"README does not document {missing}"
 
 
-def test_collective_fields_are_documented(capsys) -> None:
+def test_collective_fields_are_documented(cli: Cli) -> None:
     from tpuperf.analyzers.collectives import COLLECTIVE_METRICS
 
     coll = str(REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb")
-    document = _json(capsys, "ops", coll, "--format", "json", "--by", "collective")
+    document = cli.json("ops", coll, "--format", "json", "--by", "collective")
     assert document["rows"], "the FSDP capture has collectives"
-    report = _json(capsys, "analyze", coll, "--format", "json", "--analyzer", "collectives")
+    report = cli.json("analyze", coll, "--format", "json", "--analyzer", "collectives")
     collectives = report["analyzers"]["collectives"]
     fields = _keys(document["rows"]) | set(collectives["tables"]["collectives"]["columns"])
     # The metrics of the per-collective table (the analyzer's older ones are in Definitions).
@@ -117,11 +111,11 @@ def test_collective_fields_are_documented(capsys) -> None:
     assert not missing, f"README does not document {missing}"
 
 
-def test_memory_fields_are_documented(capsys) -> None:
+def test_memory_fields_are_documented(cli: Cli) -> None:
     from tests.conftest import REPO as _REPO
 
     path = _REPO / "fixtures" / "data" / "memory_cnn.xplane.pb"
-    document = _json(capsys, "memory", str(path), "--format", "json")
+    document = cli.json("memory", str(path), "--format", "json")
     programs = document["programs"]
     fields = set(document) | _keys(programs) | _keys([b for p in programs for b in p["buffers"]])
     fields |= _keys([s for p in programs for s in p["by_scope"]]) | _keys(document["allocators"])
@@ -130,20 +124,20 @@ def test_memory_fields_are_documented(capsys) -> None:
     assert not missing, f"README does not document {missing}"
 
 
-def test_memory_allocator_fields_are_documented(capsys) -> None:
+def test_memory_allocator_fields_are_documented(cli: Cli) -> None:
     from tests.conftest import SHARED_PROFILES
 
     path = SHARED_PROFILES / "tpu" / "v6e_4chip_inference.xplane.pb"
     if not path.exists():
         pytest.skip(f"{path} not available")
-    document = _json(capsys, "memory", str(path), "--format", "json")
+    document = cli.json("memory", str(path), "--format", "json")
     missing = sorted(f for f in _keys(document["allocators"]) if not _documented(f))
     assert document["allocators"] and not missing, f"README does not document {missing}"
 
 
-def test_host_fields_are_documented(capsys) -> None:
+def test_host_fields_are_documented(cli: Cli) -> None:
     host = REPO / "fixtures" / "data" / "host_markers.xplane.pb"
-    document = _json(capsys, "host", str(host), "--format", "json")
+    document = cli.json("host", str(host), "--format", "json")
     fields = set(document) | set(document["input"]) | _keys(document["events"])
     fields |= _keys(document["input"]["input_ops"]) | set(document["iteration_time_ms"])
     missing = sorted(f for f in fields if not _documented(f))

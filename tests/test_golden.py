@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from fixtures.generate import SCENARIOS, write_run
-from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
+from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli
 from tpuperf.cli import main
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -61,11 +61,8 @@ def _normalise(value: Any, root: str) -> Any:
     return value
 
 
-def _run(capsys: pytest.CaptureFixture[str], args: list[str], root: str) -> Any:
-    code = main(args)
-    out = capsys.readouterr().out
-    assert code == 0, args
-    return _normalise(json.loads(out), root)
+def _run(cli: Cli, args: list[str], root: str) -> Any:
+    return _normalise(cli.json(*args), root)
 
 
 def _same(got: Any, want: Any, where: str = "") -> None:
@@ -108,7 +105,7 @@ def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_real_profiles(
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     relative: str,
     command: str,
     args: list[str],
@@ -116,7 +113,7 @@ def test_real_profiles(
     path = SHARED_PROFILES / relative
     if not path.exists():
         pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
-    document = _run(capsys, [args[0], str(path), *args[1:]], str(SHARED_PROFILES))
+    document = _run(cli, [args[0], str(path), *args[1:]], str(SHARED_PROFILES))
     _check(request, f"{Path(relative).name.split('.')[0]}.{command}", document)
 
 
@@ -124,25 +121,25 @@ def test_real_profiles(
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_generated_scenarios(
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     scenario_runs: dict[str, Path],
     scenario: str,
     command: str,
     args: list[str],
 ) -> None:
     run_dir = scenario_runs[scenario]
-    document = _run(capsys, [args[0], str(run_dir), *args[1:]], str(run_dir.parents[2]))
+    document = _run(cli, [args[0], str(run_dir), *args[1:]], str(run_dir.parents[2]))
     _check(request, f"scenario_{scenario}.{command}", document)
 
 
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_cpu_fixture(
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     command: str,
     args: list[str],
 ) -> None:
-    document = _run(capsys, [args[0], str(CPU_FIXTURE), *args[1:]], str(CPU_FIXTURE.parent))
+    document = _run(cli, [args[0], str(CPU_FIXTURE), *args[1:]], str(CPU_FIXTURE.parent))
     _check(request, f"cpu_train_steps.{command}", document)
 
 

@@ -277,7 +277,7 @@ def test_report_page_has_the_host_section(markers) -> None:
     from tpuperf.render.html import render_html
 
     profile, truth = markers
-    page = render_html(analyze(profile), build_timeline(profile, AnalysisConfig()))
+    page = render_html(analyze(profile))
     section = page.split('<section id="host">', 1)[1].split("</section>", 1)[0]
     # Ranked as `tpuperf host` ranks them: the loader first, with its file:line.
     first_row = section.split("<tbody>", 1)[1].split("</tr>", 1)[0]

@@ -21,15 +21,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.conftest import CPU_FIXTURE, REPO
+from tests.conftest import CPU_FIXTURE, REPO, Cli
 from tpuperf import __version__, output
 from tpuperf.cli import COMMANDS, main
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -109,13 +103,13 @@ _UNWRITABLE = ["a directory", "under a file", "deeper under a file", "no permiss
 
 @pytest.mark.parametrize("case", _UNWRITABLE)
 def test_an_unwritable_output_is_one_line_and_exit_6(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
     from tpuperf.errors import CannotWrite
 
     target, reason = _unwritable(tmp_path, case, monkeypatch)
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    code, out, err = run(capsys, "info", str(CPU_FIXTURE), "-f", "json", "-o", str(target))
+    code, out, err = cli("info", str(CPU_FIXTURE), "-f", "json", "-o", str(target))
     assert (code, out) == (CannotWrite.exit_code, "")
     assert err.splitlines() == [f"tpuperf: error: cannot write {target}: {reason}"]
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no temporary, nothing made
@@ -213,7 +207,7 @@ _OUTPUTS = [
     ("args", "name", "check"), _OUTPUTS, ids=[f"{a[0]}-{n}" for a, n, _ in _OUTPUTS]
 )
 def test_output_into_a_missing_directory(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     tmp_path: Path,
     umask_022: None,
     args: list[str],
@@ -221,7 +215,7 @@ def test_output_into_a_missing_directory(
     check: Any,
 ) -> None:
     target = tmp_path / "new" / "dir" / name
-    code, out, err = run(capsys, *args, "-o", str(target))
+    code, out, err = cli(*args, "-o", str(target))
     assert code == 0, err
     assert out == ""
     assert f"tpuperf: wrote {target}" in err.splitlines()
@@ -231,11 +225,11 @@ def test_output_into_a_missing_directory(
 
 
 def test_the_suffix_chooses_the_format_and_an_explicit_format_wins(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    cli: Cli, tmp_path: Path
 ) -> None:
-    assert run(capsys, "ops", str(CPU_FIXTURE), "-o", str(tmp_path / "a.json"))[0] == 0
+    assert cli("ops", str(CPU_FIXTURE), "-o", str(tmp_path / "a.json"))[0] == 0
     assert json.loads((tmp_path / "a.json").read_text())["by"] == "program_op"
-    assert run(capsys, "ops", str(CPU_FIXTURE), "-f", "csv", "-o", str(tmp_path / "b.json"))[0] == 0
+    assert cli("ops", str(CPU_FIXTURE), "-f", "csv", "-o", str(tmp_path / "b.json"))[0] == 0
     assert (tmp_path / "b.json").read_text().startswith("program_id,op,")
 
 
@@ -249,51 +243,49 @@ def test_the_suffix_chooses_the_format_and_an_explicit_format_wins(
     ],
 )
 def test_a_suffix_naming_a_format_not_offered_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], name: str, offered: str
+    cli: Cli, tmp_path: Path, args: list[str], name: str, offered: str
 ) -> None:
     target = tmp_path / name
-    code, out, err = run(capsys, *args, "-o", str(target))
+    code, out, err = cli(*args, "-o", str(target))
     assert (code, out) == (2, "")
     assert err.splitlines() == [
         f"tpuperf: error: -o {target}: {args[0]} writes {offered}; use -f to choose"
     ]
     assert not target.exists()
     # -f says what is meant: a table under that name.
-    assert run(capsys, *args, "-f", "table", "-o", str(target))[0] == 0
+    assert cli(*args, "-f", "table", "-o", str(target))[0] == 0
     assert "─" in target.read_text()
 
 
 @pytest.mark.parametrize("name", ["info.txt", "info.log", "info", "info.out"])
-def test_text_suffixes_and_no_suffix_get_the_table(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
-) -> None:
+def test_text_suffixes_and_no_suffix_get_the_table(cli: Cli, tmp_path: Path, name: str) -> None:
     target = tmp_path / name
-    assert run(capsys, "info", str(CPU_FIXTURE), "-o", str(target))[0] == 0
+    assert cli("info", str(CPU_FIXTURE), "-o", str(target))[0] == 0
     assert target.read_text().startswith(str(CPU_FIXTURE))  # the table's first line
 
 
 def test_text_files_are_plain_at_the_file_width(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("FORCE_COLOR", "1")  # forces colour on pipes, never on files
     target = tmp_path / "report.txt"
-    assert run(capsys, "analyze", str(CPU_FIXTURE), "-o", str(target))[0] == 0
+    assert cli("analyze", str(CPU_FIXTURE), "-o", str(target))[0] == 0
     lines = target.read_text().splitlines()
     assert "\x1b[" not in target.read_text()
     assert max(len(line) for line in lines) == output.FILE_WIDTH  # the panel's width
 
 
-def test_a_binary_format_needs_a_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "ops", str(CPU_FIXTURE), "-f", "parquet")
+def test_a_binary_format_needs_a_file(cli: Cli) -> None:
+    code, out, err = cli("ops", str(CPU_FIXTURE), "-f", "parquet")
     assert code == 2 and out == ""
     assert "-o FILE.parquet" in err
 
 
 def test_a_format_a_command_does_not_offer_is_a_usage_error(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
-    code, _, err = run(capsys, "info", str(CPU_FIXTURE), "-f", "csv")
+    code, _, err = cli("info", str(CPU_FIXTURE), "-f", "csv")
     assert code == 2
     assert "'csv' is not one of 'table', 'json'" in err
 
@@ -316,29 +308,27 @@ def test_csv_and_ndjson_render_from_rows() -> None:
     assert buffer.getvalue() == b'{"a":1,"b":null}\n'
 
 
-def test_json_documents_share_one_schema_version(capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_documents_share_one_schema_version(cli: Cli) -> None:
     from tpuperf import report, scanning
 
     versions = {
-        json.loads(run(capsys, *args, "-f", "json")[1])["schema_version"]
+        json.loads(cli(*args, "-f", "json")[1])["schema_version"]
         for args in (["info", str(CPU_FIXTURE)], ["ops", str(CPU_FIXTURE)], ["analyzers"])
     }
     assert versions == {output.SCHEMA_VERSION} == {report.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
 
 
-def test_scan_json_is_one_document_of_the_rows(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_scan_json_is_one_document_of_the_rows(cli: Cli, tmp_path: Path) -> None:
     from fixtures.generate import write_pair
 
     write_pair("slower_fusion", tmp_path)
     args = ["scan", str(CPU_FIXTURE), str(tmp_path), "--no-cache", "-j", "1"]
-    code, out, _ = run(capsys, *args, "-f", "json")
+    code, out, _ = cli(*args, "-f", "json")
     assert code == 0
     document = json.loads(out)
     assert list(document) == ["schema_version", "rows"]
     assert document["schema_version"] == output.SCHEMA_VERSION
-    ndjson = [json.loads(line) for line in run(capsys, *args, "-f", "ndjson")[1].splitlines()]
+    ndjson = [json.loads(line) for line in cli(*args, "-f", "ndjson")[1].splitlines()]
     assert document["rows"] == ndjson and len(ndjson) == 3
     assert out == output.json_text({"rows": ndjson})  # written row by row, the same text
 
@@ -346,9 +336,9 @@ def test_scan_json_is_one_document_of_the_rows(
 # --------------------------------------------------------------------------- messages, exit codes
 
 
-def test_messages_are_one_style(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(
-        capsys, "ops", str(CPU_FIXTURE), "--by", "op", "-f", "csv", "-o", str(tmp_path / "x.csv")
+def test_messages_are_one_style(cli: Cli, tmp_path: Path) -> None:
+    code, _, err = cli(
+        "ops", str(CPU_FIXTURE), "--by", "op", "-f", "csv", "-o", str(tmp_path / "x.csv")
     )
     assert code == 0
     assert err.splitlines() == [f"tpuperf: wrote {tmp_path / 'x.csv'}"]
@@ -363,28 +353,26 @@ def test_messages_are_one_style(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     ],
 )
 def test_debug_keeps_the_exit_code_and_shows_the_traceback(
-    capsys: pytest.CaptureFixture[str], args: list[str], code: int
+    cli: Cli, args: list[str], code: int
 ) -> None:
-    plain_code, _, plain_err = run(capsys, *args)
-    debug_code, _, debug_err = run(capsys, "--debug", *args)
+    plain_code, _, plain_err = cli(*args)
+    debug_code, _, debug_err = cli("--debug", *args)
     assert plain_code == debug_code == code
     assert "Traceback" not in plain_err
     assert "Traceback (most recent call last)" in debug_err
     assert plain_err.splitlines()[-1] == debug_err.splitlines()[-1]
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "--version") == (0, f"tpuperf {__version__}\n", "")
-    code, out, _ = run(capsys, "--help")
+def test_version(cli: Cli) -> None:
+    assert cli("--version") == (0, f"tpuperf {__version__}\n", "")
+    code, out, _ = cli("--help")
     assert code == 0 and f"tpuperf {__version__}" in out
 
 
 @pytest.mark.parametrize("command", ["", *(name for name, _ in COMMANDS)])
-def test_help_reads_at_80_columns(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
-) -> None:
+def test_help_reads_at_80_columns(cli: Cli, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, _ = run(capsys, *([command] if command else []), "--help")
+    code, out, _ = cli(*([command] if command else []), "--help")
     assert code == 0
     lines = out.splitlines()
     assert all(len(line) <= 80 for line in lines)
@@ -423,33 +411,31 @@ def test_help_reads_at_80_columns(
 # --------------------------------------------------------------------------- info
 
 
-def test_info_says_which_decoder(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_info_says_which_decoder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     from tpuperf import xspace
 
-    info = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])
+    info = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])
     assert info["decoder"] == ("native" if xspace._native is not None else "numpy")
     monkeypatch.setattr(xspace, "_native", None)
-    info = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])
+    info = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])
     assert info["decoder"] == "numpy"
-    assert "decoder numpy" in run(capsys, "info", str(CPU_FIXTURE))[1]
+    assert "decoder numpy" in cli("info", str(CPU_FIXTURE))[1]
 
 
 def test_info_of_a_gzip_file_says_the_size_is_decompressed(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     raw = CPU_FIXTURE.read_bytes()
     path = tmp_path / "host.xplane.pb.gz"
     path.write_bytes(gzip.compress(raw))
-    host = json.loads(run(capsys, "info", str(path), "-f", "json")[1])["hosts"][0]
+    host = json.loads(cli("info", str(path), "-f", "json")[1])["hosts"][0]
     assert host["size_bytes"] == len(raw)
     assert host["file_bytes"] == path.stat().st_size < len(raw)
     assert host["gzip"] is True
-    plain = json.loads(run(capsys, "info", str(CPU_FIXTURE), "-f", "json")[1])["hosts"][0]
+    plain = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])["hosts"][0]
     assert plain["size_bytes"] == plain["file_bytes"] == len(raw) and plain["gzip"] is False
     monkeypatch.setenv("COLUMNS", "120")
-    text = run(capsys, "info", str(path))[1]
+    text = cli("info", str(path))[1]
     stored = path.stat().st_size
     assert stored < 1e5  # a file of tens of kB: "0.0 MB" said nothing
     assert f"{_three_digits(len(raw))} decompressed (gzip file {_three_digits(stored)})" in text
@@ -544,19 +530,17 @@ def test_a_closed_stdout_ends_quietly(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize("command", ["info", "ops", "analyze", "analyzers", "scan", "diff"])
-def test_table_commands_take_wide(capsys: pytest.CaptureFixture[str], command: str) -> None:
-    code, out, _ = run(capsys, command, "--help")
+def test_table_commands_take_wide(cli: Cli, command: str) -> None:
+    code, out, _ = cli(command, "--help")
     assert code == 0 and re.search(r"--wide\s+Full names and every column", out)
 
 
-def test_analyzers_wide_shows_every_column(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_analyzers_wide_shows_every_column(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     from tpuperf.analyzers import base
 
     monkeypatch.setenv("COLUMNS", "80")
-    narrow = run(capsys, "analyzers")[1].splitlines()
-    wide = run(capsys, "analyzers", "--wide")[1].splitlines()
+    narrow = cli("analyzers")[1].splitlines()
+    wide = cli("analyzers", "--wide")[1].splitlines()
     assert narrow[0].split() == ["analyzer", "summary"] and "(--wide shows origin)" in narrow
     assert wide[0].split() == ["analyzer", "origin", "summary"]
     for name, analyzer in base.available().items():  # one line each, the summary whole

@@ -26,7 +26,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from tests._tables import check_table, is_shortening, key_cell, tables
-from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES
+from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES, Cli
 from tpuperf.cli import main
 
 GOLDEN_TEXT = Path(__file__).resolve().parent / "golden_text"
@@ -428,7 +428,7 @@ def _golden_commands(path: Path) -> list[tuple[str, list[str]]]:
 @pytest.mark.parametrize("width", [80, 100, 120, 200])
 @pytest.mark.parametrize("path", PROFILES, ids=IDS)
 def test_scope_tree_and_diff_fit(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, path: Path, width: int
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, path: Path, width: int
 ) -> None:
     """ops --by scope|source, tree and diff: no line wider than the terminal."""
     monkeypatch.setenv("COLUMNS", str(width))
@@ -438,7 +438,7 @@ def test_scope_tree_and_diff_fit(
         ["tree", str(path), "--min-pct", "0"],
         ["diff", str(path), str(path), "--top", "30"],
     ):
-        lines = _cli_text(capsys, args).splitlines()
+        lines = _cli_text(cli, args).splitlines()
         wide = [line for line in lines if cell_len(line) > width]
         assert not wide, f"{args[0]} {args[-1]}: {len(wide)} line(s) wider than {width}: {wide[:2]}"
 
@@ -450,9 +450,9 @@ def _relative(path: Path) -> tuple[Path, Path]:
     return SHARED_PROFILES.parent, path.relative_to(SHARED_PROFILES.parent)
 
 
-def _cli_text(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
-    assert main(args) == 0, args
-    text = capsys.readouterr().out
+def _cli_text(cli: Cli, args: list[str]) -> str:
+    code, text, _ = cli(*args)
+    assert code == 0, args
     # The decoder depends on the install, not on the profile.
     text = text.replace(
         "decoder numpy (the C module is not built: slower, same results)",
@@ -477,7 +477,7 @@ def _check_golden(request: pytest.FixtureRequest, name: str, text: str) -> None:
 @pytest.mark.parametrize("path", PROFILES, ids=IDS)
 def test_golden_text_at_80_columns(
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
     path: Path,
 ) -> None:
@@ -485,20 +485,20 @@ def test_golden_text_at_80_columns(
     root, relative = _relative(path)
     monkeypatch.chdir(root)
     for command, args in _golden_commands(relative):
-        text = _cli_text(capsys, args)
+        text = _cli_text(cli, args)
         _check_golden(request, f"{path.name.split('.')[0]}.{command}", text)
 
 
 def test_golden_text_scan_and_analyzers(
     request: pytest.FixtureRequest,
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    _check_golden(request, "analyzers", _cli_text(capsys, ["analyzers"]))
+    _check_golden(request, "analyzers", _cli_text(cli, ["analyzers"]))
     if not SHARED_PROFILES.exists():
         pytest.skip(f"real profiles not available ({SHARED_PROFILES} is absent)")
     monkeypatch.chdir(SHARED_PROFILES.parent)
-    text = _cli_text(capsys, ["scan", "profiles", "--no-cache", "--workers", "1"])
+    text = _cli_text(cli, ["scan", "profiles", "--no-cache", "--workers", "1"])
     _check_golden(request, "scan", text)
     assert re.search(r"tpu/v6e_4chip_inference\s+784\.3", text)

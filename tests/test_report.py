@@ -290,3 +290,45 @@ def test_every_fix_is_the_running_platforms(profile: str) -> None:
     assert made.recommendations
     for rec in made.recommendations:
         assert list(rec.fix) == [made.platform.lower()], (rec.kind, list(rec.fix))
+
+
+# --------------------------------------------------------------------------- issue 18: the page
+
+
+def test_the_page_data_comes_from_the_report_only_when_asked(tmp_path) -> None:
+    """What only the HTML page draws (per-step and per-device breakdowns, op categories, the
+    scope tree) is computed from the analysis's own timeline on first use: the JSON form does
+    not compute it, and it equals the generated run's ground truth."""
+    from fixtures.generate import write_run
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.profile import load
+
+    run_dir, truth = write_run("straggler", tmp_path / "run", steps=6)
+    report = analyze(load(run_dir), config=AnalysisConfig(warmup_steps=0))
+    report.to_json()
+    page_only = {"step_breakdown", "device_breakdowns", "op_categories", "scope_tree"}
+    assert not page_only & set(vars(report))
+
+    steps = report.step_breakdown
+    assert steps.steps.tolist() == list(range(6))
+    assert steps.windows == 6 * len(truth.devices)
+    want = [t / 1e9 for t in truth.step_time_ps]
+    assert steps.ms["step_ps"].tolist() == pytest.approx(want, rel=1e-9)
+    devices = report.device_breakdowns
+    assert [d.key for d in devices] == sorted((d.host, d.device) for d in truth.devices)
+    for device in devices:
+        compute_ps = truth.device(device.host, device.device).compute_ps
+        assert device.ms["compute_ps"] == pytest.approx(compute_ps / 6 / 1e9, rel=1e-6)
+    slowest = max(devices, key=lambda d: d.ms["compute_ps"])
+    assert slowest.key == truth.straggler
+    assert report.op_categories  # every analysed op, with its category
+    assert set(report.op_categories) == set(
+        zip(report.ops.strings("module").tolist(), report.ops.strings("op").tolist(), strict=True)
+    )
+    # The scope tree is over the same windows as the summary's pass split.
+    passes = report.summary["passes"]
+    tree = report.scope_tree
+    assert tree is not None and tree["children"]
+    total = sum(p["ms_per_step"] for p in passes.values())
+    assert tree["ms_per_step"] == pytest.approx(total, rel=1e-9)
+    assert page_only <= set(vars(report))  # computed once, kept

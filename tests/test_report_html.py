@@ -125,10 +125,8 @@ def _open(page: Path, tmp_path: Path, name: str, *extra: str, element: str = ROO
     return result
 
 
-def _report(source: Path, **config: Any) -> tuple[Any, Any]:
-    profile = load(source)
-    cfg = AnalysisConfig(**config)
-    return analyze(profile, config=cfg), build_timeline(profile, cfg)
+def _report(source: Path, **config: Any) -> Any:
+    return analyze(load(source), config=AnalysisConfig(**config))
 
 
 @needs_chromium
@@ -136,7 +134,7 @@ def test_report_of_a_multi_host_training_run(tmp_path: Path) -> None:
     run_dir, truth = write_run("straggler", tmp_path / "run", steps=8)
     page = tmp_path / "straggler.html"
     assert main(["report", str(run_dir), "-o", str(page), "--top", "12"]) == 0
-    report, _ = _report(run_dir, top_ops=12)
+    report = _report(run_dir, top_ops=12)
     result = _open(
         page, tmp_path, "straggler", DEVICE_LABELS, HOVER_ROOFLINE, TOP_OPS_CELLS, SORTED_TIMES
     )
@@ -183,7 +181,7 @@ def test_report_of_the_real_v6e_profile(tmp_path: Path) -> None:
     source = shared_profile("tpu/v6e_4chip_inference.xplane.pb")
     page = tmp_path / "v6e.html"
     assert main(["analyze", str(source), "--format", "html", "-o", str(page)]) == 0
-    report, _ = _report(source)
+    report = _report(source)
     result = _open(page, tmp_path, "v6e", "document.querySelector('#summary').textContent")
     values = result.values
     assert values[ROOFLINE_POINTS] == report.results["roofline"].tables["ops"].n
@@ -219,11 +217,11 @@ def test_report_where_no_op_has_flops_draws_no_roofline(tmp_path: Path) -> None:
         op_stats=lambda i: [("hlo_category", "loop fusion"), ("bytes_accessed", 1000 + i)],
     )
     path.write_bytes(_xspace([plane], "host"))
-    report, timeline = _report(path)
+    report = _report(path)
     ops = report.results["roofline"].tables["ops"]
     assert sorted(ops.strings("op").tolist()) == ["fusion.0", "fusion.1"]
     assert not (ops.array("flops") > 0).any()
-    text = render_html(report, timeline)
+    text = render_html(report)
     assert ROOFLINE_CHART not in _figures(text)
     section = _section(text, "roofline")
     assert "2 op(s) with no FLOPs or no bytes cannot be placed" in section
@@ -294,7 +292,7 @@ def test_report_of_a_scoped_run_draws_the_scope_tree(tmp_path: Path) -> None:
     # Every step analysed: the tree is over the report's step windows, which then hold every
     # op but the init call before the first step.
     assert main(["report", str(source), "--warmup", "0", "-o", str(page)]) == 0
-    report, _ = _report(source, top_ops=25, warmup_steps=0)  # as `report` (--top 25)
+    report = _report(source, top_ops=25, warmup_steps=0)  # as `report` (--top 25)
 
     steps_ops = {n: o for n, o in truth["ops"].items() if not n.startswith("init_")}
     paths = _icicle_paths(_figures(page.read_text())[SCOPES_CHART])
@@ -342,7 +340,7 @@ def test_report_of_a_scoped_run_draws_the_scope_tree(tmp_path: Path) -> None:
 def test_report_of_the_real_cpu_capture_draws_its_scope_tree(tmp_path: Path) -> None:
     page = tmp_path / "cpu.html"
     assert main(["report", str(CPU_FIXTURE), "-o", str(page)]) == 0
-    report, _ = _report(CPU_FIXTURE, top_ops=25)
+    report = _report(CPU_FIXTURE, top_ops=25)
     profile = load(CPU_FIXTURE)
     paths = _icicle_paths(_figures(page.read_text())[SCOPES_CHART])
     # Against the profile's own data: op self time, all of it and that of jit(train_step).
@@ -383,9 +381,9 @@ def test_report_of_the_real_cpu_capture_draws_its_scope_tree(tmp_path: Path) -> 
 def test_report_without_scope_information_says_so_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "no_scopes.xplane.pb"
     path.write_bytes(_xspace([_tpu_plane(0, ["fusion.0", "fusion.1"], _steady(ops=2))], "host"))
-    report, timeline = _report(path)
+    report = _report(path)
     assert report.summary["passes"] is None
-    text = render_html(report, timeline)
+    text = render_html(report)
     section = _section(text, "scopes")
     assert section.count('<p class="note">') == 1
     assert "No scope information in this profile" in section
@@ -396,7 +394,7 @@ def test_report_without_scope_information_says_so_in_one_line(tmp_path: Path) ->
 
 def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:
     run_dir, _ = write_run("collective_training", tmp_path / "run", steps=4)
-    report, timeline = _report(run_dir)
+    report = _report(run_dir)
     # The same report, as it would be for a chip whose peaks nobody knows.
     peaks = dict(report.results["roofline"].metrics["peaks"])
     peaks.update(peak_tflops=None, peak_hbm_gbps=None, ridge_flop_per_byte=None)
@@ -408,7 +406,7 @@ def test_report_without_peaks_says_how_to_pass_them(tmp_path: Path) -> None:
         results={**report.results, "roofline": roofline},
         summary={**report.summary, "peak_tflops": None, "peak_hbm_gbps": None},
     )
-    text = render_html(unknown, timeline)
+    text = render_html(unknown)
     section = text[text.index('<section id="roofline">') :]
     section = section[: section.index("</section>")]
     assert "Peaks unknown" in section
@@ -465,10 +463,10 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_profile_strings_are_escaped_in_the_html_source(hostile: Path) -> None:
-    report, timeline = _report(hostile, top_ops=40)
+    report = _report(hostile, top_ops=40)
     ops = set(report.top_ops.strings("op").tolist())
     assert {SCRIPT_OP, MARKUP_OP} <= ops  # the renamed ops are in the report ...
-    text = render_html(report, timeline)
+    text = render_html(report)
     for raw in (SCRIPT_OP, HOSTILE_HOST, "<img", "alert(1)</script>"):
         assert raw not in text  # ... but never as markup in the page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text  # HTML text
@@ -522,10 +520,10 @@ def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) ->
         ),
     ]
     for source, (host, device), confidence, colour in cases:
-        report, timeline = _report(source)
+        report = _report(source)
         rec = next(r for r in report.results["steps"].recommendations if r.kind == "straggler")
         assert rec.confidence == confidence
-        page = html.render_html(report, timeline)
+        page = html.render_html(report)
         labels = _figures(page)[DEVICES_CHART]["layout"]["yaxis"]["ticktext"]
         marked = [label for label in labels if "straggler" in label]
         assert len(marked) == 1
@@ -574,7 +572,7 @@ def test_top_ops_show_compact_kernel_names_with_the_whole_name_on_hover(tmp_path
     source = shared_profile("gpu/v100_8gpu_tf_training.xplane.pb")
     page = tmp_path / "v100.html"
     assert main(["report", str(source), "-o", str(page)]) == 0
-    report, _ = _report(source, top_ops=25)  # as `tpuperf report` (its --top)
+    report = _report(source, top_ops=25)  # as `tpuperf report` (its --top)
     cells = _top_ops_cells(page.read_text())
     names = [str(r["op"]) for r in report.top_ops.records()]
     assert [title for title, _ in cells] == names

@@ -18,6 +18,7 @@ import pytest
 
 import tpuperf
 from fixtures.generate import SCENARIOS, write_run
+from tests.conftest import Cli
 from tpuperf import scanning as scan_mod
 from tpuperf.cli import main
 from tpuperf.scanning import ROW_FIELDS
@@ -62,10 +63,8 @@ def warm_cache(tree: Path, baseline: pd.DataFrame, tmp_path_factory: pytest.Temp
     return str(directory)
 
 
-def _analyze_json(path: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["analyze", path, "--format", "json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def _analyze_json(path: str, cli: Cli) -> dict:
+    return cli.json("analyze", path, "--format", "json")
 
 
 def _same(actual: object, expected: object) -> bool:
@@ -95,14 +94,12 @@ def test_one_row_per_host_profile_in_path_order(tree: Path, baseline: pd.DataFra
     assert list(straggler["host"]) == ["tpu-host-0", "tpu-host-1"]
 
 
-def test_rows_equal_tpuperf_analyze(
-    baseline: pd.DataFrame, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_rows_equal_tpuperf_analyze(baseline: pd.DataFrame, cli: Cli) -> None:
     good = baseline[baseline["error"] == ""]
     assert len(good) == len(SCENARIOS) + 2  # straggler has two hosts; plus the gzip copy
     kinds = set()
     for row in good.to_dict("records"):
-        report = _analyze_json(row["path"], capsys)
+        report = _analyze_json(row["path"], cli)
         summary, recs = report["summary"], report["recommendations"]
         expected = {
             "platform": summary["platform"],
@@ -124,15 +121,13 @@ def test_rows_equal_tpuperf_analyze(
     assert {"exposed_collective", "host_bound", "memory_bound"} <= kinds
 
 
-def test_per_run_rows_equal_analyze_of_the_run(
-    tree: Path, warm_cache: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_per_run_rows_equal_analyze_of_the_run(tree: Path, warm_cache: str, cli: Cli) -> None:
     frame = tpuperf.scan(tree, per_run=True, workers=1, cache_dir=warm_cache)
     run_dirs = sorted({str(Path(p).parent) for p in _profiles(tree)})
     assert list(frame["path"]) == run_dirs
     assert (frame["host"] == "").all()
     row = frame[frame["run"] == "2026_01_04"].iloc[0]
-    report = _analyze_json(row["path"], capsys)
+    report = _analyze_json(row["path"], cli)
     assert row["hosts"] == 2 == report["summary"]["hosts"]
     assert row["devices"] == report["summary"]["devices"] == 8
     assert row["exposed_collective_pct"] == report["summary"]["exposed_collective_pct"]

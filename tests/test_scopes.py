@@ -14,7 +14,7 @@ import pytest
 from tpuperf.analyzers.base import AnalysisConfig
 
 from fixtures.generate import generate_scoped
-from tests.conftest import CPU_FIXTURE, CPU_TRUTH, shared_profile
+from tests.conftest import CPU_FIXTURE, CPU_TRUTH, Cli, shared_profile
 from tpuperf import scopes as sc
 from tpuperf._hlo_schema import HloProto
 from tpuperf.cli import main
@@ -573,12 +573,11 @@ def test_a_damaged_hlo_module_costs_its_scopes_and_is_noted() -> None:
 _LEAF_SOURCE = re.compile(r" (\S*):(\d+) +[\d.,]+ +[\d.]+%")
 
 
-def _tree_cli(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, width: int, *args: str
-) -> str:
+def _tree_cli(cli: Cli, monkeypatch: pytest.MonkeyPatch, width: int, *args: str) -> str:
     monkeypatch.setenv("COLUMNS", str(width))
-    assert main(["tree", *args]) == 0
-    return capsys.readouterr().out
+    code, out, _ = cli("tree", *args)
+    assert code == 0
+    return out
 
 
 def _leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -593,7 +592,7 @@ def _leaves(node: dict[str, Any]) -> list[dict[str, Any]]:
 )
 @pytest.mark.parametrize("width", [80, 100])
 def test_every_leaf_keeps_its_source_line_at_the_terminal_width(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
     relative: str | None,
     width: int,
@@ -601,27 +600,27 @@ def test_every_leaf_keeps_its_source_line_at_the_terminal_width(
     """A leaf whose name and source do not both fit is shortened, name first: each leaf shows
     the line number of its source (mi300_jax_te_fused_attn at 80 columns lost it on 4 of 7)."""
     path = str(shared_profile(relative) if relative else CPU_FIXTURE)
-    document = json.loads(_tree_cli(capsys, monkeypatch, width, path, "--format", "json"))
+    document = json.loads(_tree_cli(cli, monkeypatch, width, path, "--format", "json"))
     want = sorted(
         int(leaf["source"].rsplit(":", 1)[1])
         for leaf in _leaves(document["tree"])
         if leaf["source"]
     )
     assert want
-    text = _tree_cli(capsys, monkeypatch, width, path)
+    text = _tree_cli(cli, monkeypatch, width, path)
     shown = sorted(int(match.group(2)) for match in _LEAF_SOURCE.finditer(text))
     assert shown == want
     assert all(len(line) <= width for line in text.splitlines())
 
 
 def test_tree_wide_shows_every_name_whole_and_o_takes_the_format_from_the_suffix(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     path = str(shared_profile("gpu/mi300_jax_te_fused_attn.xplane.pb"))
-    document = json.loads(_tree_cli(capsys, monkeypatch, 80, path, "-f", "json", "--min-pct", "0"))
+    document = json.loads(_tree_cli(cli, monkeypatch, 80, path, "-f", "json", "--min-pct", "0"))
     leaves = _leaves(document["tree"])
-    narrow = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0")
-    wide = _tree_cli(capsys, monkeypatch, 80, path, "--min-pct", "0", "--wide")
+    narrow = _tree_cli(cli, monkeypatch, 80, path, "--min-pct", "0")
+    wide = _tree_cli(cli, monkeypatch, 80, path, "--min-pct", "0", "--wide")
     for leaf in leaves:
         whole = f"{leaf['name']} {leaf['source'].rsplit('/', 1)[-1]}"
         assert whole in wide, whole
@@ -721,21 +720,19 @@ def test_without_scope_information_the_line_names_the_grouping_asked_for(
     assert line.endswith(f"; nothing to group by {named}")
 
 
-def _tree_and_analysis(capsys: pytest.CaptureFixture[str], path: str, *args: str) -> tuple:
-    assert main(["tree", path, "--min-pct", "0", "--format", "json", *args]) == 0
-    tree = json.loads(capsys.readouterr().out)
-    assert main(["analyze", path, "--format", "json", *args]) == 0
-    return tree, json.loads(capsys.readouterr().out)["summary"]
+def _tree_and_analysis(cli: Cli, path: str, *args: str) -> tuple:
+    tree = cli.json("tree", path, "--min-pct", "0", "--format", "json", *args)
+    return tree, cli.json("analyze", path, "--format", "json", *args)["summary"]
 
 
 def test_tree_is_over_the_step_windows_analyze_uses_on_v6e(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
     """v6e: 100 jit_f calls make 99 steps (the last call ends the last step), the first left
     out as warm-up, on 4 chips: 392 windows, and the tree's op time per step is analyze's pass
     split (784 ms; it was 788 ms over 400 windows, with the ops outside the steps counted in)."""
     path = str(shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
-    tree, summary = _tree_and_analysis(capsys, path)
+    tree, summary = _tree_and_analysis(cli, path)
     assert (tree["steps_analyzed"], tree["steps_excluded"]) == (98, 1)
     assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 392
     assert tree["step_source"] == summary["step_source"] == "module_period"
@@ -747,9 +744,7 @@ def test_tree_is_over_the_step_windows_analyze_uses_on_v6e(
     assert root["ms_per_step"] == pytest.approx(784.13, abs=0.01)
 
 
-def test_a_device_without_steps_adds_no_step_window(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_device_without_steps_adds_no_step_window(tmp_path: Path, cli: Cli) -> None:
     """A device that runs ops but has no steps (an MI300 that only ran memcpys): analyze leaves
     it out, and so does the tree; its op time is in neither."""
     run = generate_scoped(steps=4, devices=2, stepless_device=True)
@@ -757,11 +752,11 @@ def test_a_device_without_steps_adds_no_step_window(
     path.write_bytes(next(iter(run.xspaces.values())))
     truth = run.truth.notes["scopes"]
     in_steps_ps = sum(o["time_ps"] for n, o in truth["ops"].items() if not n.startswith("init_"))
-    tree, summary = _tree_and_analysis(capsys, str(path))  # warm-up left out, as analyze does
+    tree, summary = _tree_and_analysis(cli, str(path))  # warm-up left out, as analyze does
     assert tree["windows"] == summary["steps_analyzed"] * summary["devices"] == 6
     for name, value in summary["passes"].items():
         assert tree["tree"]["passes"][name] == pytest.approx(value["ms_per_step"])
-    tree, summary = _tree_and_analysis(capsys, str(path), "--warmup", "0")
+    tree, summary = _tree_and_analysis(cli, str(path), "--warmup", "0")
     assert tree["windows"] == truth["windows"] == 8  # 4 steps x 2 devices, none for the third
     assert tree["tree"]["time_ps"] == in_steps_ps
     assert tree["tree"]["ms_per_step"] == pytest.approx(in_steps_ps / 8 / 1e9)

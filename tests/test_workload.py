@@ -4,7 +4,6 @@ fixes that apply to its framework, platform and pass."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 from tpuperf.analyzers import fixes
 
 from fixtures.generate import generate_scoped, write_run
-from tests.conftest import CPU_FIXTURE, shared_profile
+from tests.conftest import CPU_FIXTURE, Cli, shared_profile
 from tpuperf import scopes as sc
 from tpuperf.cli import main
 from tpuperf.profile import load
@@ -25,9 +24,8 @@ TRAINING_ONLY = re.compile(r"jax\.checkpoint|checkpoint_policies|FSDP|ZeRO|gradi
 GPU_ONLY = re.compile(r"CUDA|HIP graph|command_buffer|callback|nvidia-smi|rocm-smi", re.I)
 
 
-def _analyze(capsys: pytest.CaptureFixture[str], path: Path | str) -> dict[str, Any]:
-    assert main(["analyze", str(path), "--format", "json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def _analyze(cli: Cli, path: Path | str) -> dict[str, Any]:
+    return cli.json("analyze", path, "--format", "json")
 
 
 @pytest.mark.parametrize(
@@ -40,7 +38,7 @@ def _analyze(capsys: pytest.CaptureFixture[str], path: Path | str) -> dict[str, 
     ],
 )
 def test_the_real_profiles_say_what_ran(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
     relative: str,
     framework: str,
     platform: str,
@@ -49,7 +47,7 @@ def test_the_real_profiles_say_what_ran(
 ) -> None:
     """TensorFlow by its executor's lines (V100: no scope data, so training is not known);
     JAX by its jit_ programs; inference where ops have scopes and none is under transpose()."""
-    data = _analyze(capsys, shared_profile(relative))
+    data = _analyze(cli, shared_profile(relative))
     assert data["summary"]["workload"] == {
         "framework": framework,
         "platform": platform,
@@ -58,8 +56,10 @@ def test_the_real_profiles_say_what_ran(
     }
 
 
-def test_tensorflow_gpu_profile_gets_no_jax_or_xla_fix(capsys: pytest.CaptureFixture[str]) -> None:
-    data = _analyze(capsys, shared_profile("gpu/v100_8gpu_tf_training.xplane.pb"))
+def test_tensorflow_gpu_profile_gets_no_jax_or_xla_fix(
+    capsys: pytest.CaptureFixture[str], cli: Cli
+) -> None:
+    data = _analyze(cli, shared_profile("gpu/v100_8gpu_tf_training.xplane.pb"))
     assert data["recommendations"]
     for rec in data["recommendations"]:
         assert set(rec["fix"]) == {"gpu"}
@@ -71,10 +71,10 @@ def test_tensorflow_gpu_profile_gets_no_jax_or_xla_fix(capsys: pytest.CaptureFix
     assert "Workload TensorFlow on GPU" in capsys.readouterr().out
 
 
-def test_inference_gets_no_training_fix(capsys: pytest.CaptureFixture[str]) -> None:
+def test_inference_gets_no_training_fix(cli: Cli) -> None:
     """v6e, inference: no jax.checkpoint policy, FSDP or gradient accumulation; the host-offload
     copies are told to stay in HBM instead."""
-    data = _analyze(capsys, shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
+    data = _analyze(cli, shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
     kinds = {r["kind"] for r in data["recommendations"]}
     assert {"reduce_copies", "exposed_async_copy", "exposed_collective"} <= kinds
     for rec in data["recommendations"]:
@@ -85,9 +85,9 @@ def test_inference_gets_no_training_fix(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_xla_cpu_gets_no_gpu_fix_and_says_what_to_look_at(
-    capsys: pytest.CaptureFixture[str],
+    cli: Cli,
 ) -> None:
-    data = _analyze(capsys, CPU_FIXTURE)
+    data = _analyze(cli, CPU_FIXTURE)
     assert data["summary"]["workload"]["platform"] == "CPU"
     assert data["recommendations"]
     for rec in data["recommendations"]:

@@ -7,6 +7,7 @@ markdown, JSON via :meth:`Report.to_dict`) only format what it returns.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -23,7 +24,7 @@ from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
-from tpuperf.timeline import Timeline, build_timeline, stats_ms
+from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
     from tpuperf.profile import Profile
@@ -159,6 +160,10 @@ class Report:
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
     # The frozen options the analysis ran with (the steps, host and peaks asked for); not in JSON.
     config: AnalysisConfig = field(default_factory=AnalysisConfig, repr=False)
+    # The timeline the analysis read. What only the HTML page draws (step_breakdown,
+    # device_breakdowns, op_categories, scope_tree) is computed from it on first use, so the
+    # JSON and terminal forms never pay for it; not in JSON, not compared.
+    _timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     @property
     def errors(self) -> dict[str, str]:
@@ -195,6 +200,107 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @functools.cached_property
+    def step_breakdown(self) -> StepBreakdown:
+        """Where each analysed step's time went, averaged over the devices that ran it."""
+        tl = self._timeline
+        if tl is None or not tl.n_windows or not tl.has_steps:
+            return StepBreakdown(
+                windows=tl.n_windows if tl is not None else 0,
+                step_source=None,
+                steps=np.zeros(0, dtype=np.int64),
+                ms={},
+            )
+        table = tl.breakdown_table()
+        numbers, index = np.unique(table.array("step"), return_inverse=True)
+        devices = np.bincount(index, minlength=len(numbers))
+        ms = {
+            column: np.bincount(index, weights=table.array(column), minlength=len(numbers))
+            / devices
+            / 1e9
+            for column in BREAKDOWN_COLUMNS
+        }
+        return StepBreakdown(tl.n_windows, tl.step_source, numbers, ms)
+
+    @functools.cached_property
+    def device_breakdowns(self) -> list[DeviceBreakdown]:
+        """Each analysed device's breakdown per step (mean over its windows), by host and
+        device."""
+        if self._timeline is None:
+            return []
+        views = sorted(self._timeline.devices, key=lambda v: (v.host, v.device))
+        return [
+            DeviceBreakdown(
+                v.host,
+                v.device,
+                {
+                    column: v.breakdown[column].sum() / max(len(v.windows), 1) / 1e9
+                    for column in BREAKDOWN_COLUMNS
+                },
+            )
+            for v in views
+        ]
+
+    @functools.cached_property
+    def op_categories(self) -> dict[tuple[str, str], str]:
+        """Each analysed (module, op)'s hlo category, as the profile records it (on the first
+        device that ran it)."""
+        out: dict[tuple[str, str], str] = {}
+        for view in self._timeline.devices if self._timeline is not None else []:
+            ops = view.selected_ops("module", "op", "category")
+            if not ops.n:
+                continue
+            module, op, category = ops.strings("module"), ops.strings("op"), ops.strings("category")
+            _, first = group_index([module, op])
+            for key in zip(
+                module.take(first).tolist(),
+                op.take(first).tolist(),
+                category.take(first).tolist(),
+                strict=True,
+            ):
+                out.setdefault((key[0], key[1]), key[2])
+        return out
+
+    @functools.cached_property
+    def scope_tree(self) -> dict[str, Any] | None:
+        """Op time by JAX name scope over the analysed windows
+        (:func:`tpuperf.scopes.scope_tree`); None when the report has no scope information
+        (``summary["passes"]``)."""
+        tl = self._timeline
+        if self.summary.get("passes") is None or tl is None or tl.profile is None:
+            return None
+        from tpuperf.scopes import scope_tree
+
+        return scope_tree(tl.profile, tl)
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """The analysed steps' time by breakdown column (``Timeline.breakdown_table`` summed by
+    step, over the devices that ran each step)."""
+
+    windows: int  # analysed windows over all devices; 0: no device ran ops in them
+    step_source: str | None  # where the steps came from; None: the profile has no steps
+    steps: np.ndarray  # step numbers, ascending; empty without steps
+    ms: dict[str, np.ndarray]  # BREAKDOWN_COLUMNS -> ms per step, mean over devices
+
+
+@dataclass(frozen=True)
+class DeviceBreakdown:
+    """One device's time by breakdown column, ms per step (mean over its analysed windows)."""
+
+    host: str
+    device: int
+    ms: dict[str, float]  # BREAKDOWN_COLUMNS -> ms per step
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.host, self.device
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/device:{self.device}"
 
 
 def parse_steps(text: str) -> tuple[int | None, int | None]:
@@ -343,6 +449,7 @@ def analyze(
         notes=notes,
         summaries=summaries,
         config=config,
+        _timeline=tl,
     )
 
 

@@ -130,13 +130,11 @@ def analyze_profile(profile: Profile, **options: Any) -> Report:
     return report
 
 
-def html_page(profile: Profile, report: Report) -> str:
-    """The report as one HTML page, with the timeline the analyzers read (built once per
-    profile and config: found again here, not rebuilt)."""
+def html_page(report: Report) -> str:
+    """The report as one HTML page (the page's own data is computed on first use)."""
     from tpuperf.render.html import render_html
-    from tpuperf.timeline import build_timeline
 
-    return render_html(report, build_timeline(profile, report.config))
+    return render_html(report)
 
 
 # The output options, worded the same in every command.

@@ -87,7 +87,7 @@ def command(
     view = out.View(
         document=report.to_dict,
         markdown=markdown,
-        html=lambda: html_page(loaded, report),
+        html=lambda: html_page(report),
         table=table,
     )
     out.emit(view, fmt, output, wide=wide)

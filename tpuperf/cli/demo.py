@@ -51,7 +51,7 @@ def command(
     import tempfile  # here, not at the top: every command imports this module
 
     from tpuperf.capturing import Target, raise_for_failures
-    from tpuperf.cli.capture import (
+    from tpuperf.cli._capture_view import (
         analyze_session,
         capture_with_display,
         parse_seconds,

@@ -59,4 +59,4 @@ def command(
         peak_hbm_gbps=peak_hbm_gbps,
         top=top,
     )
-    out.emit(out.View(html=lambda: html_page(loaded, report)), Format.html, output)
+    out.emit(out.View(html=lambda: html_page(report)), Format.html, output)

@@ -6,11 +6,11 @@ can be attached to a bug. A Content-Security-Policy in the page forbids every
 network request; a browser blocks any that something would try, and says so in
 its console.
 
-Nothing here computes analysis: the numbers come from the report (summary with its
+Nothing here computes analysis: everything comes from the report (summary with its
 split by pass, recommendations, top ops with where the code made them, the roofline
-analyzer's op table and peaks), from the timeline's per-window breakdown, which is
-only averaged for display, and from the scope tree (:func:`tpuperf.scopes.scope_tree`),
-drawn as an icicle.
+analyzer's op table and peaks, the per-step and per-device breakdowns, op categories, and
+the scope tree, drawn as an icicle), which computes what only this page shows when the page
+first asks for it.
 
 Profile strings (op, module, host, scope names, source paths) are untrusted. They
 reach the page in two ways, each escaped for where it lands: HTML text and attributes
@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.columns import group_index
 from tpuperf.errors import TpuperfError
 from tpuperf.output import visible
 from tpuperf.render.fit import display_name, shorten_apart
@@ -39,7 +38,6 @@ from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_t
 if TYPE_CHECKING:
     from tpuperf.columns import Table
     from tpuperf.report import Report
-    from tpuperf.timeline import Timeline
 
 # The split of step time: (breakdown column, label, colour), in stack order; the same
 # segments as the terminal's bar (compute, exposed collective, exposed copy, idle).
@@ -97,29 +95,20 @@ _ROOT_COLOUR = "#dde2e8"
 _ICICLE_LEVELS = 6
 
 
-def render_html(report: Report, timeline: Timeline, tree: dict[str, Any] | None = None) -> str:
-    """The whole report as one HTML document (text).
-
-    ``tree``: the scope tree to draw (:func:`tpuperf.scopes.scope_tree`); by default that of
-    the timeline's profile over the timeline's step windows, when the report has scope
-    information (``summary["passes"]``).
-    """
+def render_html(report: Report) -> str:
+    """The whole report as one HTML document (text)."""
     plotly_js = _plotly_js()
     figures: dict[str, dict[str, Any]] = {}
-    if tree is None and report.summary.get("passes") is not None and timeline.profile is not None:
-        from tpuperf.scopes import scope_tree
-
-        tree = scope_tree(timeline.profile, timeline)
     body = [
         _header(report),
         _cards(report),
-        _steps_section(report, timeline, figures),
-        _devices_section(report, timeline, figures),
-        _roofline_section(report, timeline, figures),
+        _steps_section(report, figures),
+        _devices_section(report, figures),
+        _roofline_section(report, figures),
         _recommendations_section(report),
         _top_ops_section(report),
         _host_section(report),
-        _scopes_section(report, tree, figures),
+        _scopes_section(report, figures),
         _memory_section(report, figures),
         _notes_section(report),
     ]
@@ -338,10 +327,11 @@ def _note(text: str) -> str:
     return f'<p class="note">{text}</p>'
 
 
-def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
-    if not timeline.n_windows:
+def _steps_section(report: Report, figures: dict[str, Any]) -> str:
+    breakdown = report.step_breakdown
+    if not breakdown.windows:
         return _section("steps", "Steps", _note("No device ran ops in the analysed windows."))
-    if not timeline.has_steps:
+    if breakdown.step_source is None:
         return _section(
             "steps",
             "Steps",
@@ -350,18 +340,15 @@ def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) 
                 "each device's window is its first to last op, split as in the summary above."
             ),
         )
-    table = timeline.breakdown_table()
-    numbers, index = np.unique(table.array("step"), return_inverse=True)
-    devices = np.bincount(index, minlength=len(numbers))
+    numbers = breakdown.steps
     traces = []
     for column, label, colour in _BREAKDOWN:
-        ms = np.bincount(index, weights=table.array(column), minlength=len(numbers)) / devices / 1e9
         traces.append(
             {
                 "type": "bar",
                 "name": label,
                 "x": numbers,
-                "y": ms,
+                "y": breakdown.ms[column],
                 "marker": {"color": colour},
                 "hovertemplate": f"{_e(label)} %{{y:.4g}} ms<extra></extra>",
             }
@@ -384,7 +371,7 @@ def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) 
         "steps",
         "Per-step breakdown",
         _note(
-            f"One bar per analysed step ({len(numbers)}, from {_e(timeline.step_source)}"
+            f"One bar per analysed step ({len(numbers)}, from {_e(breakdown.step_source)}"
             + (f"; {excluded} left out as warm-up or outside --steps" if excluded else "")
             + "): where each step's time went, averaged over devices. An outlier step stands "
             "out as a taller bar."
@@ -393,8 +380,8 @@ def _steps_section(report: Report, timeline: Timeline, figures: dict[str, Any]) 
     )
 
 
-def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
-    views = sorted(timeline.devices, key=lambda v: (v.host, v.device))
+def _devices_section(report: Report, figures: dict[str, Any]) -> str:
+    views = report.device_breakdowns
     if len(views) < 2:
         return ""
     stragglers: dict[tuple[str, int], dict[str, Any]] = {}
@@ -419,7 +406,7 @@ def _devices_section(report: Report, timeline: Timeline, figures: dict[str, Any]
             labels.append(_straggler_label(view.name, confidence))
     traces = []
     for column, label, colour in _BREAKDOWN:
-        ms = [view.breakdown[column].sum() / max(len(view.windows), 1) / 1e9 for view in views]
+        ms = [view.ms[column] for view in views]
         traces.append(
             {
                 "type": "bar",
@@ -481,26 +468,7 @@ def _straggler_label(name: str, confidence: str) -> str:
     return f'<span style="color:{colour}"><b>{text}</b></span>'
 
 
-def _op_categories(timeline: Timeline) -> dict[tuple[str, str], str]:
-    """Each (module, op)'s hlo category, as the profile records it."""
-    out: dict[tuple[str, str], str] = {}
-    for view in timeline.devices:
-        ops = view.selected_ops("module", "op", "category")
-        if not ops.n:
-            continue
-        module, op, category = ops.strings("module"), ops.strings("op"), ops.strings("category")
-        _, first = group_index([module, op])
-        for key in zip(
-            module.take(first).tolist(),
-            op.take(first).tolist(),
-            category.take(first).tolist(),
-            strict=True,
-        ):
-            out.setdefault((key[0], key[1]), key[2])
-    return out
-
-
-def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any]) -> str:
+def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     title = "Roofline"
     result = report.results.get("roofline")
     if result is None:
@@ -543,7 +511,7 @@ def _roofline_section(report: Report, timeline: Timeline, figures: dict[str, Any
         )
         return _section("roofline", title, *notes)
 
-    categories = _op_categories(timeline)
+    categories = report.op_categories
     records = ops.records()
     intensity = ops.array("intensity_flop_per_byte")
     achieved = ops.array("achieved_tflops")
@@ -898,10 +866,11 @@ def _code_cells(record: dict[str, Any]) -> list[str]:
     ]
 
 
-def _scopes_section(report: Report, tree: dict[str, Any] | None, figures: dict[str, Any]) -> str:
+def _scopes_section(report: Report, figures: dict[str, Any]) -> str:
     """The scope tree as an icicle: each node a box as long as its op time, under its parent,
     coloured by the pass with most of its time (as ``tpuperf tree``)."""
     title = "Time by model code"
+    tree = report.scope_tree
     if tree is None or not tree["children"]:
         return _section(
             "scopes",
