@@ -545,7 +545,69 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
         ),
         "explained_ms_per_iteration": found.explained_ms_per_iteration if found else None,
         "input": dict(found.input) if found else None,
+        "xprof_host_boundness": xprof_host_boundness(profile),
         "events": rows,
         "notes": notes,
     }
     return jsonout.clean(document)
+
+
+# XProf 2.24.2's `check_host_boundness` (xprof/cli/tools/check_host_boundness_tool.py): the
+# overview's step count and average step time (as the overview prints it, two decimals), the
+# HLO op profile's op time summed over the cores and divided by their number (collectives as
+# ICI, copies as HBM, the rest as compute), the rest of the steps' total is idle. HOST_BOUND
+# needs more than 10% idle AND MXU idleness over 70% AND HBM and ICI bandwidth under 30%, all
+# three read from TPU hardware counters (utilization viewer); without them XProf reads 0% MXU
+# idleness and answers NOT_HOST_BOUND.
+_XPROF_ICI = (
+    "all-reduce",
+    "all-gather",
+    "all-to-all",
+    "reduce-scatter",
+    "collective-broadcast",
+    "collective-permute",
+)
+_XPROF_HBM = ("copy",)
+XPROF_IDLE_THRESHOLD_PCT = 10.0
+
+
+def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
+    """XProf's `check_host_boundness` quantities, computed as it does (see above), or None
+    without steps. `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step
+    times the step count), not over tpuperf's iterations."""
+    from tpuperf.opstats import aggregate
+
+    steps = profile.steps
+    if steps is None or len(steps) == 0:
+        return None
+    one = (steps["host"] == steps["host"].iloc[0]) & (steps["device"] == steps["device"].iloc[0])
+    first = steps[one]
+    n_steps = len(first)
+    average_ms = round(float((first["end_ps"] - first["start_ps"]).mean()) / 1e9, 2)
+    total_ms = average_ms * n_steps
+    cores = len(profile.devices)
+    table = aggregate(profile)
+    names = [f"{op} {cat}".lower() for op, cat in zip(table["op"], table["category"], strict=True)]
+    ms = table["total_time_ms"].to_numpy(dtype=float)
+    ici = np.array([any(p in n for p in _XPROF_ICI) for n in names], dtype=bool)
+    hbm = np.array([any(p in n for p in _XPROF_HBM) for n in names], dtype=bool) & ~ici
+    compute_ms = float(ms[~ici & ~hbm].sum()) / cores
+    hbm_ms = float(ms[hbm].sum()) / cores
+    ici_ms = float(ms[ici].sum()) / cores
+    idle_ms = max(0.0, total_ms - (compute_ms + hbm_ms + ici_ms))
+    fraction = min(1.0, idle_ms / total_ms) if total_ms else 0.0
+    active_ms = total_ms - idle_ms
+    return {
+        "number_of_steps": n_steps,
+        "steptime_ms_average": average_ms,
+        "total_duration_ms": total_ms,
+        "core_count": cores,
+        "scaled_compute_time_ms": compute_ms,
+        "scaled_hbm_time_ms": hbm_ms,
+        "scaled_ici_time_ms": ici_ms,
+        "pure_idle_time_ms": idle_ms,
+        "xprof_idle_time_ratio_pct": 100.0 * fraction,
+        "idle_to_active_compute_ratio": idle_ms / active_ms if active_ms > 0 else 0.0,
+        "equivalent_idle_chips": cores * fraction,
+        "idle_above_threshold": 100.0 * fraction > XPROF_IDLE_THRESHOLD_PCT,
+    }
