@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table
+from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.steps import window_of
 from tpuperf.timeline import (
     EMPTY,
@@ -575,8 +575,6 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     """XProf's `check_host_boundness` quantities, computed as it does (see above), or None
     without steps. `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step
     times the step count), not over tpuperf's iterations."""
-    from tpuperf.opstats import aggregate
-
     steps = profile.steps
     if steps is None or len(steps) == 0:
         return None
@@ -586,14 +584,29 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     average_ms = round(float((first["end_ps"] - first["start_ps"]).mean()) / 1e9, 2)
     total_ms = average_ms * n_steps
     cores = len(profile.devices)
-    table = aggregate(profile)
-    names = [f"{op} {cat}".lower() for op, cat in zip(table["op"], table["category"], strict=True)]
-    ms = table["total_time_ms"].to_numpy(dtype=float)
-    ici = np.array([any(p in n for p in _XPROF_ICI) for n in names], dtype=bool)
-    hbm = np.array([any(p in n for p in _XPROF_HBM) for n in names], dtype=bool) & ~ici
-    compute_ms = float(ms[~ici & ~hbm].sum()) / cores
-    hbm_ms = float(ms[hbm].sum()) / cores
-    ici_ms = float(ms[ici].sum()) / cores
+    # Op time by XProf's kind of each distinct (op, category): ICI, HBM or compute.
+    by_kind = {"ici": 0, "hbm": 0, "compute": 0}
+    for device in profile.device_tables:
+        ops = device.ops
+        if not ops.n:
+            continue
+        op, category = ops.strings("op"), ops.strings("category")
+        group, first = group_index([op, category])
+        time_ps = sum_by(group, len(first), ops.array("dur_ps"))
+        pairs = zip(op.take(first).tolist(), category.take(first).tolist(), strict=True)
+        for (name, cat), ps in zip(pairs, time_ps.tolist(), strict=True):
+            label = f"{name} {cat}".lower()
+            kind = (
+                "ici"
+                if any(p in label for p in _XPROF_ICI)
+                else "hbm"
+                if any(p in label for p in _XPROF_HBM)
+                else "compute"
+            )
+            by_kind[kind] += int(ps)
+    compute_ms = by_kind["compute"] / 1e9 / cores
+    hbm_ms = by_kind["hbm"] / 1e9 / cores
+    ici_ms = by_kind["ici"] / 1e9 / cores
     idle_ms = max(0.0, total_ms - (compute_ms + hbm_ms + ici_ms))
     fraction = min(1.0, idle_ms / total_ms) if total_ms else 0.0
     active_ms = total_ms - idle_ms
