@@ -96,6 +96,7 @@ def profile_path(size_mb: int, shape: str = "train") -> Path:
     path = HERE / "out" / f"{shape}_{size_mb}mb.xplane.pb"
     if not path.exists():
         sys.path.insert(0, str(REPO))
+        path.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no benchmarks/out
         print(f"generating {path} ...", file=sys.stderr)
         if shape == "train":
             from fixtures.large import write_training
