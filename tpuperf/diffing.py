@@ -152,17 +152,8 @@ OP_COLUMNS = (
     "count_per_step_before",
     "count_per_step_after",
 )
-_OP_STRINGS = (
-    "op",
-    "base_op",
-    "module",
-    "category",
-    "kind",
-    "status",
-    "match",
-    "base_scope",
-    "new_scope",
-)
+# The op table's text columns: those before its first number.
+_OP_STRINGS = OP_COLUMNS[: OP_COLUMNS.index("ms_per_step_before")]
 CATEGORY_COLUMNS = ("category", "ms_per_step_before", "ms_per_step_after", "delta_ms", "delta_pct")
 # Each program's peak device memory before and after, in GiB (tpuperf/memory.py).
 MEMORY_FIELDS = ("module", "peak_gib_before", "peak_gib_after", "delta", "delta_pct")
