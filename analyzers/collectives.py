@@ -23,7 +23,7 @@ from tpuperf.analyzers.base import (
     Recommendation,
     savings_pct,
 )
-from tpuperf.analyzers.steps import modified_z
+from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline.chips import lookup
 
 from tpuperf import megascale, schema

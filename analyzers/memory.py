@@ -1,7 +1,7 @@
 """Memory against time: how close each program comes to the device's memory, and what the
 headroom left could buy back in step time.
 
-Reads each program's memory plan (:mod:`tpuperf.memory`: its peak, split and the buffers live
+Reads each program's memory plan (:mod:`tpuperf.memory_plan`: its peak, split and the buffers live
 at the peak) and the op time of the scope table (:mod:`tpuperf.scopes`). Three kinds of advice:
 
 - ``near_oom``: a program whose peak leaves under 10% of the device's memory (or none). It
@@ -39,7 +39,7 @@ from tpuperf.analyzers.base import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.memory import MemoryReport, ProgramMemory
+    from tpuperf.memory_plan import MemoryReport, ProgramMemory
     from tpuperf.timeline import Timeline
     from tpuperf.workload import Workload
 
@@ -64,7 +64,7 @@ class MemoryAnalyzer(Analyzer):
     requires: ClassVar[dict[str, list[str]]] = {"ops": ["module", "program_id", "op", "self_ps"]}
 
     def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
-        from tpuperf.memory import plan
+        from tpuperf.memory_plan import plan
 
         tl = timeline
         result = AnalyzerResult(self.name)
@@ -98,7 +98,7 @@ class MemoryAnalyzer(Analyzer):
 
 
 def _metrics(report: MemoryReport) -> dict[str, Any]:
-    from tpuperf.memory import by_scope
+    from tpuperf.memory_plan import by_scope
 
     largest = report.programs[0]
     capacity = report.capacity_of(largest)
@@ -143,7 +143,7 @@ def _program_times(tl: Timeline) -> dict[tuple[str, str], _Times]:
     """(module, program id) -> its recomputation and offload copy time per step per device, over
     the step windows analyze counts (the other analyzers' windows), most time first."""
     from tpuperf import scopes
-    from tpuperf.memory import is_remat
+    from tpuperf.memory_plan import is_remat
 
     data = scopes.scopes(tl.profile)
     if not data.n:

@@ -14,19 +14,13 @@ from tpuperf.analyzers.base import (
     Recommendation,
     savings_pct,
 )
+from tpuperf.analyzers.outliers import modified_z
 
 from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.timeline import DeviceView, Timeline, stats_ms
 
 # The parts of a step the breakdown reports, in order.
 PARTS = ("compute_ps", "exposed_collective_ps", "other_ps", "no_op_ps", "idle_ps")
-
-# The constant that makes the MAD of a normal sample estimate its standard deviation
-# (Iglewicz and Hoaglin); with it |z| > 3.5 is the usual outlier rule, as in XProf.
-_MAD_SCALE = 0.6745
-# When more than half the devices share one value the MAD is 0; the mean absolute
-# deviation, scaled to match (1.253314 = sqrt(pi/2)), takes over (IBM's convention).
-_MEANAD_SCALE = 1.253314
 
 
 def _work_by_device(
@@ -64,12 +58,6 @@ def _same_work(
         + ("" if similar else ", and not the same ones")
     )
 
-
-def modified_z(values: np.ndarray) -> np.ndarray:
-    """Modified z-scores (Iglewicz and Hoaglin); zeros when the values do not vary."""
-    x = np.asarray(values, dtype="float64")
-    if len(x) < 3:
-        return np.zeros(len(x))
     med = median(x)
     mad = median(np.abs(x - med))
     if mad > 0:

@@ -33,8 +33,8 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
 path, stage = sys.argv[1], sys.argv[2]
-import tpuperf
-from tpuperf import profile as _profile, report, tables as _tables, xspace  # imports are not timed
+import tpuperf  # imports below are not timed
+from tpuperf import profile as _profile, analysis, tables as _tables, xspace
 if stage == "numpy":
     xspace._native = None
 t0 = time.perf_counter()
@@ -49,7 +49,7 @@ elif stage in ("load", "numpy"):
     events = int(profile.lines["events"].sum())
 else:
     profile = tpuperf.load(path)
-    report.analyze(profile).to_dict()
+    analysis.analyze(profile).to_dict()
     events = int(profile.lines["events"].sum())
 seconds = time.perf_counter() - t0
 cpu_seconds = time.process_time() - c0

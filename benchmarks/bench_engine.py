@@ -65,7 +65,7 @@ _STAGES = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 import numpy
-from tpuperf import sources, xspace, tables, timeline, profile, schema, report
+from tpuperf import sources, xspace, tables, timeline, profile, schema, analysis
 from tpuperf.analyzers import base
 from tpuperf.columns import Strings
 from tpuperf.config import AnalysisConfig
@@ -85,7 +85,7 @@ out["timeline"] = time.perf_counter() - t
 for analyzer in base.select(None):
     t = time.perf_counter(); base.run(analyzer, tl, config)
     out["analyzer " + analyzer.name] = time.perf_counter() - t
-t = time.perf_counter(); report.analyze(prof, config=config).to_json()
+t = time.perf_counter(); analysis.analyze(prof, config=config).to_json()
 out["report (all of analyze, timeline reused)"] = time.perf_counter() - t
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))

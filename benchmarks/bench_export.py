@@ -10,7 +10,7 @@ Each format runs in a fresh subprocess: the profile is loaded, then exported. Re
 run with the median CPU time of --repeat runs) the export's wall and CPU time, the file size,
 the peak RSS of the process (ru_maxrss) and the RSS once the profile is loaded, so the
 export's own memory is the difference. The JSON
-writer here lays out the same tracks and slices (tpuperf.export's tracks and lanes) as
+writer here lays out the same tracks and slices (tpuperf.exporting's tracks and lanes) as
 complete ("X") events on one pid per device and one tid per line, written a chunk at a time
 through gzip.
 """
@@ -30,7 +30,7 @@ _CHILD = r"""
 import gzip, json, resource, sys, time
 sys.path.insert(0, {repo!r})
 import tpuperf
-from tpuperf import export
+from tpuperf import exporting
 
 path, fmt, out = sys.argv[1], sys.argv[2], sys.argv[3]
 profile = tpuperf.load(path)
@@ -41,7 +41,7 @@ def chrome_json(profile, out):
     hosts = {{}}
     for device in profile.device_tables:
         hosts.setdefault(device.host, []).append(device)
-    origin = export._origin_ps(hosts, dict.fromkeys(hosts, 0))
+    origin = exporting._origin_ps(hosts, dict.fromkeys(hosts, 0))
     slices = 0
     with gzip.open(out, "wt", compresslevel=6) as handle:
         handle.write('{{"displayTimeUnit":"ns","traceEvents":[\n')
@@ -52,8 +52,8 @@ def chrome_json(profile, out):
                 {{"ph": "M", "pid": pid, "name": "process_name", "args": {{"name": name}}}}) + "\n")
             first = False
             tid = 0
-            for track in export._tracks(device, origin):
-                for rows in export._lanes(track.start_ns, track.end_ns):
+            for track in exporting._tracks(device, origin):
+                for rows in exporting._lanes(track.start_ns, track.end_ns):
                     tid += 1
                     handle.write("," + json.dumps({{"ph": "M", "pid": pid, "tid": tid,
                         "name": "thread_name", "args": {{"name": track.name}}}}) + "\n")
@@ -77,7 +77,7 @@ def chrome_json(profile, out):
 
 cpu0, t0 = time.process_time(), time.perf_counter()
 if fmt == "perfetto":
-    slices = export.export_perfetto(profile, out).slices
+    slices = exporting.export_perfetto(profile, out).slices
 else:
     slices = chrome_json(profile, out)
 wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0

@@ -23,9 +23,9 @@ import tpuperf
 from fixtures.generate import CLOCK_DRIFT_PS, generate
 from tests.conftest import shared_profile
 from tpuperf import _xspace_schema as pb
+from tpuperf.analysis import analyze
 from tpuperf.opstats import aggregate
 from tpuperf.profile import assemble, read_host
-from tpuperf.report import analyze
 
 V6E = "tpu/v6e_4chip_inference.xplane.pb"
 MI300_CONV = "gpu/mi300_jax_conv.xplane.pb"

@@ -11,7 +11,7 @@ import pytest
 
 import tpuperf
 from fixtures.memory_scenarios import generate_memory
-from tpuperf.memory import GIB, memory_report
+from tpuperf.memory_plan import GIB, memory_report
 
 
 def _profile(scenario: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 from test_analyzers_synth import four_chip_training
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalysisConfig, Analyzer, AnalyzerResult
-from tpuperf.analyzers.steps import modified_z
+from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
 from tpuperf import schema
 from tpuperf import timeline as iv
+from tpuperf.analysis import analyze
 from tpuperf.errors import UsageError
-from tpuperf.report import analyze
 
 # ---------------------------------------------------------------------------- registry
 

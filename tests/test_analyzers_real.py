@@ -13,8 +13,8 @@ import pytest
 from conftest import CPU_FIXTURE, CPU_TRUTH, shared_profile
 from tpuperf.analyzers.base import AnalysisConfig
 
+from tpuperf.analysis import Report, analyze
 from tpuperf.profile import load
-from tpuperf.report import Report, analyze
 
 GPU_PROFILES = [
     "gpu/v100_8gpu_tf_training.xplane.pb",

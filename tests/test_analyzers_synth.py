@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from tpuperf.analyzers.base import AnalysisConfig
 
+from tpuperf.analysis import analyze
 from tpuperf.errors import UsageError
 from tpuperf.profile import Profile
-from tpuperf.report import analyze
 
 US = 1_000_000  # ps per microsecond
 MS = 1_000 * US

@@ -211,7 +211,7 @@ def test_avoidable_collectives_from_the_hlo() -> None:
     reduce-scatter moves half: saves half its 0.3 ms) and a second all-gather of the same
     parameter (saves its 0.1 ms); their bytes, groups and bandwidth come from the HLO proto."""
     from tests.test_analyzers_synth import build, op
-    from tpuperf.report import analyze
+    from tpuperf.analysis import analyze
 
     per_device = {}
     for device in (0, 1):

@@ -136,7 +136,7 @@ def test_window_of_equals_a_search_per_time(
     gaps: list[tuple[int, int]], times: list[int], ordered: bool
 ) -> None:
     """Sorted or not, many times or few: each time's window is the one that holds it."""
-    from tpuperf.steps import window_of
+    from tpuperf.step_windows import window_of
 
     starts, ends, at = [], [], 0
     for gap, length in gaps:  # disjoint windows, sorted, some empty, some touching

@@ -19,7 +19,7 @@ import pytest
 
 from fixtures.generate import write_run
 from tpuperf.cli import main
-from tpuperf.export import ASYNC_PAIRED_TRACK, ASYNC_TRACK, MODULES_TRACK, export_perfetto
+from tpuperf.exporting import ASYNC_PAIRED_TRACK, ASYNC_TRACK, MODULES_TRACK, export_perfetto
 from tpuperf.profile import load
 
 pb = pytest.importorskip(
@@ -381,7 +381,7 @@ def test_every_chip_has_the_async_windows_the_analysis_uses(tmp_path: Path) -> N
     """v6e: only TPU:0 records an `Async XLA Ops` line (600 windows); the analysis pairs the
     other chips' copy-start/copy-done ops into 600 windows each, and the trace has them all."""
     from tests.conftest import shared_profile
-    from tpuperf.report import analyze
+    from tpuperf.analysis import analyze
 
     profile = load(shared_profile("tpu/v6e_4chip_inference.xplane.pb"))
     target = tmp_path / "v6e.pftrace"

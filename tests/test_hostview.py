@@ -13,8 +13,8 @@ from tpuperf.analyzers.base import AnalysisConfig
 import tpuperf
 from tests.conftest import REPO, shared_profile
 from tpuperf import hostview
+from tpuperf.analysis import analyze
 from tpuperf.cli import main
-from tpuperf.report import analyze
 from tpuperf.timeline import build_timeline
 
 DATA = REPO / "fixtures" / "data"

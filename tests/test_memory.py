@@ -1,4 +1,4 @@
-"""The memory view (tpuperf/memory.py, `tpuperf memory`) against XProf and the compiler.
+"""The memory view (tpuperf/memory_plan.py, `tpuperf memory`) against XProf and the compiler.
 
 - Peaks and the buffers live at the peak against XProf's own `get_peak_allocations` and
   `get_memory_profile`, run on the same file (skipped without the xprof package), and
@@ -22,7 +22,7 @@ import pytest
 import tpuperf
 from tests.conftest import REPO, shared_profile
 from tpuperf.cli import main
-from tpuperf.memory import GIB, MIB, memory_report, program_memory, to_document
+from tpuperf.memory_plan import GIB, MIB, memory_report, program_memory, to_document
 
 DATA = REPO / "fixtures" / "data"
 CAPTURES = ["memory_demo", "memory_cnn"]
@@ -403,7 +403,7 @@ def test_memory_report_takes_a_path_or_a_profile() -> None:
     """``tpuperf.memory_report`` owns its request as ``tpuperf.analyze`` does: a path and a
     loaded profile give one view."""
     import tpuperf
-    from tpuperf.memory import to_document
+    from tpuperf.memory_plan import to_document
 
     path = REPO / "fixtures" / "data" / "memory_cnn.xplane.pb"
     by_path = to_document(tpuperf.memory_report(str(path)))

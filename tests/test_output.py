@@ -309,13 +309,13 @@ def test_csv_and_ndjson_render_from_rows() -> None:
 
 
 def test_json_documents_share_one_schema_version(cli: Cli) -> None:
-    from tpuperf import report, scanning
+    from tpuperf import analysis, scanning
 
     versions = {
         json.loads(cli(*args, "-f", "json")[1])["schema_version"]
         for args in (["info", str(CPU_FIXTURE)], ["ops", str(CPU_FIXTURE)], ["analyzers"])
     }
-    assert versions == {output.SCHEMA_VERSION} == {report.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
+    assert versions == {output.SCHEMA_VERSION} == {analysis.SCHEMA_VERSION, scanning.SCHEMA_VERSION}
 
 
 def test_scan_json_is_one_document_of_the_rows(cli: Cli, tmp_path: Path) -> None:

@@ -43,10 +43,10 @@ class Data:
     """What the commands show for one profile, computed once."""
 
     def __init__(self, path: Path) -> None:  # a file or a run directory
-        from tpuperf.inspect import describe
+        from tpuperf.analysis import analyze
+        from tpuperf.inventory import describe
         from tpuperf.opstats import aggregate_table
         from tpuperf.profile import load
-        from tpuperf.report import analyze
 
         profile = load(str(path))
         self.info = json.loads(json.dumps(describe(profile)))
@@ -101,7 +101,7 @@ def _ms(value: float) -> str:
 
 @pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_info(data: Data, width: int | None) -> None:
-    from tpuperf.render.tables import render_info
+    from tpuperf.render.listings import render_info
 
     lines = _render(lambda c, wide: render_info(data.info, c, wide=wide), width)
     devices = data.info["devices"]
@@ -125,7 +125,7 @@ def test_info(data: Data, width: int | None) -> None:
 @pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 @pytest.mark.parametrize("by", ["program_op", "op"])
 def test_ops(data: Data, width: int | None, by: str) -> None:
-    from tpuperf.render.tables import render_ops
+    from tpuperf.render.listings import render_ops
 
     table = data.ops if by == "program_op" else data.ops_by_op
     lines = _render(lambda c, wide: render_ops(table, by, c, wide=wide), width)
@@ -141,7 +141,7 @@ def test_ops(data: Data, width: int | None, by: str) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | None) -> None:
-    from tpuperf.render.tables import render_ops
+    from tpuperf.render.listings import render_ops
 
     table = data.ops_per_device
     lines = _render(
@@ -202,7 +202,7 @@ def test_analyze(data: Data, width: int | None) -> None:
 def test_analyzers(width: int | None) -> None:
     from tpuperf.analyzers import base
 
-    from tpuperf.render.tables import render_analyzers
+    from tpuperf.render.listings import render_analyzers
 
     rows = [
         {"name": name, "summary": a.summary, "origin": "built-in"}
@@ -232,7 +232,7 @@ def _scan_number(value: float) -> str:
 
 @pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
-    from tpuperf.render.tables import render_scan
+    from tpuperf.render.listings import render_scan
 
     lines = _render(lambda c, wide: render_scan(scan_rows, c, wide=wide), width)
     check_table(
@@ -265,7 +265,7 @@ def pair_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 def test_scan_tells_runs_of_one_name_apart(
     pair_rows: list[dict[str, Any]], width: int | None
 ) -> None:
-    from tpuperf.render.tables import render_scan
+    from tpuperf.render.listings import render_scan
 
     rows = pair_rows
     assert [(r["run"], r["host"]) for r in rows] == [("recompiled", "tpu-host-0")] * 2
@@ -282,7 +282,7 @@ def test_scan_tells_runs_of_one_name_apart(
 
 
 def test_scan_labels_are_the_shortest_distinguishing_ends() -> None:
-    from tpuperf.render.tables import scan_labels
+    from tpuperf.render.listings import scan_labels
 
     def row(path: str, host: str = "h") -> dict[str, Any]:
         return {"path": path, "run": path.rstrip("/").split("/")[-2 if host else -1], "host": host}
@@ -388,7 +388,7 @@ def test_v100_kernels_are_told_apart_at_80_columns() -> None:
     functor, or the types a conversion goes between), and no two rows read the same."""
     from tpuperf.opstats import aggregate_table
     from tpuperf.profile import load
-    from tpuperf.render.tables import render_ops
+    from tpuperf.render.listings import render_ops
 
     path = SHARED_PROFILES / "gpu" / "v100_8gpu_tf_training.xplane.pb"
     if not path.exists():

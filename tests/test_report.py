@@ -11,11 +11,11 @@ import pytest
 from rich.console import Console
 from test_analyzers_synth import build, four_chip_training, op
 
-from tpuperf import report as report_module
+from tpuperf import analysis as report_module
+from tpuperf.analysis import Report, analyze, parse_steps
 from tpuperf.errors import UsageError
 from tpuperf.render.markdown import render_markdown
 from tpuperf.render.terminal import render_report, split_bar
-from tpuperf.report import Report, analyze, parse_steps
 
 _TYPES: dict[str, Any] = {
     "int": int,
@@ -197,8 +197,8 @@ def test_evidence_text_accounts_for_every_op_whose_code_it_cites(
     import re
 
     from fixtures.generate import write_run
+    from tpuperf.analysis import EVIDENCE_SCOPES
     from tpuperf.profile import load
-    from tpuperf.report import EVIDENCE_SCOPES
 
     run_dir, _ = write_run(scenario, tmp_path / "run", steps=4)
     report = analyze(load(run_dir))

@@ -22,6 +22,7 @@ from conftest import CPU_FIXTURE, REPO, shared_profile
 from fixtures.generate import _xspace, generate, generate_scoped, write_run
 from fixtures.hostile import _steady, _tpu_plane
 from tpuperf import _xspace_schema as xpb
+from tpuperf.analysis import analyze
 from tpuperf.cli import main
 from tpuperf.config import AnalysisConfig
 from tpuperf.profile import load
@@ -33,7 +34,6 @@ from tpuperf.render.html import (
     render_html,
 )
 from tpuperf.render.terminal import fmt_ms, fmt_pct
-from tpuperf.report import analyze
 from tpuperf.schema import PASSES
 from tpuperf.timeline import build_timeline
 

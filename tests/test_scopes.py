@@ -17,10 +17,10 @@ from fixtures.generate import generate_scoped
 from tests.conftest import CPU_FIXTURE, CPU_TRUTH, Cli, shared_profile
 from tpuperf import scopes as sc
 from tpuperf._hlo_schema import HloProto
+from tpuperf.analysis import analyze
 from tpuperf.cli import main
 from tpuperf.opstats import aggregate_table
 from tpuperf.profile import Profile, load
-from tpuperf.report import analyze
 from tpuperf.schema import PASSES, SCOPES
 
 # --------------------------------------------------------------------------- paths

@@ -1,4 +1,5 @@
-"""tpuperf.steps: steps from module periods (issue 22's two defects), on hand-built tables."""
+"""tpuperf.step_windows: steps from module periods (issue 22's two defects), on hand-built
+tables."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from test_analyzers_synth import US, build, op
 from tpuperf.analyzers.base import AnalysisConfig
 
+from tpuperf.analysis import analyze
 from tpuperf.columns import Strings, Table
-from tpuperf.report import analyze
-from tpuperf.steps import dominant_module_steps, program_label
+from tpuperf.step_windows import dominant_module_steps, program_label
 
 
 def modules(rows: list[tuple[str, str, float, float]]) -> Table:

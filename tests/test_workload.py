@@ -127,7 +127,7 @@ def test_without_scopes_training_is_unknown_and_every_fix_names_one_platform(
 ) -> None:
     """A generated GPU run: JAX by its jit_ program, NVIDIA by its chip; no fix for the other
     platform; the scan path (no scope table) leaves training unknown."""
-    from tpuperf.report import analyze
+    from tpuperf.analysis import analyze
 
     run_dir, _ = write_run("gpu_training", tmp_path / "run", steps=4)
     profile = load(run_dir)

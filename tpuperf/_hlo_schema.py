@@ -9,7 +9,7 @@ every other field is skipped by the protobuf runtime as unknown. As with
 live in a pool of their own, apart from a jaxlib or XProf copy of the same schema.
 
 Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.tables` (the opcode, shape and
-replica groups of collectives) and :mod:`tpuperf.memory` import this module, and only when
+replica groups of collectives) and :mod:`tpuperf.memory_plan` import this module, and only when
 they are asked for. :data:`HloProto` reads what scopes need; :data:`HloBufferProto` reads the
 same message with the module's buffer assignment (``HloProto.buffer_assignment``: logical
 buffers, allocations, heap simulator traces), which only the memory view needs (decoding it

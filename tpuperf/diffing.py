@@ -2,7 +2,7 @@
 the machine changed it.
 
 ``diff(base, new)`` analyses each side exactly as ``tpuperf analyze`` does
-(:func:`tpuperf.report.analyze`, same step selection) and compares the two: their summaries,
+(:func:`tpuperf.analysis.analyze`, same step selection) and compares the two: their summaries,
 every op of the analysed steps, their categories and their recommendations. A side may be
 several runs (profiles); their per-step samples are pooled. Renderers only format the
 :class:`DiffReport`.
@@ -51,8 +51,8 @@ from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
 
 if TYPE_CHECKING:
+    from tpuperf.analysis import Report
     from tpuperf.profile import Profile
-    from tpuperf.report import Report
 
 SCHEMA_VERSION = jsonout.SCHEMA_VERSION
 
@@ -155,7 +155,7 @@ OP_COLUMNS = (
 # The op table's text columns: those before its first number.
 _OP_STRINGS = OP_COLUMNS[: OP_COLUMNS.index("ms_per_step_before")]
 CATEGORY_COLUMNS = ("category", "ms_per_step_before", "ms_per_step_after", "delta_ms", "delta_pct")
-# Each program's peak device memory before and after, in GiB (tpuperf/memory.py).
+# Each program's peak device memory before and after, in GiB (tpuperf/memory_plan.py).
 MEMORY_FIELDS = ("module", "peak_gib_before", "peak_gib_after", "delta", "delta_pct")
 RECOMMENDATION_COLUMNS = (
     "kind",
@@ -354,7 +354,7 @@ def side(
     host: str | None = None,
 ) -> Side:
     """Analyse each profile as ``tpuperf analyze`` does and pool them into one :class:`Side`."""
-    from tpuperf.report import analyze, parse_steps
+    from tpuperf.analysis import analyze, parse_steps
     from tpuperf.timeline import build_timeline
 
     config = config if config is not None else AnalysisConfig()
@@ -391,7 +391,7 @@ _ATTRIBUTES = ("kind", "category", "hlo_text")
 
 
 def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
-    from tpuperf.steps import window_of
+    from tpuperf.step_windows import window_of
 
     ops = report.ops
     keys = list(

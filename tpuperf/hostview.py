@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf.columns import Strings, Table, group_index, sum_by
-from tpuperf.steps import window_of
+from tpuperf.step_windows import window_of
 from tpuperf.timeline import (
     EMPTY,
     Intervals,

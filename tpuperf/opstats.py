@@ -417,7 +417,7 @@ def collective_table(profile: Profile, top: int | None = None) -> Table:
     analyzer's table (op, kind, bytes, group_size, count_per_step, ms_per_step, wait_ms,
     transfer_ms, algbw_gbps, busbw_gbps, link_peak_pct, arrival_spread_ms, last_arriver, ...),
     most time first."""
-    from tpuperf.report import analyze
+    from tpuperf.analysis import analyze
 
     report = analyze(profile, analyzers=["collectives"], scopes=False)
     result = report.results["collectives"]

@@ -355,8 +355,8 @@ def _cached_analysis(
 
 
 def _analysis(profile: Any, options: ScanOptions) -> dict[str, Any]:
+    from tpuperf.analysis import analyze
     from tpuperf.analyzers.base import AnalysisConfig
-    from tpuperf.report import analyze
 
     config = dict(options.config)
     if isinstance(config.get("steps"), list):

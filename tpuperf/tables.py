@@ -38,7 +38,7 @@ from tpuperf.columns import (
     median,
 )
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
-from tpuperf.steps import dominant_module_steps, window_of
+from tpuperf.step_windows import dominant_module_steps, window_of
 from tpuperf.xspace import Line, Plane, Space
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")

@@ -48,7 +48,7 @@ from tpuperf.columns import (
 )
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
-from tpuperf.steps import (
+from tpuperf.step_windows import (
     SOURCE_MODULE_PERIOD,
     dominant_module_steps,
     program_label,

@@ -187,9 +187,9 @@ def analyze_session(session_dir: Path, out: Console, err: Console) -> bool:
     """Analyze and print the report of ``session_dir``; False (with a note) if analysis is
     not available in this build."""
     try:
+        from tpuperf.analysis import analyze
         from tpuperf.profile import load
         from tpuperf.render.terminal import render_report
-        from tpuperf.report import analyze
     except ImportError as exc:
         err.print(
             f"tpuperf: analysis is not available in this build ({exc}); skipped", markup=False

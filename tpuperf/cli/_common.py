@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from tpuperf.output import Format, listed
 
 if TYPE_CHECKING:
+    from tpuperf.analysis import Report
     from tpuperf.profile import Profile
-    from tpuperf.report import Report
 
 PROFILE_ARGUMENT_HELP = (
     "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
@@ -122,7 +122,7 @@ def analyze_profile(profile: Profile, **options: Any) -> Report:
     """``tpuperf.analyze(profile, **options)`` (the options of analyze, report and diff),
     with each analyzer that failed said on stderr."""
     from tpuperf import output
-    from tpuperf.report import analyze
+    from tpuperf.analysis import analyze
 
     report = analyze(profile, **options)
     for name, error in report.errors.items():

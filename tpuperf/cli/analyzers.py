@@ -39,7 +39,7 @@ def command(
     ]
     for name, error in base.plugin_errors().items():
         out.say(f"plug-in analyzer {name} failed to load: {error}")
-    from tpuperf.render.tables import render_analyzers
+    from tpuperf.render.listings import render_analyzers
 
     view = out.View(
         document=lambda: {"analyzers": rows},

@@ -65,7 +65,7 @@ def command(
     """
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
-    from tpuperf.export import export_perfetto
+    from tpuperf.exporting import export_perfetto
 
     if format != "perfetto":
         raise UsageError(f"--format {format}: choose perfetto")

@@ -45,11 +45,11 @@ def command(
         tpuperf host run_dir/ --top 50 --format json -o host.json
     """
     from tpuperf import output as out
+    from tpuperf.analysis import parse_steps
     from tpuperf.cli._common import load_profile
     from tpuperf.config import AnalysisConfig
     from tpuperf.errors import UsageError
     from tpuperf.hostview import report
-    from tpuperf.report import parse_steps
 
     fmt = out.choose_format(format, output, FORMATS)
     if top < 1:

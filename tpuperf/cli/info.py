@@ -34,11 +34,11 @@ def command(
     """
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
-    from tpuperf.inspect import describe
+    from tpuperf.inventory import describe
 
     fmt = out.choose_format(format, output, FORMATS)
     info = describe(load_profile(profile, host, run))
-    from tpuperf.render.tables import render_info
+    from tpuperf.render.listings import render_info
 
     view = out.View(
         document=lambda: info,

@@ -54,7 +54,7 @@ def command(
     from tpuperf import output as out
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
-    from tpuperf.memory import memory_report, to_document
+    from tpuperf.memory_plan import memory_report, to_document
 
     fmt = out.choose_format(format, output, FORMATS)
     if top < 0:

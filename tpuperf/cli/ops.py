@@ -87,7 +87,7 @@ def command(
             f"--by op merges same-named ops of different programs ({merged} row(s) merge "
             "several); --by program_op keeps them apart"
         )
-    from tpuperf.render.tables import render_collectives, render_ops, render_scope_ops
+    from tpuperf.render.listings import render_collectives, render_ops, render_scope_ops
 
     if by == COLLECTIVE_GROUPING:
         from tpuperf.megascale import rendezvous_names

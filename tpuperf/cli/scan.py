@@ -165,7 +165,7 @@ def command(
 def _view(rows: Any) -> Any:
     """The rows (an iterator: they stream to ndjson, CSV and Parquet as they come)."""
     from tpuperf import output
-    from tpuperf.render.tables import render_scan
+    from tpuperf.render.listings import render_scan
     from tpuperf.scanning import ROW_FIELDS
 
     return output.View(

@@ -49,9 +49,9 @@ def command(
         tpuperf tree profile.xplane.pb --min-pct 0 --format json -o tree.json
     """
     from tpuperf import output as out
+    from tpuperf.analysis import analysis_config
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
-    from tpuperf.report import analysis_config
     from tpuperf.scopes import no_scopes_message, tree_report
 
     fmt = out.choose_format(format, output, FORMATS)

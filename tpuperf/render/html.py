@@ -1,4 +1,4 @@
-"""Render a :class:`~tpuperf.report.Report` as one self-contained HTML page.
+"""Render a :class:`~tpuperf.analysis.Report` as one self-contained HTML page.
 
 The page holds everything it shows: styles, the data, and Plotly's JavaScript
 (a partial bundle with the trace types drawn here, tpuperf/_plotly/), so it opens offline and
@@ -36,8 +36,8 @@ from tpuperf.render.fit import display_name, shorten_apart
 from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_text
 
 if TYPE_CHECKING:
+    from tpuperf.analysis import Report
     from tpuperf.columns import Table
-    from tpuperf.report import Report
 
 # The split of step time: (breakdown column, label, colour), in stack order; the same
 # segments as the terminal's bar (compute, exposed collective, exposed copy, idle).

@@ -1,4 +1,4 @@
-"""Render a :class:`~tpuperf.report.Report` as Markdown (for PRs, issues and notebooks)."""
+"""Render a :class:`~tpuperf.analysis.Report` as Markdown (for PRs, issues and notebooks)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tpuperf.render.text import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.report import Report
+    from tpuperf.analysis import Report
 
 
 def _passes(passes: dict[str, Any] | None) -> str:

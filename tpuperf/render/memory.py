@@ -1,4 +1,4 @@
-"""Render the memory view (:func:`tpuperf.memory.to_document`) for a terminal and as Markdown.
+"""Render the memory view (:func:`tpuperf.memory_plan.to_document`) for a terminal and as Markdown.
 
 The terminal view: the capacity, largest peak and headroom per device kind; one row per
 program, largest peak first, with its split; the buffers live at the peak of each program

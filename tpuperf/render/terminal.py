@@ -1,4 +1,4 @@
-"""Render a :class:`~tpuperf.report.Report` for a terminal with rich.
+"""Render a :class:`~tpuperf.analysis.Report` for a terminal with rich.
 
 The console is passed in (tests pin its width); nothing here computes a
 number the report does not already hold.
@@ -25,7 +25,7 @@ from tpuperf.render.text import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.report import Report
+    from tpuperf.analysis import Report
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:

@@ -76,7 +76,7 @@ SUMMARY_FIELDS: dict[str, Any] = {
     "passes": ["object", None],
     "workload": ["object", None],  # framework, platform, vendor, training: see workload.py
     "top_recommendation": ["object", None],  # kind, est_savings_pct, est_savings_ms
-    # Memory (tpuperf/memory.py): the largest program's peak, its device's capacity, the
+    # Memory (tpuperf/memory_plan.py): the largest program's peak, its device's capacity, the
     # headroom, each program's peak by module name; null without HLO modules.
     "peak_hbm_gib": ["number", None],
     "peak_program": ["string", None],
@@ -482,11 +482,11 @@ def _workload(profile: Profile, scopes: bool) -> Workload:
 
 
 def _memory_summary(profile: Profile) -> dict[str, Any]:
-    """Peak, capacity and headroom for the summary (tpuperf/memory.py; a module that cannot be
-    read is left out there, with a note)."""
-    from tpuperf import memory
+    """Peak, capacity and headroom for the summary (tpuperf/memory_plan.py; a module that
+    cannot be read is left out there, with a note)."""
+    from tpuperf import memory_plan
 
-    return memory.summary_fields(profile)
+    return memory_plan.summary_fields(profile)
 
 
 def _run_one(analyzer: base.Analyzer, tl: Timeline, config: AnalysisConfig) -> AnalyzerResult:

@@ -8,7 +8,7 @@ import numpy as np
 
 from tpuperf.profile import Profile
 from tpuperf.roofline import chips
-from tpuperf.steps import SOURCE_MODULE_PERIOD, program_label
+from tpuperf.step_windows import SOURCE_MODULE_PERIOD, program_label
 
 if TYPE_CHECKING:
     from tpuperf.tables import DeviceTables
