@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tpuperf.columns import median
+
 # The constant that makes the MAD of a normal sample estimate its standard deviation
 # (Iglewicz and Hoaglin); with it |z| > 3.5 is the usual outlier rule, as in XProf.
 _MAD_SCALE = 0.6745
@@ -17,3 +19,11 @@ def modified_z(values: np.ndarray) -> np.ndarray:
     x = np.asarray(values, dtype="float64")
     if len(x) < 3:
         return np.zeros(len(x))
+    med = median(x)
+    mad = median(np.abs(x - med))
+    if mad > 0:
+        return _MAD_SCALE * (x - med) / mad
+    meanad = np.mean(np.abs(x - med))
+    if meanad > 0:
+        return (x - med) / (_MEANAD_SCALE * meanad)
+    return np.zeros(len(x))

@@ -58,15 +58,6 @@ def _same_work(
         + ("" if similar else ", and not the same ones")
     )
 
-    med = median(x)
-    mad = median(np.abs(x - med))
-    if mad > 0:
-        return _MAD_SCALE * (x - med) / mad
-    meanad = np.mean(np.abs(x - med))
-    if meanad > 0:
-        return (x - med) / (_MEANAD_SCALE * meanad)
-    return np.zeros(len(x))
-
 
 class StepsAnalyzer(Analyzer):
     name = "steps"

@@ -65,7 +65,7 @@ _STAGES = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 import numpy
-from tpuperf import sources, xspace, tables, timeline, profile, schema, analysis
+from tpuperf import sources, xspace, tables, timeline, profiles, schema, analysis
 from tpuperf.analyzers import base
 from tpuperf.columns import Strings
 from tpuperf.config import AnalysisConfig

@@ -25,7 +25,7 @@ from tests.conftest import shared_profile
 from tpuperf import _xspace_schema as pb
 from tpuperf.analysis import analyze
 from tpuperf.opstats import aggregate
-from tpuperf.profile import assemble, read_host
+from tpuperf.profiles import assemble, read_host
 
 V6E = "tpu/v6e_4chip_inference.xplane.pb"
 MI300_CONV = "gpu/mi300_jax_conv.xplane.pb"

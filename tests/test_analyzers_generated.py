@@ -15,7 +15,7 @@ from tpuperf.analyzers.base import AnalysisConfig
 
 from fixtures.generate import write_run
 from tpuperf.analysis import Report, analyze
-from tpuperf.profile import load
+from tpuperf.profiles import load
 
 REL = 0.01  # the bar: within 1% (relative) of the truth
 

@@ -14,7 +14,7 @@ from conftest import CPU_FIXTURE, CPU_TRUTH, shared_profile
 from tpuperf.analyzers.base import AnalysisConfig
 
 from tpuperf.analysis import Report, analyze
-from tpuperf.profile import load
+from tpuperf.profiles import load
 
 GPU_PROFILES = [
     "gpu/v100_8gpu_tf_training.xplane.pb",

@@ -12,7 +12,7 @@ from tpuperf.analyzers.base import AnalysisConfig
 
 from tpuperf.analysis import analyze
 from tpuperf.errors import UsageError
-from tpuperf.profile import Profile
+from tpuperf.profiles import Profile
 
 US = 1_000_000  # ps per microsecond
 MS = 1_000 * US

@@ -20,7 +20,7 @@ import pytest
 from fixtures.generate import write_run
 from tpuperf.cli import main
 from tpuperf.exporting import ASYNC_PAIRED_TRACK, ASYNC_TRACK, MODULES_TRACK, export_perfetto
-from tpuperf.profile import load
+from tpuperf.profiles import load
 
 pb = pytest.importorskip(
     "perfetto.protos.perfetto.trace.perfetto_trace_pb2", reason="needs the perfetto package"

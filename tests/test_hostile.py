@@ -234,7 +234,7 @@ def _outcome(data: bytes) -> tuple[Any, ...]:
     """What reading ``data`` gives: the kind of error (``not a readable XSpace profile``, ...;
     with several faults the decoders, which walk the messages in different orders, may each
     name another), or per device its op count and time sum."""
-    from tpuperf.profile import read_host
+    from tpuperf.profiles import read_host
 
     try:
         part = read_host("fuzz", "fuzz", data)
@@ -297,7 +297,7 @@ def test_one_gpu_stream_of_many_kernels(tmp_path: Path) -> None:
     was quadratic; the 500k-event figure is in the issue's note)."""
     from fixtures.large import write_gpu_stream
     from tpuperf.opstats import aggregate_table
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     write_gpu_stream(tmp_path / "stream.xplane.pb", 20_000, kinds=50)
     table = aggregate_table(load(str(tmp_path / "stream.xplane.pb")), by="op")

@@ -274,7 +274,7 @@ def test_generated_host_gaps_against_their_truth(tmp_path) -> None:
 
 
 def test_report_page_has_the_host_section(markers) -> None:
-    from tpuperf.render.html import render_html
+    from tpuperf.render.html_page import render_html
 
     profile, truth = markers
     page = render_html(analyze(profile))

@@ -192,3 +192,29 @@ def test_imports_are_read_as_python_resolves_them(
     path = tmp_path / "mod.py"
     path.write_text(source)
     assert set(_imported("tpuperf.render.mod", path)) == expected
+
+
+# Modules that serve one command or one analyzer carry its name (`cli/memory.py` parses the
+# command, `render/memory.py` draws it, `analyzers/memory.py` is the analyzer); they may share a
+# name with each other, and with nothing else.
+FAMILIES = ("tpuperf.cli.", "tpuperf.render.", "tpuperf.analyzers.")
+
+
+def test_module_names_say_which_module() -> None:
+    """A module's name alone tells which module it is: no two pipeline modules share a name,
+    none takes a command's or an analyzer's name, and none shadows the standard library."""
+    import sys
+    from collections import defaultdict
+
+    modules = {name: path for name, path in MODULES.items() if path.name != "__init__.py"}
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for name in modules:
+        by_name[name.rpartition(".")[2]].append(name)
+    shared = {
+        base: sorted(names)
+        for base, names in by_name.items()
+        if len(names) > 1 and not all(n.startswith(FAMILIES) for n in names)
+    }
+    assert shared == {}
+    stdlib = sorted(n for n in modules if n.rpartition(".")[2] in sys.stdlib_module_names)
+    assert stdlib == []

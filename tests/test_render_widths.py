@@ -46,7 +46,7 @@ class Data:
         from tpuperf.analysis import analyze
         from tpuperf.inventory import describe
         from tpuperf.opstats import aggregate_table
-        from tpuperf.profile import load
+        from tpuperf.profiles import load
 
         profile = load(str(path))
         self.info = json.loads(json.dumps(describe(profile)))
@@ -387,7 +387,7 @@ def test_v100_kernels_are_told_apart_at_80_columns() -> None:
     """Each of the V100 profile's Eigen kernels shows, at 80 columns, what it computes (its
     functor, or the types a conversion goes between), and no two rows read the same."""
     from tpuperf.opstats import aggregate_table
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
     from tpuperf.render.listings import render_ops
 
     path = SHARED_PROFILES / "gpu" / "v100_8gpu_tf_training.xplane.pb"

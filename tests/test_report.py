@@ -198,7 +198,7 @@ def test_evidence_text_accounts_for_every_op_whose_code_it_cites(
 
     from fixtures.generate import write_run
     from tpuperf.analysis import EVIDENCE_SCOPES
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     run_dir, _ = write_run(scenario, tmp_path / "run", steps=4)
     report = analyze(load(run_dir))
@@ -301,7 +301,7 @@ def test_the_page_data_comes_from_the_report_only_when_asked(tmp_path) -> None:
     not compute it, and it equals the generated run's ground truth."""
     from fixtures.generate import write_run
     from tpuperf.config import AnalysisConfig
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     run_dir, truth = write_run("straggler", tmp_path / "run", steps=6)
     report = analyze(load(run_dir), config=AnalysisConfig(warmup_steps=0))

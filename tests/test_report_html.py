@@ -25,8 +25,8 @@ from tpuperf import _xspace_schema as xpb
 from tpuperf.analysis import analyze
 from tpuperf.cli import main
 from tpuperf.config import AnalysisConfig
-from tpuperf.profile import load
-from tpuperf.render.html import (
+from tpuperf.profiles import load
+from tpuperf.render.html_page import (
     DEVICES_CHART,
     ROOFLINE_CHART,
     SCOPES_CHART,
@@ -508,7 +508,7 @@ def test_a_low_confidence_straggler_is_labelled_without_alarm(tmp_path: Path) ->
     """mi300_jax_conv: device 0 computes most (modified z 8.0) but runs other work than the
     rest and has 4 steps, so the analyzer's confidence is low: its label says so, not in red.
     The generated straggler (8 steps, the same program everywhere) is medium: amber."""
-    from tpuperf.render import html
+    from tpuperf.render import html_page as html
 
     cases = [
         (shared_profile("gpu/mi300_jax_conv.xplane.pb"), ("mi300_jax_conv", 0), "low", None),

@@ -20,7 +20,7 @@ from tpuperf._hlo_schema import HloProto
 from tpuperf.analysis import analyze
 from tpuperf.cli import main
 from tpuperf.opstats import aggregate_table
-from tpuperf.profile import Profile, load
+from tpuperf.profiles import Profile, load
 from tpuperf.schema import PASSES, SCOPES
 
 # --------------------------------------------------------------------------- paths

@@ -85,7 +85,7 @@ def _profile(path: Path) -> Path:
 @pytest.mark.parametrize("path", PROFILES, ids=[p.name.split(".")[0] for p in PROFILES])
 def test_analyze_in_an_80_column_terminal(path: Path, tmp_path: Path) -> None:
     from tpuperf.analysis import analyze
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     lines = _in_terminal(["analyze", str(_profile(path))], tmp_path)
     wide = [line for line in lines if cell_len(line.rstrip()) > 80]

@@ -15,7 +15,7 @@ from fixtures.generate import generate_scoped, write_run
 from tests.conftest import CPU_FIXTURE, Cli, shared_profile
 from tpuperf import scopes as sc
 from tpuperf.cli import main
-from tpuperf.profile import load
+from tpuperf.profiles import load
 from tpuperf.workload import Workload, detect
 
 # What only a JAX/XLA user can act on: JAX APIs, XLA flags, Flax, Pallas.

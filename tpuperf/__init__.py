@@ -19,8 +19,8 @@ from typing import Any
 __version__ = "0.1.0.dev0"
 
 _EXPORTS = {
-    "load": "tpuperf.profile",
-    "Profile": "tpuperf.profile",
+    "load": "tpuperf.profiles",
+    "Profile": "tpuperf.profiles",
     "analyze": "tpuperf.analysis",
     "diff": "tpuperf.diffing",
     "memory_report": "tpuperf.memory_plan",

@@ -27,7 +27,7 @@ from tpuperf.roofline import model as rl
 from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
     from tpuperf.workload import Workload
 
 # Bump on any change to the JSON layout that could break a reader.
@@ -368,7 +368,7 @@ def analyze(
 ) -> Report:
     """Run the analyzers (all by default) on ``source`` and rank their recommendations.
 
-    ``source`` is a :class:`~tpuperf.profile.Profile` or anything :func:`tpuperf.load`
+    ``source`` is a :class:`~tpuperf.profiles.Profile` or anything :func:`tpuperf.load`
     reads (a file, a run directory, a logdir, a URL; ``run`` picks a run of a logdir).
     The options are those of ``tpuperf analyze``: ``steps`` ("A:B" or (A, B)) keeps step
     numbers A <= n < B instead of leaving out ``warmup`` steps; ``host`` analyses one host
@@ -389,7 +389,7 @@ def analyze(
         config=config,
     )
     if isinstance(source, (str, os.PathLike)):
-        from tpuperf.profile import load
+        from tpuperf.profiles import load
 
         profile = load(source, run=run)
     else:

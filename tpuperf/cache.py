@@ -38,7 +38,7 @@ import numpy as np
 from tpuperf import jsonout, schema
 from tpuperf.columns import Table, from_arrow, to_arrow
 from tpuperf.files import write_atomic
-from tpuperf.profile import HostInfo, HostPart, Profile, assemble, read_host
+from tpuperf.profiles import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
 FORMAT = "v1"

@@ -52,7 +52,7 @@ from tpuperf.config import AnalysisConfig
 
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
 
 SCHEMA_VERSION = jsonout.SCHEMA_VERSION
 
@@ -293,7 +293,7 @@ def diff(
     """Analyse ``base`` and ``new`` (each a profile, anything :func:`tpuperf.load` reads, or a
     list of them: several runs of one side, pooled) as ``tpuperf analyze`` does, with the same
     ``config``, ``steps`` and ``host``, and compare them."""
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     def profiles(side: Any) -> list[Profile]:
         items = list(side) if isinstance(side, (list, tuple)) else [side]

@@ -42,7 +42,7 @@ from tpuperf.errors import TpuperfError, UsageError
 
 if TYPE_CHECKING:
     from tpuperf.columns import Strings, Table
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
 
 # The one packet sequence of the trace (interned names live on it).

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.profile import Profile
+from tpuperf.profiles import Profile
 from tpuperf.roofline import chips
 from tpuperf.step_windows import SOURCE_MODULE_PERIOD, program_label
 

@@ -47,7 +47,7 @@ from tpuperf import scopes as _scopes
 from tpuperf.schema import PASS_BACKWARD, PASS_OPTIMIZER, PASSES
 
 if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -630,14 +630,14 @@ def memory_report(
     hbm_gib: float | None = None,
     allocators: bool = True,
 ) -> MemoryReport:
-    """The memory view of a profile (a :class:`~tpuperf.profile.Profile`, or anything
+    """The memory view of a profile (a :class:`~tpuperf.profiles.Profile`, or anything
     :func:`tpuperf.load` reads): every program's plan (``program``: only those whose module
     name or program id is this), capacity and headroom per device kind, and the allocator
     events where the profile has them. ``tpuperf.memory_report(path)`` is ``tpuperf memory``."""
     from tpuperf.sources import read_profile
 
     if isinstance(profile, (str, os.PathLike)):
-        from tpuperf.profile import load
+        from tpuperf.profiles import load
 
         profile = load(profile)
 

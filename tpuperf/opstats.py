@@ -12,7 +12,7 @@ from tpuperf.columns import Strings, Table, group_index, sum_by, sum_by_min_coun
 from tpuperf.errors import UsageError
 
 if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
 
 # --by value -> the columns of a row's identity. Ops are identified per program, as in XProf's
 # hlo_stats: same-named ops of different programs (fusion.3 of two jitted functions) are

@@ -254,7 +254,7 @@ def make_options(
 def scan_one(target: Target, options: ScanOptions) -> dict[str, Any]:
     """The row of one target; never raises for a bad profile (the row's ``error`` says why)."""
     from tpuperf import cache as cache_mod
-    from tpuperf.profile import assemble
+    from tpuperf.profiles import assemble
 
     cache = cache_mod.Cache(options.cache_dir) if options.cache_dir is not None else None
     states = _local_states(target) if cache is not None else None

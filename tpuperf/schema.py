@@ -1,4 +1,4 @@
-"""Columns and dtypes of every table a :class:`~tpuperf.profile.Profile` holds.
+"""Columns and dtypes of every table a :class:`~tpuperf.profiles.Profile` holds.
 
 This module is the one place that says what the tables look like. The decoder's
 output is checked against it (:func:`validate`), analyzers name the columns they

@@ -57,7 +57,7 @@ from tpuperf.tables import collective_of
 
 if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
     from tpuperf.timeline import Timeline
 

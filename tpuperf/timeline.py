@@ -56,7 +56,7 @@ from tpuperf.step_windows import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
     from tpuperf.workload import Workload
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tpuperf.schema import PASS_BACKWARD
 
 if TYPE_CHECKING:
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
     from tpuperf.scopes import Scopes
 
 FRAMEWORK_JAX = "jax"

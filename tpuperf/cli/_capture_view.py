@@ -188,7 +188,7 @@ def analyze_session(session_dir: Path, out: Console, err: Console) -> bool:
     not available in this build."""
     try:
         from tpuperf.analysis import analyze
-        from tpuperf.profile import load
+        from tpuperf.profiles import load
         from tpuperf.render.terminal import render_report
     except ImportError as exc:
         err.print(

@@ -11,7 +11,7 @@ from tpuperf.output import Format, listed
 
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
-    from tpuperf.profile import Profile
+    from tpuperf.profiles import Profile
 
 PROFILE_ARGUMENT_HELP = (
     "A *.xplane.pb file, a run directory (plugins/profile/<run>/) or a logdir; local or gs://."
@@ -51,7 +51,7 @@ def load_profile(
 
     from tpuperf import output
     from tpuperf.errors import UsageError
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
 
     def flag(message: str) -> str:
         return re.sub(r"--run\b", run_flag, message)
@@ -132,7 +132,7 @@ def analyze_profile(profile: Profile, **options: Any) -> Report:
 
 def html_page(report: Report) -> str:
     """The report as one HTML page (the page's own data is computed on first use)."""
-    from tpuperf.render.html import render_html
+    from tpuperf.render.html_page import render_html
 
     return render_html(report)
 

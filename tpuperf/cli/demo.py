@@ -112,7 +112,7 @@ def command(
 
 def _print_tree(session_dir: Path, out: Console) -> None:
     """The example job's layers (its jax.named_scope names), forward and backward."""
-    from tpuperf.profile import load
+    from tpuperf.profiles import load
     from tpuperf.render.tree import render_tree
     from tpuperf.scopes import tree_report
 
