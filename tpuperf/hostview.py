@@ -546,10 +546,22 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
         "explained_ms_per_iteration": found.explained_ms_per_iteration if found else None,
         "input": dict(found.input) if found else None,
         "xprof_host_boundness": xprof_host_boundness(profile),
+        "xprof_input_pipeline": xprof_input_pipeline(profile),
         "events": rows,
         "notes": notes,
     }
     return jsonout.clean(document)
+
+
+def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
+    """XProf's GPU input-pipeline breakdown and verdict (:mod:`tpuperf.xprof_input`) of a
+    one-host GPU profile, read again from its file (the loaded tables keep no step groups);
+    None on other platforms, several hosts, or where the file carries no step groups."""
+    if profile.platform != "GPU" or len(profile.hosts) != 1:
+        return None
+    from tpuperf import sources, xprof_input, xspace
+
+    return xprof_input.input_pipeline(xspace.decode(sources.read_profile(profile.hosts[0].path)))
 
 
 # XProf 2.24.2's `check_host_boundness` (xprof/cli/tools/check_host_boundness_tool.py): the

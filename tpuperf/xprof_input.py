@@ -1,0 +1,260 @@
+"""XProf's input-pipeline verdict on GPU, computed as XProf 2.24.2 computes it (issue 23).
+
+XProf (openxla/xprof: ``xplane_to_step_events.cc``, ``event_span.cc``,
+``step_events_to_steps_db.cc``, ``op_stats_to_input_pipeline_analysis.cc``) builds the GPU
+step breakdown from the *device* planes only (host events join only on a host-only profile):
+
+- **Steps** are XProf's step groups (``group_id``). A GPU plane marks a group's step with each
+  event of its derived ``Steps`` line (line id 0xdeadbeef), and XProf adds markers it derives
+  itself: the plane's grouped events of its other lines in time order (earlier first, longer
+  first at one instant), each run of one group's events spanned by one marker (even a group
+  no ``Steps`` line names gets its step so). A step's time is the longest marker of its group
+  on any GPU.
+- **Events** are the events of every other, non-derived line of every GPU plane that carry both
+  ``correlation_id`` and ``group_id``, a device keeping only the groups it has markers for. By
+  name: ``MemcpyHToD...`` is host-to-device (input), ``MemcpyDToH...`` output, ``MemcpyDToD...``
+  device-to-device, ``nccl...`` collectives, anything else device compute (16-bit where its
+  ``tensor_shapes``, else its name, says ``half``; ``fp16`` in the name too).
+- All GPUs' events of a group are laid over each other and each instant goes to the highest
+  priority type present (XProf's EventType order: compute over output over device-to-device over
+  collectives over input), swept over the event boundaries as XProf sweeps them (at one instant
+  ends before starts, higher types first). Each piece counts as far as it lies in the step;
+  the step time no event covers is **All Others**. A step with no device compute is dropped.
+- **Verdict** over all steps' totals: input (host-to-device) at least 20% of the step time:
+  HIGHLY input-bound; 5%: MODERATELY; else All Others at least 3%: POTENTIALLY input-bound;
+  else NOT input-bound. The sentence is XProf's, percentages to one decimal.
+
+XProf groups a raw capture's events itself before this (``group_id`` from its step markers);
+tpuperf does not: a file whose GPU planes carry no step groups gives no breakdown.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tpuperf.xspace import Line, Plane, Space
+
+# XProf's EventType values (event_span.h): a higher value wins where events overlap.
+UNKNOWN_TIME = 0
+HOST_TO_DEVICE = 80
+DEVICE_COLLECTIVES = 100
+DEVICE_TO_DEVICE = 120
+DEVICE_TO_HOST = 130
+DEVICE_COMPUTE_32 = 140
+DEVICE_COMPUTE_16 = 150
+_TYPES = 180  # above XProf's last type (DEVICE_WAIT_HOST = 170)
+
+# XProf's derived lines of a GPU plane: 0xdeadbeef (as a 32-bit int) is the Steps line, the
+# ids after it hold names, ops and modules derived from the streams.
+STEPS_LINE_ID = -559038737
+_DERIVED_IDS = range(STEPS_LINE_ID, STEPS_LINE_ID + 16)
+
+# The step-time categories XProf's input-pipeline page reports, and the event types in each.
+CATEGORIES = {
+    "device_compute_ms": (DEVICE_COMPUTE_16, DEVICE_COMPUTE_32),
+    "device_to_device_ms": (DEVICE_TO_DEVICE,),
+    "device_collectives_ms": (DEVICE_COLLECTIVES,),
+    "host_compute_ms": (),
+    "kernel_launch_ms": (),
+    "input_ms": (HOST_TO_DEVICE,),
+    "output_ms": (DEVICE_TO_HOST,),
+    "compile_ms": (),
+    "all_others_ms": (UNKNOWN_TIME,),
+}
+# XProf's thresholds (op_stats_to_input_pipeline_analysis.cc), percent of the step time.
+HIGHLY_INPUT_BOUND_PCT = 20.0
+MODERATELY_INPUT_BOUND_PCT = 5.0
+ALL_OTHERS_PCT = 3.0
+
+
+def _event_type(name: str, shapes: str) -> int:
+    low = name.lower()
+    if low.startswith("memcpyhtod"):
+        return HOST_TO_DEVICE
+    if low.startswith("memcpydtoh"):
+        return DEVICE_TO_HOST
+    if low.startswith("memcpydtod"):
+        return DEVICE_TO_DEVICE
+    if low.startswith("nccl"):
+        return DEVICE_COLLECTIVES
+    if shapes:
+        return DEVICE_COMPUTE_16 if "half" in shapes else DEVICE_COMPUTE_32
+    return DEVICE_COMPUTE_16 if ("half" in name or "fp16" in name) else DEVICE_COMPUTE_32
+
+
+def _groups(line: Line) -> np.ndarray:
+    from tpuperf.xspace import MISSING
+
+    return np.asarray(line.stat("group_id", MISSING), dtype=np.int64)
+
+
+def _plane_steps(
+    plane: Plane,
+) -> tuple[dict[int, list[tuple[int, int]]], dict[int, list[tuple[int, int, int]]]]:
+    """One GPU plane's step markers and typed events, by group (XProf keeps only the groups
+    that have both on this plane)."""
+    from tpuperf.xspace import MISSING
+
+    markers: dict[int, list[tuple[int, int]]] = {}
+    events: dict[int, list[tuple[int, int, int]]] = {}
+    grouped: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # for the derived markers
+    for line in plane.lines:
+        if not len(line):
+            continue
+        starts = np.asarray(line.start_ps, dtype=np.int64)
+        ends = starts + np.asarray(line.duration_ps, dtype=np.int64)
+        groups = _groups(line)
+        if line.id == STEPS_LINE_ID:
+            for g, s, e in zip(groups.tolist(), starts.tolist(), ends.tolist(), strict=True):
+                if g != MISSING:
+                    markers.setdefault(g, []).append((s, e))
+            continue
+        if line.id in _DERIVED_IDS:
+            continue
+        has_group = groups != MISSING
+        grouped.append((starts[has_group], ends[has_group], groups[has_group]))
+        correlation = np.asarray(line.stat("correlation_id", MISSING), dtype=np.int64)
+        kept = np.flatnonzero((groups != MISSING) & (correlation != MISSING))
+        if not len(kept):
+            continue
+        rows = plane.metadata.rows(line.metadata_id[kept])
+        names = [plane.metadata.names[r] if r >= 0 else "" for r in rows.tolist()]
+        shapes = line.stat("tensor_shapes", "")
+        for i, name in zip(kept.tolist(), names, strict=True):
+            shape = shapes[i] if isinstance(shapes[i], str) else ""
+            events.setdefault(int(groups[i]), []).append(
+                (_event_type(name, shape), int(starts[i]), int(ends[i]))
+            )
+    for group, begin, end in _derived_markers(grouped):
+        markers.setdefault(group, []).append((begin, end))
+    return {g: m for g, m in markers.items() if g in events}, {
+        g: e for g, e in events.items() if g in markers
+    }
+
+
+def _derived_markers(
+    grouped: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> list[tuple[int, int, int]]:
+    """XProf's derived step markers of one plane: (group, begin, end) spanning each run of
+    one group's events in time order."""
+    if not grouped:
+        return []
+    starts, ends, groups = (np.concatenate(c) for c in zip(*grouped, strict=True))
+    order = np.lexsort((starts - ends, starts))  # earlier first, then longer first
+    found: list[tuple[int, int, int]] = []
+    for group, start, end in zip(
+        groups[order].tolist(), starts[order].tolist(), ends[order].tolist(), strict=True
+    ):
+        if found and found[-1][0] == group:
+            last = found[-1]
+            found[-1] = (group, min(last[1], start), max(last[2], end))
+        else:
+            found.append((group, start, end))
+    return found
+
+
+def _breakdown(events: list[tuple[int, int, int]], begin: int, end: int) -> np.ndarray:
+    """Picoseconds of the step [begin, end) per event type (index = XProf's type value), the
+    events made non-overlapping by priority as XProf's sweep does it."""
+    types = np.array([t for t, _, _ in events], dtype=np.int64)
+    times = np.concatenate([[s for _, s, _ in events], [e for _, _, e in events]])
+    kinds = np.concatenate([types, types])
+    is_start = np.concatenate([np.ones(len(events), bool), np.zeros(len(events), bool)])
+    order = np.lexsort((-kinds, is_start, times))
+    times, kinds, is_start = times[order], kinds[order], is_start[order]
+    count = [0] * _TYPES
+    current = UNKNOWN_TIME
+    owner = np.empty(len(times), dtype=np.int64)
+    for i, (kind, start) in enumerate(zip(kinds.tolist(), is_start.tolist(), strict=True)):
+        if start:
+            count[kind] += 1
+            current = max(current, kind)
+        else:
+            count[kind] -= 1
+            if kind == current and count[kind] == 0:
+                current = next((k for k in range(kind - 1, -1, -1) if count[k] > 0), 0)
+        owner[i] = current
+    lows = np.clip(times[:-1], begin, end)
+    highs = np.clip(times[1:], begin, end)
+    by_type = np.bincount(owner[:-1], weights=highs - lows, minlength=_TYPES).astype(np.int64)
+    covered = int(by_type.sum())
+    if covered < end - begin:
+        by_type[UNKNOWN_TIME] += end - begin - covered
+    return by_type
+
+
+def _one_digit(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def verdict(input_pct: float, all_others_pct: float) -> tuple[str, str]:
+    """XProf's input classification and sentence for these shares of the step time."""
+    if input_pct >= HIGHLY_INPUT_BOUND_PCT:
+        return "host", (
+            f"Your program is HIGHLY input-bound because {_one_digit(input_pct)}% of the total "
+            "step time sampled is waiting for input. Therefore, you should first focus on "
+            "reducing the input time."
+        )
+    if input_pct >= MODERATELY_INPUT_BOUND_PCT:
+        return "both", (
+            f"Your program is MODERATELY input-bound because {_one_digit(input_pct)}% of the "
+            "total step time sampled is waiting for input. Therefore, you would need to reduce "
+            "both the input time and other time."
+        )
+    if all_others_pct >= ALL_OTHERS_PCT:
+        return "both", (
+            f"Your program is POTENTIALLY input-bound because {_one_digit(all_others_pct)}% of "
+            "the total step time sampled is spent on 'All Others' time (which could be due to "
+            "I/O or Python execution or both)."
+        )
+    return "device", (
+        f"Your program is NOT input-bound because only {_one_digit(input_pct)}% of the total "
+        "step time sampled is waiting for input. Therefore, you should focus on reducing other "
+        "time."
+    )
+
+
+def input_pipeline(space: Space) -> dict[str, Any] | None:
+    """XProf's GPU step breakdown and input verdict (see the module docstring), or None where
+    XProf would not take its GPU path (TPU planes, no GPU planes) or the GPU planes carry no
+    step groups."""
+    planes = [p for p in space.planes if p.name.startswith("/device:GPU:")]
+    if not planes or any(p.name.startswith("/device:TPU:") for p in space.planes):
+        return None
+    markers: dict[int, list[tuple[int, int]]] = {}
+    events: dict[int, list[tuple[int, int, int]]] = {}
+    for plane in planes:
+        plane_markers, plane_events = _plane_steps(plane)
+        for g, found in plane_markers.items():
+            markers.setdefault(g, []).extend(found)
+        for g, typed in plane_events.items():
+            events.setdefault(g, []).extend(typed)
+    steps = []
+    for group in sorted(markers):
+        begin, end = max(markers[group], key=lambda m: m[1] - m[0])
+        by_type = _breakdown(events[group], begin, end)
+        if not (by_type[DEVICE_COMPUTE_16] or by_type[DEVICE_COMPUTE_32]):
+            continue  # not a well-formed step
+        step: dict[str, Any] = {"step": group, "step_time_ms": (end - begin) / 1e9}
+        for category, kinds in CATEGORIES.items():
+            step[category] = sum(int(by_type[k]) for k in kinds) / 1e9
+        steps.append(step)
+    if not steps:
+        return None
+    total = sum(s["step_time_ms"] for s in steps)
+    input_pct = 100.0 * sum(s["input_ms"] for s in steps) / total
+    all_others_pct = 100.0 * sum(s["all_others_ms"] for s in steps) / total
+    classification, conclusion = verdict(input_pct, all_others_pct)
+    return {
+        "number_of_steps": len(steps),
+        "steptime_ms_average": total / len(steps),
+        "average_ms": {c: sum(s[c] for s in steps) / len(steps) for c in CATEGORIES},
+        "input_percent": input_pct,
+        "all_others_percent": all_others_pct,
+        "input_classification": classification,
+        "input_conclusion": conclusion,
+        "steps": steps,
+    }
