@@ -1,4 +1,4 @@
-"""XProf's GPU input-pipeline breakdown and verdict (tpuperf.xprof_input, `tpuperf host`'s
+"""XProf's GPU input-pipeline breakdown and verdict (tpuperf.xprof_compat, `tpuperf host`'s
 `xprof_input_pipeline`): on generated GPU profiles in XProf's grouped form against the
 generator's truth, and on those and the V100 profile against XProf 2.24.2 run on the same file
 (`xprof get_step_trace` and the `input_pipeline_analyzer` tool) when xprof is installed."""
@@ -17,7 +17,7 @@ from tpuperf.analyzers.base import AnalysisConfig
 import tpuperf
 from fixtures.generate import generate_gpu_input
 from tests.conftest import REPO, shared_profile
-from tpuperf import hostview, xprof_input, xspace
+from tpuperf import hostview, xprof_compat, xspace
 
 # (generator arguments, XProf's classification): one profile per branch of the verdict.
 VARIANTS = {
@@ -48,7 +48,7 @@ def _write(run, folder: Path) -> Path:  # type: ignore[no-untyped-def]
 def test_breakdown_equals_the_generators_truth(variant: str) -> None:
     kwargs, word = VARIANTS[variant]
     run = generate_gpu_input(**kwargs)
-    ours = xprof_input.input_pipeline(xspace.decode(next(iter(run.xspaces.values()))))
+    ours = xprof_compat.input_pipeline(xspace.decode(next(iter(run.xspaces.values()))))
     assert ours is not None
     truth = run.truth.notes["xprof_input"]
     assert [s["step"] for s in ours["steps"]] == [t["group"] for t in truth]
@@ -71,18 +71,18 @@ def test_breakdown_equals_the_generators_truth(variant: str) -> None:
 
 
 def test_the_verdicts_thresholds() -> None:
-    assert xprof_input.verdict(20.0, 0.0)[0] == "host"
-    assert xprof_input.verdict(19.99, 0.0)[0] == "both"
-    assert xprof_input.verdict(5.0, 0.0)[0] == "both"
-    assert "POTENTIALLY" in xprof_input.verdict(4.99, 3.0)[1]
-    assert xprof_input.verdict(4.99, 2.99)[0] == "device"
+    assert xprof_compat.verdict(20.0, 0.0)[0] == "host"
+    assert xprof_compat.verdict(19.99, 0.0)[0] == "both"
+    assert xprof_compat.verdict(5.0, 0.0)[0] == "both"
+    assert "POTENTIALLY" in xprof_compat.verdict(4.99, 3.0)[1]
+    assert xprof_compat.verdict(4.99, 2.99)[0] == "device"
 
 
 def test_no_step_groups_no_breakdown() -> None:
     # The MI300 JAX captures carry no step groups: XProf finds no steps there either
     # ("No step time measured").
     path = shared_profile("gpu/mi300_jax_gemm.xplane.pb")
-    assert xprof_input.input_pipeline(xspace.decode(path.read_bytes())) is None
+    assert xprof_compat.input_pipeline(xspace.decode(path.read_bytes())) is None
 
 
 def _input_pipeline_tool(path: Path) -> tuple[str, list[list[object]]]:
@@ -120,7 +120,7 @@ def _our_rows(ours: dict) -> list[list[object]]:  # type: ignore[type-arg]
 def test_equal_to_xprofs_input_pipeline_analyzer(tmp_path: Path, variant: str) -> None:
     path = _write(generate_gpu_input(**VARIANTS[variant][0]), tmp_path / "run")
     conclusion, rows = _input_pipeline_tool(path)
-    ours = xprof_input.input_pipeline(xspace.decode(path.read_bytes()))
+    ours = xprof_compat.input_pipeline(xspace.decode(path.read_bytes()))
     assert ours is not None
     assert ours["input_conclusion"] == conclusion
     assert len(rows) == len(ours["steps"])
@@ -182,7 +182,7 @@ def test_equal_to_xprof_get_step_trace(tmp_path: Path, which: str) -> None:
         path.write_bytes(source.read_bytes())
     else:
         path = _write(generate_gpu_input(), tmp_path / "generated")
-    ours = xprof_input.input_pipeline(xspace.decode(path.read_bytes()))
+    ours = xprof_compat.input_pipeline(xspace.decode(path.read_bytes()))
     assert ours is not None
     steps = _xprof_step_trace(path)["step_breakdown"]
     assert [s["step_num"] for s in steps] == [s["step"] for s in ours["steps"]]

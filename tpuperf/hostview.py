@@ -553,15 +553,24 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
     return jsonout.clean(document)
 
 
-def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
-    """XProf's GPU input-pipeline breakdown and verdict (:mod:`tpuperf.xprof_input`) of a
-    one-host GPU profile, read again from its file (the loaded tables keep no step groups);
-    None on other platforms, several hosts, or where the file carries no step groups."""
-    if profile.platform != "GPU" or len(profile.hosts) != 1:
+def _one_space(profile: Any, platform: str) -> Space | None:
+    """The decoded file of a one-host ``platform`` profile, read again (for what XProf reads
+    and the loaded tables do not keep); None on other platforms or with several hosts."""
+    if profile.platform != platform or len(profile.hosts) != 1:
         return None
-    from tpuperf import sources, xprof_input, xspace
+    from tpuperf import sources, xspace
 
-    return xprof_input.input_pipeline(xspace.decode(sources.read_profile(profile.hosts[0].path)))
+    return xspace.decode(sources.read_profile(profile.hosts[0].path))
+
+
+def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
+    """XProf's GPU input-pipeline breakdown and verdict (:mod:`tpuperf.xprof_compat`) of a
+    one-host GPU profile (the loaded tables keep no step groups); None on other platforms,
+    several hosts, or where the file carries no step groups."""
+    from tpuperf import xprof_compat
+
+    space = _one_space(profile, "GPU")
+    return xprof_compat.input_pipeline(space) if space is not None else None
 
 
 # XProf 2.24.2's `check_host_boundness` (xprof/cli/tools/check_host_boundness_tool.py): the
@@ -585,8 +594,10 @@ XPROF_IDLE_THRESHOLD_PCT = 10.0
 
 def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     """XProf's `check_host_boundness` quantities, computed as it does (see above), or None
-    without steps. `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step
-    times the step count), not over tpuperf's iterations."""
+    without steps. `tpu_duty_cycle_percent` is XProf's (:func:`tpuperf.xprof_compat.duty_cycle`,
+    read again from the file: one-host TPU profiles only, else None).
+    `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step times the step
+    count), not over tpuperf's iterations."""
     steps = profile.steps
     if steps is None or len(steps) == 0:
         return None
@@ -622,7 +633,12 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     idle_ms = max(0.0, total_ms - (compute_ms + hbm_ms + ici_ms))
     fraction = min(1.0, idle_ms / total_ms) if total_ms else 0.0
     active_ms = total_ms - idle_ms
+    from tpuperf import xprof_compat
+
+    space = _one_space(profile, "TPU")
+    duty = xprof_compat.duty_cycle(space) if space is not None else None
     return {
+        "tpu_duty_cycle_percent": duty["duty_cycle_percent"] if duty else None,
         "number_of_steps": n_steps,
         "steptime_ms_average": average_ms,
         "total_duration_ms": total_ms,

@@ -1,6 +1,8 @@
-"""XProf's input-pipeline verdict on GPU, computed as XProf 2.24.2 computes it (issue 23).
+"""XProf's own computations, redone on the raw file where tpuperf's tables do not keep what
+XProf reads (issue 23): its GPU input-pipeline verdict (step groups, correlation ids) and its
+TPU duty cycle (host-clock op spans). Each as XProf 2.24.2 computes it.
 
-XProf (openxla/xprof: ``xplane_to_step_events.cc``, ``event_span.cc``,
+**Input pipeline on GPU.** XProf (openxla/xprof: ``xplane_to_step_events.cc``, ``event_span.cc``,
 ``step_events_to_steps_db.cc``, ``op_stats_to_input_pipeline_analysis.cc``) builds the GPU
 step breakdown from the *device* planes only (host events join only on a host-only profile):
 
@@ -26,6 +28,16 @@ step breakdown from the *device* planes only (host events join only on a host-on
 
 XProf groups a raw capture's events itself before this (``group_id`` from its step markers);
 tpuperf does not: a file whose GPU planes carry no step groups gives no breakdown.
+
+**TPU duty cycle** (``xplane_to_op_stats.cc`` ``ConstructDutyCycleTracker``,
+``duty_cycle_combiner.h``, ``op_stats_to_overview_page.cc``): per TPU plane, the events of its
+``XLA Ops`` line are active time unless their ``hlo_category`` is an off-duty one (infeed,
+outfeed, host send/recv and their dones, megacore fusion), and together with its
+``XLA Modules`` line they span its total time, all on the *host clock* (an event's own offset
+and duration, not its ``device_offset_ps``/``device_duration_ps``, which tpuperf's tables use).
+Cores of one chip (``core_details``' ``local_chip_id``) are united, active time and span alike;
+a plane without core details counts alone. Duty cycle = active / (active + idle) summed over
+the chips.
 """
 
 from __future__ import annotations
@@ -257,4 +269,106 @@ def input_pipeline(space: Space) -> dict[str, Any] | None:
         "input_classification": classification,
         "input_conclusion": conclusion,
         "steps": steps,
+    }
+
+
+# --------------------------------------------------------------------------- TPU duty cycle
+
+_OFF_DUTY = frozenset(
+    (
+        "infeed",
+        "outfeed",
+        "host send",
+        "host send-done",
+        "host recv",
+        "host recv-done",
+        "megacore fusion",
+    )
+)
+
+
+def _local_chip_id(core_details: Any) -> int | None:
+    """``local_chip_id`` (field 4) of a serialized CoreDetails; None without the stat. An empty
+    message parses as chip 0, as in XProf."""
+    if not isinstance(core_details, bytes):
+        return None
+    pos, chip = 0, 0
+    while pos < len(core_details):
+        key, pos = _varint(core_details, pos)
+        if key & 7 == 0:
+            value, pos = _varint(core_details, pos)
+            if key >> 3 == 4:
+                chip = value
+        elif key & 7 == 2:
+            length, pos = _varint(core_details, pos)
+            pos += length
+        else:
+            return None
+    return chip
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The length of the union of intervals [starts, ends)."""
+    if not len(starts):
+        return 0
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > ends[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(starts) - 1)
+    return int((ends[last] - starts[first]).sum())
+
+
+def duty_cycle(space: Space) -> dict[str, Any] | None:
+    """XProf's TPU duty cycle (see the module docstring): ``busy_time_ps``, ``idle_time_ps``
+    and ``duty_cycle_percent``; None without TPU op lines."""
+    chips: dict[tuple[str, int], tuple[list[np.ndarray], list[np.ndarray], list[int], list[int]]]
+    chips = {}
+    for index, plane in enumerate(space.planes):
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        chip = _local_chip_id(plane.stats.get("core_details"))
+        key = ("chip", chip) if chip is not None else ("plane", index)
+        active_starts, active_ends, lows, highs = chips.setdefault(key, ([], [], [], []))
+        for line in plane.lines:
+            if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
+                continue
+            starts = np.asarray(line.start_ps, dtype=np.int64)
+            ends = starts + np.asarray(line.duration_ps, dtype=np.int64)
+            lows.append(int(starts.min()))
+            highs.append(int(ends.max()))
+            if line.name == "XLA Ops":
+                category = plane.metadata_stat("hlo_category", "")
+                rows = plane.metadata.rows(line.metadata_id)
+                off = np.array([category[r] in _OFF_DUTY if r >= 0 else False for r in rows])
+                active_starts.append(starts[~off] if len(off) else starts)
+                active_ends.append(ends[~off] if len(off) else ends)
+    busy = idle = 0
+    for active_starts, active_ends, lows, highs in chips.values():
+        if not lows:
+            continue
+        active = _merged_length(
+            np.concatenate(active_starts or [np.empty(0, np.int64)]),
+            np.concatenate(active_ends or [np.empty(0, np.int64)]),
+        )
+        busy += active
+        idle += max(highs) - min(lows) - active
+    if busy + idle == 0:
+        return None
+    return {
+        "busy_time_ps": busy,
+        "idle_time_ps": idle,
+        "duty_cycle_percent": 100.0 * busy / (busy + idle),
     }
