@@ -19,7 +19,9 @@ the traced code called directly (the outermost frames the tracer recorded: the t
 callees), less files whose frames run under JAX's dispatch (``PjitFunction``, execution).
 
 Host events are on the host clock. CPU and GPU device events are too; a TPU's ops are on its
-device clock, so TPU devices are not compared (said in a note).
+device clock. Given the TPU devices' clocks (:func:`tpu_clocks`, as ``tpuperf host`` does),
+each host event goes onto each TPU device's clock as the host's step markers do; without them
+TPU devices are not compared (said in a note).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from tpuperf.timeline import (
 )
 
 if TYPE_CHECKING:
+    from tpuperf.tables import DeviceClock
     from tpuperf.timeline import DeviceView, Timeline
     from tpuperf.xspace import Space
 
@@ -342,39 +345,86 @@ def _idle_sets(view: DeviceView) -> tuple[Intervals, Intervals, Intervals]:
     return idle, subtract(idle, inner), subtract(idle, union(steps.start_ps, steps.end_ps))
 
 
-_CACHE: list[tuple[Timeline, HostActivity | None]] = []
+_CACHE: list[tuple[Timeline, object, HostActivity | None]] = []
+TPU_NOT_COMPARED = (
+    "TPU ops are on the device clock, host events on the host clock: TPU devices not compared"
+)
 
 
-def activity(tl: Timeline) -> HostActivity | None:
+def activity(
+    tl: Timeline, clocks: dict[tuple[str, int], DeviceClock] | None = None
+) -> HostActivity | None:
     """Host events ranked by the device idle they overlap (see HostActivity); None when the
-    profile holds no host events. Computed once per timeline."""
-    for built, found in _CACHE:
-        if built is tl:
+    profile holds no host events. TPU devices are compared where ``clocks`` holds their
+    device clock (:func:`tpu_clocks`): each host event goes onto it as the host's step markers
+    do. Computed once per timeline and clocks."""
+    for built, built_clocks, found in _CACHE:
+        if built is tl and built_clocks is clocks:
             return found
-    found = _activity(tl)
-    _CACHE.append((tl, found))
+    found = _activity(tl, clocks or {})
+    _CACHE.append((tl, clocks, found))
     del _CACHE[:-2]
     return found
 
 
-def _activity(tl: Timeline) -> HostActivity | None:
+def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
+    """Each TPU device's clock, (host, device) -> DeviceClock, rebuilt from its file as the
+    tables built it (:func:`tpuperf.tables.device_clock` on its ``XLA Ops`` line) and
+    dropped once its steps were placed."""
+    from tpuperf import sources, tables, xspace
+
+    clocks: dict[tuple[str, int], DeviceClock] = {}
+    hosts = {v for v in profile.devices.loc[profile.devices["kind"] == "TPU", "host"]}
+    for info in profile.hosts:
+        if info.host not in hosts:
+            continue
+        for plane in xspace.decode(sources.read_profile(info.path)).planes:
+            match = re.fullmatch(r"/device:TPU:(\d+)", plane.name)
+            line = next((ln for ln in plane.lines if ln.name == "XLA Ops"), None)
+            if match is None or line is None or not len(line):
+                continue
+            events = line.int_events(("device_offset_ps", "device_duration_ps"))
+            clocks[info.host, int(match[1])] = tables.device_clock(events, line.timestamp_ns)[2]
+    return clocks
+
+
+def _on_clock(events: Table, clock: DeviceClock) -> Table:
+    """Host events placed on a device clock (each event as a host-clock window)."""
+    start = events.array("start_ps")
+    placed_start, placed_end = clock.place(start, start + events.array("dur_ps"))
+    return events.with_columns(start_ps=placed_start, dur_ps=placed_end - placed_start)
+
+
+def _activity(tl: Timeline, clocks: dict[tuple[str, int], DeviceClock]) -> HostActivity | None:
     events_by_host: dict[str, Table] = getattr(tl.profile, "host_events", None) or {}
     if not events_by_host:
         return None
     notes: list[str] = []
     views = [v for v in tl.devices if (t := events_by_host.get(v.host)) is not None and t.n]
-    if any(v.kind == "TPU" for v in views):
-        notes.append(
-            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
-            "compared"
-        )
-    views = [v for v in views if v.kind != "TPU"]
+    if any(v.kind == "TPU" and (v.host, v.device) not in clocks for v in views):
+        notes.append(TPU_NOT_COMPARED)
+    views = [v for v in views if v.kind != "TPU" or (v.host, v.device) in clocks]
     if not views:
         return None
-    prepared = {h: _prepare(events_by_host[h]) for h in sorted({v.host for v in views})}
+    # A host's events as each device sees them: TPU devices on their own clock.
+    prepared_by_host = {
+        h: _prepare(events_by_host[h]) for h in sorted({v.host for v in views if v.kind != "TPU"})
+    }
+    prepared_by_view = {
+        (v.host, v.device): (
+            _prepare(_on_clock(events_by_host[v.host], clocks[v.host, v.device]))
+            if v.kind == "TPU"
+            else prepared_by_host[v.host]
+        )
+        for v in views
+    }
+    prepared = {
+        h: prepared_by_view[next((v.host, v.device) for v in views if v.host == h)]
+        for h in sorted({v.host for v in views})
+    }
     labels: dict[tuple[str, str, str], int] = {}
-    for host in sorted({v.host for v in views}):
-        for label in prepared[host].labels:
+    for key in prepared_by_view:
+        for label in prepared_by_view[key].labels:
             labels.setdefault(label, len(labels))
     idle_by_label = np.zeros(len(labels))
     between_by_label = np.zeros(len(labels))
@@ -385,7 +435,7 @@ def _activity(tl: Timeline) -> HostActivity | None:
     load_between = input_between = 0
     iterations = 0
     for view in views:
-        events = prepared[view.host]
+        events = prepared_by_view[view.host, view.device]
         idle, between, outside = _idle_sets(view)
         iterations += len(view.iterations)
         idle_total += idle.total
@@ -492,15 +542,14 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
     from tpuperf.timeline import build_timeline, stats_ms
 
     tl = build_timeline(profile, config)
-    found = activity(tl) if tl.has_steps else None
+    has_events = bool(getattr(profile, "host_events", None))
+    clocks = tpu_clocks(profile) if tl.has_steps and has_events else {}
+    found = activity(tl, clocks) if tl.has_steps else None
     notes = list(tl.notes)
     if not tl.has_steps:
         notes.append("no steps: iterations need steps (a Steps line, step markers or a program)")
-    elif found is None and getattr(profile, "host_events", None) and tl.platform == "TPU":
-        notes.append(
-            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
-            "compared"
-        )
+    elif found is None and has_events and tl.platform == "TPU":
+        notes.append(TPU_NOT_COMPARED)
     elif found is None:
         notes.append(
             "no host events to compare: capture with the host tracer on (and, for Python "
