@@ -418,6 +418,8 @@ def _activity(tl: Timeline, clocks: dict[tuple[str, int], DeviceClock]) -> HostA
         )
         for v in views
     }
+    # Calls, event time and input ops: each host's events as its first compared device sees
+    # them (the devices of a host share its events).
     prepared = {
         h: prepared_by_view[next((v.host, v.device) for v in views if v.host == h)]
         for h in sorted({v.host for v in views})
