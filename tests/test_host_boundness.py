@@ -186,3 +186,19 @@ def test_v6e_duty_cycle_equals_xprof(tmp_path) -> None:  # type: ignore[no-untyp
     printed, busy, idle = _xprof_overview(copy)
     assert (busy, idle) == (duty["busy_time_ps"], duty["idle_time_ps"])
     assert printed == "86.5%"
+
+
+def test_readme_states_the_duty_cycles(run) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import REPO
+
+    run_dir, _ = run
+    (source,) = run_dir.glob("*.xplane.pb")
+    duty = xprof_compat.duty_cycle(xspace.decode(source.read_bytes()))
+    v6e = xprof_compat.duty_cycle(
+        xspace.decode(shared_profile("tpu/v6e_4chip_inference.xplane.pb").read_bytes())
+    )
+    assert duty is not None and v6e is not None
+    readme = " ".join((REPO / "README.md").read_text().split())
+    section = readme[readme.index("## Host: `tpuperf host`") :]
+    assert f"generated run ({duty['duty_cycle_percent']:.1f}%;" in section
+    assert f"v6e profile ({v6e['duty_cycle_percent']:.1f}%)" in section

@@ -60,3 +60,11 @@ def test_without_clocks_tpu_devices_are_left_out(run) -> None:  # type: ignore[n
     profile, _ = run
     tl = build_timeline(profile, AnalysisConfig(warmup_steps=0))
     assert hostview.activity(tl) is None
+
+
+def test_readme_states_the_drift() -> None:
+    from tests.conftest import REPO
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    section = readme[readme.index("## Host: `tpuperf host`") :]
+    assert f"fall {TPU_HOST_GAP_DRIFT_PS / 1e9:.0f} ms further behind the host's" in section
