@@ -13,7 +13,7 @@ import pytest
 from tpuperf.analyzers.base import AnalysisConfig
 
 import tpuperf
-from fixtures.generate import write_run
+from fixtures.generate import generate_tpu_counters, write_run
 from tests.conftest import shared_profile
 from tpuperf import hostview, xprof_compat, xspace
 
@@ -96,7 +96,8 @@ def test_quantities_equal_xprof_check_host_boundness(run) -> None:  # type: igno
     # hardware counters, which a profile without them reads as 0%.
     assert ours["idle_above_threshold"]
     assert metrics["mxu_idleness_percent"] == 0.0
-    assert xprof["status"] == "NOT_HOST_BOUND"
+    assert ours["mxu_idleness_percent"] is None
+    assert xprof["status"] == ours["status"] == "NOT_HOST_BOUND"
 
 
 def test_the_host_document_carries_them(run) -> None:  # type: ignore[no-untyped-def]
@@ -202,3 +203,70 @@ def test_readme_states_the_duty_cycles(run) -> None:  # type: ignore[no-untyped-
     section = readme[readme.index("## Host: `tpuperf host`") :]
     assert f"generated run ({duty['duty_cycle_percent']:.1f}%;" in section
     assert f"v6e profile ({v6e['duty_cycle_percent']:.1f}%)" in section
+
+
+_COUNTER_FIELDS = (
+    "mxu_idleness_percent",
+    "hbm_bandwidth_utilization_percent",
+    "ici_read_utilization_percent",
+    "ici_write_utilization_percent",
+)
+
+
+@pytest.fixture(scope="module")
+def counters_run(tmp_path_factory):  # type: ignore[no-untyped-def]
+    generated = generate_tpu_counters()
+    host, data = next(iter(generated.xspaces.items()))
+    run_dir = tmp_path_factory.mktemp("counters") / "counters"
+    run_dir.mkdir()
+    (run_dir / f"{host}.xplane.pb").write_bytes(data)
+    return run_dir, generated.truth.notes["counters"]
+
+
+def test_counters_against_the_generators_samples(counters_run) -> None:  # type: ignore[no-untyped-def]
+    run_dir, samples = counters_run
+    ours = hostview.xprof_host_boundness(tpuperf.load(run_dir))
+    assert ours is not None
+    # Cycle-weighted over the samples: cycles with no MXU busy over all cycles.
+    idle = sum(s["mxu_busy_0"] for s in samples) / sum(s["cycles"] for s in samples)
+    assert ours["mxu_idleness_percent"] == pytest.approx(100 * idle)
+    # ICI read over write: flits in the same ratio (same bytes per flit and peak).
+    ratio = sum(s["ici_read_flits"] for s in samples) / sum(s["ici_write_flits"] for s in samples)
+    assert ours["ici_read_utilization_percent"] == pytest.approx(
+        ratio * ours["ici_write_utilization_percent"]
+    )
+    assert ours["status"] == "HOST_BOUND"
+
+
+def test_host_bound_equals_xprof_check_host_boundness(counters_run) -> None:  # type: ignore[no-untyped-def]
+    run_dir, _ = counters_run
+    xprof = _xprof_check_host_boundness(run_dir)
+    ours = hostview.xprof_host_boundness(tpuperf.load(run_dir))
+    assert ours is not None
+    assert xprof["status"] == ours["status"] == "HOST_BOUND"
+    for field in _COUNTER_FIELDS:
+        assert xprof["metrics"][field] == round(ours[field], 2), field
+    assert xprof["metrics"]["idle_time_ratio_percent"] == round(
+        ours["xprof_idle_time_ratio_pct"], 2
+    )
+
+
+def test_readme_states_the_counters(counters_run) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from tests.conftest import REPO
+
+    run_dir, _ = counters_run
+    ours = hostview.xprof_host_boundness(tpuperf.load(run_dir))
+    assert ours is not None
+    text = (REPO / "README.md").read_text()
+    missing = [f for f in ours if not re.search(rf"`{re.escape(f)}[` ]", text)]
+    assert not missing, f"README does not document {missing}"
+    readme = " ".join(text.split())
+    section = readme[readme.index("## Host: `tpuperf host`") :]
+    assert (
+        f"MXU idleness {ours['mxu_idleness_percent']:.2f}%, "
+        f"HBM {ours['hbm_bandwidth_utilization_percent']:.2f}%, "
+        f"ICI read {ours['ici_read_utilization_percent']:.2f}% and "
+        f"write {ours['ici_write_utilization_percent']:.2f}%"
+    ) in section

@@ -629,8 +629,9 @@ def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
 # HLO op profile's op time summed over the cores and divided by their number (collectives as
 # ICI, copies as HBM, the rest as compute), the rest of the steps' total is idle. HOST_BOUND
 # needs more than 10% idle AND MXU idleness over 70% AND HBM and ICI bandwidth under 30%, all
-# three read from TPU hardware counters (utilization viewer); without them XProf reads 0% MXU
-# idleness and answers NOT_HOST_BOUND.
+# three read from TPU hardware counters (utilization viewer, tpuperf.xprof_compat.utilization;
+# each rounded to 2 decimals as the CLI prints it); without them XProf reads 0% MXU idleness
+# and answers NOT_HOST_BOUND.
 _XPROF_ICI = (
     "all-reduce",
     "all-gather",
@@ -641,6 +642,14 @@ _XPROF_ICI = (
 )
 _XPROF_HBM = ("copy",)
 XPROF_IDLE_THRESHOLD_PCT = 10.0
+XPROF_MXU_IDLENESS_PCT = 70.0
+XPROF_BANDWIDTH_PCT = 30.0
+_XPROF_COUNTER_FIELDS = (
+    "mxu_idleness_percent",
+    "hbm_bandwidth_utilization_percent",
+    "ici_read_utilization_percent",
+    "ici_write_utilization_percent",
+)
 
 
 def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
@@ -648,7 +657,8 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     without steps. `tpu_duty_cycle_percent` is XProf's (:func:`tpuperf.xprof_compat.duty_cycle`,
     read again from the file: one-host TPU profiles only, else None).
     `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step times the step
-    count), not over tpuperf's iterations."""
+    count), not over tpuperf's iterations. The counter fields are None without v6e counters
+    (XProf then reads 0%, and so does `status`)."""
     steps = profile.steps
     if steps is None or len(steps) == 0:
         return None
@@ -688,8 +698,20 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
 
     space = _one_space(profile, "TPU")
     duty = xprof_compat.duty_cycle(space) if space is not None else None
+    counters = xprof_compat.utilization(space) if space is not None else None
+    # XProf reads a profile without counters as 0% everywhere.
+    read = counters or dict.fromkeys(_XPROF_COUNTER_FIELDS, 0.0)
+    host_bound = (
+        100.0 * fraction > XPROF_IDLE_THRESHOLD_PCT
+        and round(read["mxu_idleness_percent"], 2) > XPROF_MXU_IDLENESS_PCT
+        and round(read["hbm_bandwidth_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+        and round(read["ici_read_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+        and round(read["ici_write_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+    )
     return {
+        "status": "HOST_BOUND" if host_bound else "NOT_HOST_BOUND",
         "tpu_duty_cycle_percent": duty["duty_cycle_percent"] if duty else None,
+        **{name: counters[name] if counters else None for name in _XPROF_COUNTER_FIELDS},
         "number_of_steps": n_steps,
         "steptime_ms_average": average_ms,
         "total_duration_ms": total_ms,

@@ -38,6 +38,15 @@ and duration, not its ``device_offset_ps``/``device_duration_ps``, which tpuperf
 Cores of one chip (``core_details``' ``local_chip_id``) are united, active time and span alike;
 a plane without core details counts alone. Duty cycle = active / (active + idle) summed over
 the chips.
+
+**TPU hardware counters** (``xplane_to_utilization_viewer.cc``,
+``tpu_generic_utilization_utils.cc``, the CLI's ``get_utilization_viewer`` and
+``check_host_boundness``): on a v6e plane (``device_type_string`` "TPU v6 Lite") with a
+``device_id`` stat, each line whose events carry ``performance_counter_id`` and
+``counter_value`` is one sample. Per sample with tensor-core cycles: MXU idleness = cycles with
+no MXU busy / cycles; HBM = 32 bytes per read/write beat of its 32 controllers over 1525.5 GiB/s
+for cycles / 1.75 GHz; ICI read (write) = 128 bytes per flit over 294.9 GB/s for cycles / 1 GHz.
+The CLI reads device 0 only and weights samples by their cycles (sum over sum).
 """
 
 from __future__ import annotations
@@ -371,4 +380,91 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
         "busy_time_ps": busy,
         "idle_time_ps": idle,
         "duty_cycle_percent": 100.0 * busy / (busy + idle),
+    }
+
+
+# --------------------------------------------------------------------------- TPU counters
+
+# TPU v6e counter ids (openxla/xprof xprof/utils/tpu_counter_ids_v6e.h): the tensor core's
+# cycles and cycles with no MXU busy; the HBM controllers' read responses (two per
+# controller) and write and partial-write requests (four), 32 controllers 2**21 ids apart from
+# the first controller's; the ICI router's read and write request insertions.
+V6E_CYCLES = 3257466888
+V6E_MXU_BUSY_0 = 3257467400
+_V6E_HBM_FIRST = 3019980856
+V6E_HBM_READ = tuple(_V6E_HBM_FIRST + k * 2**21 + o for k in range(32) for o in (0, 8))
+V6E_HBM_WRITE = tuple(
+    _V6E_HBM_FIRST + k * 2**21 + o for k in range(32) for o in (-32, -24, -16, -8)
+)
+V6E_ICI_READ = (2953257136, 2953257192)
+V6E_ICI_WRITE = (2953257248, 2953257304)
+_V6E_HZ = 1.75e9
+_V6E_PEAK_HBM_BPS = 1525.5 * 2**30
+_HBM_BYTES_PER_BEAT = 32
+_ICI_BYTES_PER_FLIT = 128
+_PEAK_ICI_BPS = 294947368421.0526  # over cycles counted at 1 GHz, as XProf approximates
+
+
+def _counter_samples(plane: Plane) -> list[dict[int, int]]:
+    """Each line's counters (id -> value) of a plane: event stats, else their metadata's."""
+    from tpuperf.xspace import MISSING
+
+    samples = []
+    ids_by_row = plane.metadata_stat("performance_counter_id", MISSING)
+    values_by_row = plane.metadata_stat("counter_value", MISSING)
+    for line in plane.lines:
+        if not len(line):
+            continue
+        ids = np.asarray(line.stat("performance_counter_id", MISSING), dtype=np.int64)
+        values = np.asarray(line.stat("counter_value", MISSING))
+        rows = plane.metadata.rows(line.metadata_id)
+        sample = {}
+        for i, (counter, value) in enumerate(zip(ids.tolist(), values.tolist(), strict=True)):
+            row = int(rows[i])
+            if counter == MISSING and row >= 0:
+                counter = int(np.asarray(ids_by_row)[row])
+            if value == MISSING and row >= 0:
+                value = np.asarray(values_by_row)[row].item()
+            if counter not in (MISSING, 0) and value != MISSING:
+                sample[counter] = int(value)
+        if sample:
+            samples.append(sample)
+    return samples
+
+
+def utilization(space: Space, device: int = 0) -> dict[str, float] | None:
+    """XProf's counter-based utilization of TPU v6e ``device`` (see the module docstring):
+    ``mxu_idleness_percent``, ``hbm_bandwidth_utilization_percent``,
+    ``ici_read_utilization_percent``, ``ici_write_utilization_percent``; None where the
+    device has no v6e counter samples with cycles."""
+    totals = np.zeros(7)  # idle cycles, cycles, hbm bytes, hbm peak, ici rd, ici wr, ici peak
+    for plane in space.planes:
+        if not plane.name.startswith("/device:TPU:"):
+            continue
+        if plane.stats.get("device_id") != device:
+            continue
+        if "TPU v6 Lite" not in str(plane.stats.get("device_type_string", "")):
+            continue
+        for sample in _counter_samples(plane):
+            cycles = sample.get(V6E_CYCLES, 0)
+            if not cycles:
+                continue
+            beats = sum(sample.get(c, 0) for c in (*V6E_HBM_READ, *V6E_HBM_WRITE))
+            totals += [
+                sample.get(V6E_MXU_BUSY_0, 0),
+                cycles,
+                beats * _HBM_BYTES_PER_BEAT,
+                _V6E_PEAK_HBM_BPS * cycles / _V6E_HZ,
+                sum(sample.get(c, 0) for c in V6E_ICI_READ) * _ICI_BYTES_PER_FLIT,
+                sum(sample.get(c, 0) for c in V6E_ICI_WRITE) * _ICI_BYTES_PER_FLIT,
+                _PEAK_ICI_BPS * cycles / 1e9,
+            ]
+    idle, cycles, hbm, hbm_peak, ici_read, ici_write, ici_peak = totals.tolist()
+    if not cycles:
+        return None
+    return {
+        "mxu_idleness_percent": 100.0 * idle / cycles,
+        "hbm_bandwidth_utilization_percent": 100.0 * hbm / hbm_peak,
+        "ici_read_utilization_percent": 100.0 * ici_read / ici_peak,
+        "ici_write_utilization_percent": 100.0 * ici_write / ici_peak,
     }
