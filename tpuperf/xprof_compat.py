@@ -1,6 +1,7 @@
 """XProf's own computations, redone on the raw file where tpuperf's tables do not keep what
-XProf reads (issue 23): its GPU input-pipeline verdict (step groups, correlation ids) and its
-TPU duty cycle (host-clock op spans). Each as XProf 2.24.2 computes it.
+XProf reads (issue 23): its GPU input-pipeline verdict (step groups, correlation ids), its
+TPU duty cycle (host-clock op spans) and its TPU hardware-counter utilization (counter
+events). Each as XProf 2.24.2 computes it.
 
 **Input pipeline on GPU.** XProf (openxla/xprof: ``xplane_to_step_events.cc``, ``event_span.cc``,
 ``step_events_to_steps_db.cc``, ``op_stats_to_input_pipeline_analysis.cc``) builds the GPU
