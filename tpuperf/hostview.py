@@ -19,7 +19,9 @@ the traced code called directly (the outermost frames the tracer recorded: the t
 callees), less files whose frames run under JAX's dispatch (``PjitFunction``, execution).
 
 Host events are on the host clock. CPU and GPU device events are too; a TPU's ops are on its
-device clock, so TPU devices are not compared (said in a note).
+device clock. Given the TPU devices' clocks (:func:`tpu_clocks`, as ``tpuperf host`` does),
+each host event goes onto each TPU device's clock as the host's step markers do; without them
+TPU devices are not compared (said in a note).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from tpuperf.timeline import (
 )
 
 if TYPE_CHECKING:
+    from tpuperf.tables import DeviceClock
     from tpuperf.timeline import DeviceView, Timeline
     from tpuperf.xspace import Space
 
@@ -342,39 +345,88 @@ def _idle_sets(view: DeviceView) -> tuple[Intervals, Intervals, Intervals]:
     return idle, subtract(idle, inner), subtract(idle, union(steps.start_ps, steps.end_ps))
 
 
-_CACHE: list[tuple[Timeline, HostActivity | None]] = []
+_CACHE: list[tuple[Timeline, object, HostActivity | None]] = []
+TPU_NOT_COMPARED = (
+    "TPU ops are on the device clock, host events on the host clock: TPU devices not compared"
+)
 
 
-def activity(tl: Timeline) -> HostActivity | None:
+def activity(
+    tl: Timeline, clocks: dict[tuple[str, int], DeviceClock] | None = None
+) -> HostActivity | None:
     """Host events ranked by the device idle they overlap (see HostActivity); None when the
-    profile holds no host events. Computed once per timeline."""
-    for built, found in _CACHE:
-        if built is tl:
+    profile holds no host events. TPU devices are compared where ``clocks`` holds their
+    device clock (:func:`tpu_clocks`): each host event goes onto it as the host's step markers
+    do. Computed once per timeline and clocks."""
+    for built, built_clocks, found in _CACHE:
+        if built is tl and built_clocks is clocks:
             return found
-    found = _activity(tl)
-    _CACHE.append((tl, found))
+    found = _activity(tl, clocks or {})
+    _CACHE.append((tl, clocks, found))
     del _CACHE[:-2]
     return found
 
 
-def _activity(tl: Timeline) -> HostActivity | None:
+def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
+    """Each TPU device's clock, (host, device) -> DeviceClock, rebuilt from its file as the
+    tables built it (:func:`tpuperf.tables.device_clock` on its ``XLA Ops`` line) and
+    dropped once its steps were placed."""
+    from tpuperf import sources, tables, xspace
+
+    clocks: dict[tuple[str, int], DeviceClock] = {}
+    hosts = {v for v in profile.devices.loc[profile.devices["kind"] == "TPU", "host"]}
+    for info in profile.hosts:
+        if info.host not in hosts:
+            continue
+        for plane in xspace.decode(sources.read_profile(info.path)).planes:
+            match = re.fullmatch(r"/device:TPU:(\d+)", plane.name)
+            line = next((ln for ln in plane.lines if ln.name == "XLA Ops"), None)
+            if match is None or line is None or not len(line):
+                continue
+            events = line.int_events(("device_offset_ps", "device_duration_ps"))
+            clocks[info.host, int(match[1])] = tables.device_clock(events, line.timestamp_ns)[2]
+    return clocks
+
+
+def _on_clock(events: Table, clock: DeviceClock) -> Table:
+    """Host events placed on a device clock (each event as a host-clock window)."""
+    start = events.array("start_ps")
+    placed_start, placed_end = clock.place(start, start + events.array("dur_ps"))
+    return events.with_columns(start_ps=placed_start, dur_ps=placed_end - placed_start)
+
+
+def _activity(tl: Timeline, clocks: dict[tuple[str, int], DeviceClock]) -> HostActivity | None:
     events_by_host: dict[str, Table] = getattr(tl.profile, "host_events", None) or {}
     if not events_by_host:
         return None
     notes: list[str] = []
     views = [v for v in tl.devices if (t := events_by_host.get(v.host)) is not None and t.n]
-    if any(v.kind == "TPU" for v in views):
-        notes.append(
-            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
-            "compared"
-        )
-    views = [v for v in views if v.kind != "TPU"]
+    if any(v.kind == "TPU" and (v.host, v.device) not in clocks for v in views):
+        notes.append(TPU_NOT_COMPARED)
+    views = [v for v in views if v.kind != "TPU" or (v.host, v.device) in clocks]
     if not views:
         return None
-    prepared = {h: _prepare(events_by_host[h]) for h in sorted({v.host for v in views})}
+    # A host's events as each device sees them: TPU devices on their own clock.
+    prepared_by_host = {
+        h: _prepare(events_by_host[h]) for h in sorted({v.host for v in views if v.kind != "TPU"})
+    }
+    prepared_by_view = {
+        (v.host, v.device): (
+            _prepare(_on_clock(events_by_host[v.host], clocks[v.host, v.device]))
+            if v.kind == "TPU"
+            else prepared_by_host[v.host]
+        )
+        for v in views
+    }
+    # Calls, event time and input ops: each host's events as its first compared device sees
+    # them (the devices of a host share its events).
+    prepared = {
+        h: prepared_by_view[next((v.host, v.device) for v in views if v.host == h)]
+        for h in sorted({v.host for v in views})
+    }
     labels: dict[tuple[str, str, str], int] = {}
-    for host in sorted({v.host for v in views}):
-        for label in prepared[host].labels:
+    for key in prepared_by_view:
+        for label in prepared_by_view[key].labels:
             labels.setdefault(label, len(labels))
     idle_by_label = np.zeros(len(labels))
     between_by_label = np.zeros(len(labels))
@@ -385,7 +437,7 @@ def _activity(tl: Timeline) -> HostActivity | None:
     load_between = input_between = 0
     iterations = 0
     for view in views:
-        events = prepared[view.host]
+        events = prepared_by_view[view.host, view.device]
         idle, between, outside = _idle_sets(view)
         iterations += len(view.iterations)
         idle_total += idle.total
@@ -492,15 +544,14 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
     from tpuperf.timeline import build_timeline, stats_ms
 
     tl = build_timeline(profile, config)
-    found = activity(tl) if tl.has_steps else None
+    has_events = bool(getattr(profile, "host_events", None))
+    clocks = tpu_clocks(profile) if tl.has_steps and has_events else {}
+    found = activity(tl, clocks) if tl.has_steps else None
     notes = list(tl.notes)
     if not tl.has_steps:
         notes.append("no steps: iterations need steps (a Steps line, step markers or a program)")
-    elif found is None and getattr(profile, "host_events", None) and tl.platform == "TPU":
-        notes.append(
-            "TPU ops are on the device clock, host events on the host clock: TPU devices not "
-            "compared"
-        )
+    elif found is None and has_events and tl.platform == "TPU":
+        notes.append(TPU_NOT_COMPARED)
     elif found is None:
         notes.append(
             "no host events to compare: capture with the host tracer on (and, for Python "
@@ -546,10 +597,31 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
         "explained_ms_per_iteration": found.explained_ms_per_iteration if found else None,
         "input": dict(found.input) if found else None,
         "xprof_host_boundness": xprof_host_boundness(profile),
+        "xprof_input_pipeline": xprof_input_pipeline(profile),
         "events": rows,
         "notes": notes,
     }
     return jsonout.clean(document)
+
+
+def _one_space(profile: Any, platform: str) -> Space | None:
+    """The decoded file of a one-host ``platform`` profile, read again (for what XProf reads
+    and the loaded tables do not keep); None on other platforms or with several hosts."""
+    if profile.platform != platform or len(profile.hosts) != 1:
+        return None
+    from tpuperf import sources, xspace
+
+    return xspace.decode(sources.read_profile(profile.hosts[0].path))
+
+
+def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
+    """XProf's GPU input-pipeline breakdown and verdict (:mod:`tpuperf.xprof_compat`) of a
+    one-host GPU profile (the loaded tables keep no step groups); None on other platforms,
+    several hosts, or where the file carries no step groups."""
+    from tpuperf import xprof_compat
+
+    space = _one_space(profile, "GPU")
+    return xprof_compat.input_pipeline(space) if space is not None else None
 
 
 # XProf 2.24.2's `check_host_boundness` (xprof/cli/tools/check_host_boundness_tool.py): the
@@ -557,8 +629,9 @@ def report(profile: Any, config: Any, top: int = 20) -> dict[str, Any]:
 # HLO op profile's op time summed over the cores and divided by their number (collectives as
 # ICI, copies as HBM, the rest as compute), the rest of the steps' total is idle. HOST_BOUND
 # needs more than 10% idle AND MXU idleness over 70% AND HBM and ICI bandwidth under 30%, all
-# three read from TPU hardware counters (utilization viewer); without them XProf reads 0% MXU
-# idleness and answers NOT_HOST_BOUND.
+# three read from TPU hardware counters (utilization viewer, tpuperf.xprof_compat.utilization;
+# each rounded to 2 decimals as the CLI prints it); without them XProf reads 0% MXU idleness
+# and answers NOT_HOST_BOUND.
 _XPROF_ICI = (
     "all-reduce",
     "all-gather",
@@ -569,12 +642,23 @@ _XPROF_ICI = (
 )
 _XPROF_HBM = ("copy",)
 XPROF_IDLE_THRESHOLD_PCT = 10.0
+XPROF_MXU_IDLENESS_PCT = 70.0
+XPROF_BANDWIDTH_PCT = 30.0
+_XPROF_COUNTER_FIELDS = (
+    "mxu_idleness_percent",
+    "hbm_bandwidth_utilization_percent",
+    "ici_read_utilization_percent",
+    "ici_write_utilization_percent",
+)
 
 
 def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     """XProf's `check_host_boundness` quantities, computed as it does (see above), or None
-    without steps. `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step
-    times the step count), not over tpuperf's iterations."""
+    without steps. `tpu_duty_cycle_percent` is XProf's (:func:`tpuperf.xprof_compat.duty_cycle`,
+    read again from the file: one-host TPU profiles only, else None).
+    `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step times the step
+    count), not over tpuperf's iterations. The counter fields are None without v6e counters
+    (XProf then reads 0%, and so does `status`)."""
     steps = profile.steps
     if steps is None or len(steps) == 0:
         return None
@@ -610,7 +694,24 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     idle_ms = max(0.0, total_ms - (compute_ms + hbm_ms + ici_ms))
     fraction = min(1.0, idle_ms / total_ms) if total_ms else 0.0
     active_ms = total_ms - idle_ms
+    from tpuperf import xprof_compat
+
+    space = _one_space(profile, "TPU")
+    duty = xprof_compat.duty_cycle(space) if space is not None else None
+    counters = xprof_compat.utilization(space) if space is not None else None
+    # XProf reads a profile without counters as 0% everywhere.
+    read = counters or dict.fromkeys(_XPROF_COUNTER_FIELDS, 0.0)
+    host_bound = (
+        100.0 * fraction > XPROF_IDLE_THRESHOLD_PCT
+        and round(read["mxu_idleness_percent"], 2) > XPROF_MXU_IDLENESS_PCT
+        and round(read["hbm_bandwidth_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+        and round(read["ici_read_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+        and round(read["ici_write_utilization_percent"], 2) < XPROF_BANDWIDTH_PCT
+    )
     return {
+        "status": "HOST_BOUND" if host_bound else "NOT_HOST_BOUND",
+        "tpu_duty_cycle_percent": duty["duty_cycle_percent"] if duty else None,
+        **{name: counters[name] if counters else None for name in _XPROF_COUNTER_FIELDS},
         "number_of_steps": n_steps,
         "steptime_ms_average": average_ms,
         "total_duration_ms": total_ms,

@@ -47,6 +47,9 @@ def render_host(document: dict[str, Any], console: Console, wide: bool = False) 
                 f"({fmt_pct(verdict['input_pct_of_iteration'])} of the iteration)"
             )
         )
+    xprof = document.get("xprof_input_pipeline")
+    if xprof:
+        console.print(Text(f"XProf's input-pipeline verdict: {xprof['input_conclusion']}"))
     rows = [
         [
             r["name"],

@@ -1,0 +1,70 @@
+"""TPU devices in `tpuperf host`: host events placed on each TPU device's clock
+(tpuperf.hostview.tpu_clocks), on a generated TPU run whose device clocks drift from the host's
+(fixtures.generate.generate_tpu_host_gaps), against the generator's truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tpuperf.analyzers.base import AnalysisConfig
+
+import tpuperf
+from fixtures.generate import TPU_HOST_GAP_DRIFT_PS, generate_tpu_host_gaps
+from tpuperf import hostview
+from tpuperf.tables import IDENTITY_CLOCK
+from tpuperf.timeline import build_timeline
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):  # type: ignore[no-untyped-def]
+    generated = generate_tpu_host_gaps()
+    host, data = next(iter(generated.xspaces.items()))
+    path = Path(tmp_path_factory.mktemp("tpu_host_gaps")) / f"{host}.xplane.pb"
+    path.write_bytes(data)
+    return tpuperf.load(path), generated.truth.notes["host_gap"]
+
+
+def test_host_events_meet_the_tpu_devices_idle(run) -> None:  # type: ignore[no-untyped-def]
+    profile, truth = run
+    document = hostview.report(profile, AnalysisConfig(warmup_steps=0))
+    assert document["devices"] == 2
+    assert hostview.TPU_NOT_COMPARED not in document["notes"]
+    assert document["outside_steps_idle_ms_per_iteration"] == pytest.approx(
+        truth["outside_ps"] / 1e9
+    )
+    # The host's work lies wholly in the devices' idle after each step.
+    assert document["explained_ms_per_iteration"] == pytest.approx(truth["gap_ps"] / 1e9)
+    rows = {r["name"]: r for r in document["events"] if r["kind"] == "python"}
+    assert set(rows) == set(truth["self_ps"])
+    for function, self_ps in truth["self_ps"].items():
+        assert rows[function]["outside_steps_ms_per_iteration"] == pytest.approx(self_ps / 1e9)
+        assert rows[function]["idle_ms_per_iteration"] == pytest.approx(self_ps / 1e9)
+        assert rows[function]["where"] == truth["where"][function]
+        assert rows[function]["calls_per_iteration"] == 1.0
+
+
+def test_host_clock_times_alone_would_miss(run) -> None:  # type: ignore[no-untyped-def]
+    # The device clocks fall 7 ms further behind the host's every step: laid over the
+    # placed ops with their host-clock times, the host's work misses the devices' idle.
+    profile, truth = run
+    assert truth["outside_ps"] < TPU_HOST_GAP_DRIFT_PS
+    tl = build_timeline(profile, AnalysisConfig(warmup_steps=0))
+    clocks = {(v.host, v.device): IDENTITY_CLOCK for v in tl.devices}
+    found = hostview.activity(tl, clocks)
+    assert found is not None
+    assert found.explained_ms_per_iteration < 0.5 * truth["gap_ps"] / 1e9
+
+
+def test_without_clocks_tpu_devices_are_left_out(run) -> None:  # type: ignore[no-untyped-def]
+    profile, _ = run
+    tl = build_timeline(profile, AnalysisConfig(warmup_steps=0))
+    assert hostview.activity(tl) is None
+
+
+def test_readme_states_the_drift() -> None:
+    from tests.conftest import REPO
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    section = readme[readme.index("## Host: `tpuperf host`") :]
+    assert f"fall {TPU_HOST_GAP_DRIFT_PS / 1e9:.0f} ms further behind the host's" in section
