@@ -55,6 +55,9 @@ FORMAT = "v2"
 # (git's "racily clean" rule).
 _RACY_NS = 2_000_000_000
 
+# A temporary entry folder this old was left by a process that died while writing it.
+_ABANDONED_NS = 3600 * 1_000_000_000
+
 # The default bound on the table entries together; the least recently used go first.
 DEFAULT_MAX_BYTES = 8 * 1024**3
 
@@ -149,6 +152,7 @@ class Cache:
         self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         self.note = note  # told, in one line, of each damaged entry it removes
         self.hits = 0  # table entries read back (tests check what was served from here)
+        self._known_bytes: int | None = None  # what the table entries take, once walked
 
     # ------------------------------------------------------------------ keys
 
@@ -264,8 +268,6 @@ class Cache:
                 lines = _encode(tables.lines, blob)
                 events = None if tables.host_events is None else _encode(tables.host_events, blob)
                 protos = {name: blob.add_bytes(data) for name, data in tables.hlo_protos.items()}
-            if blob.size > self.max_bytes:
-                return  # larger than the whole cache: not stored
             st = os.stat(blob.path)
             meta = {
                 "format": FORMAT,
@@ -280,40 +282,56 @@ class Cache:
                 "host_events": events,
                 "hlo_protos": protos,
             }
-            write_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)), fsync=False)
+            text = json.dumps(jsonout.clean(meta))
+            if blob.size + len(text) > self.max_bytes:
+                return  # larger than the whole cache: not stored
+            write_atomic(temp / "host.json", text, fsync=False)
             os.rename(temp, entry)  # atomic: readers see the whole entry or none
+            stored = blob.size + (entry / "host.json").stat().st_size
         except (OSError, ValueError):
-            pass  # another process stored the same entry first, the disk is full, or a
-            # column of a kind the cache does not store (then the tables are simply not kept)
+            stored = 0  # another process stored the same entry first, the disk is full, or
+            # a column of a kind the cache does not store (then the tables are not kept)
         finally:
             if temp.exists():
                 shutil.rmtree(temp, ignore_errors=True)
-        self.evict()
+        if stored:
+            self.evict(stored)
 
     # ------------------------------------------------------------------ size
 
-    def evict(self) -> None:
+    def evict(self, added: int = 0) -> None:
         """Remove the least recently used table entries until they take at most ``max_bytes``.
 
         Entries of every format under the root count (an old tpuperf's too); rows and stat
-        memos are a few hundred bytes each and are left.
+        memos are a few hundred bytes each and are left. The folder is walked once per
+        Cache, and again only when the entries it knows of with those ``added`` since (the
+        bytes of each entry this Cache stored) pass the bound: a scan storing thousands of
+        entries does not walk thousands of times.
         """
+        if self._known_bytes is not None:
+            self._known_bytes += added
+            if self._known_bytes <= self.max_bytes:
+                return
         entries = []
+        now = time.time_ns()
         for entry in self.root.glob("v*/tables/*/*"):
-            if entry.name.startswith("."):
-                continue  # being written by some process
             try:
-                used = entry.stat().st_mtime_ns
+                st = entry.stat()
+                if entry.name.startswith("."):  # being written, or left by a crash
+                    if now - st.st_mtime_ns > _ABANDONED_NS:
+                        _remove(entry)
+                    continue
                 size = sum(f.stat().st_size for f in entry.iterdir())
             except OSError:
                 continue  # removed meanwhile
-            entries.append((used, size, entry))
+            entries.append((st.st_mtime_ns, size, entry))
         total = sum(size for _, size, _ in entries)
         for _, size, entry in sorted(entries, key=lambda e: e[0]):
             if total <= self.max_bytes:
                 break
             _remove(entry)
             total -= size
+        self._known_bytes = total
 
     def _damaged(self, entry: Path, reason: str) -> None:
         _remove(entry)
