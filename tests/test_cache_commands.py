@@ -300,3 +300,51 @@ def test_readme_cache_section_says_what_the_code_does(capsys: pytest.CaptureFixt
     assert "(default 8 GiB)" in section and cache_mod.DEFAULT_MAX_BYTES == 8 * 1024**3
     assert "in the 2 seconds before" in section and cache_mod._RACY_NS == 2_000_000_000
     assert "`tpuperf: note: cache entry ... unusable (why); read the profile again`" in section
+
+
+def test_a_cached_gs_profile_is_not_downloaded_again(
+    cli: Cli, runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The object's stated MD5 and size key it: a second command asks for those, not the
+    bytes; an object rewritten with other bytes is read again. Against a local GCS emulator
+    (as tests/test_scan_gcs.py), skipped without one."""
+    import socket
+
+    monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    pytest.importorskip("gcsfs")
+    emulator = pytest.importorskip("gcp_storage_emulator.server")
+    import fsspec
+
+    from tpuperf import sources
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = emulator.create_server("127.0.0.1", port, in_memory=True, default_bucket="cached")
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        monkeypatch.setenv("FSSPEC_GCS_ENDPOINT_URL", endpoint)
+        monkeypatch.setenv("FSSPEC_GCS_TOKEN", "anon")
+        monkeypatch.setitem(fsspec.config.conf, "gcs", {"endpoint_url": endpoint, "token": "anon"})
+        fs = fsspec.filesystem("gcs", skip_instance_cache=True)
+        url = "gs://cached/job/tpu-host-0.xplane.pb"
+        first = (runs["memory_bound"] / "tpu-host-0.xplane.pb").read_bytes()
+        second = (runs["host_bound"] / "tpu-host-0.xplane.pb").read_bytes()
+        fs.pipe(url, first)
+        args = ["ops", url, "--format", "json", "--by", "category"]
+        expected = cli.json(*args, "--no-cache")
+        assert cli.json(*args) == expected  # decoded and stored
+
+        def no_download(*a: object) -> None:
+            raise AssertionError("downloaded a profile the cache holds")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(sources, "read_profile", no_download)
+            assert cli.json(*args) == expected
+        fs.pipe(url, second)  # other bytes under the same name
+        fs.invalidate_cache()
+        changed = cli.json(*args)
+        assert changed == cli.json(*args, "--no-cache") and changed != expected
+    finally:
+        server.stop()

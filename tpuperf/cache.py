@@ -602,5 +602,20 @@ def load(
     text = os.fspath(path)
     cache = cache if cache is not None else Cache()
     resolved = sources.resolve(text, host=host, run=run)
-    parts = [host_tables(f.url, f.host, cache)[0] for f in resolved.files]
+    parts = [host_tables(f.url, f.host, cache, _stated_key(f.url))[0] for f in resolved.files]
     return assemble(parts, text, resolved.notices)
+
+
+def _stated_key(url: str) -> str | None:
+    """The content key an object store states for ``url`` (:func:`listing_key`), so that a
+    cached remote profile is not downloaded again just to hash it; None for a local file, a
+    store that states none, or when asking fails (the bytes are then read and hashed)."""
+    if "://" not in url or url.startswith("file://"):
+        return None
+    from tpuperf import sources
+
+    try:
+        fs, name = sources.filesystem(url)
+        return listing_key(fs.info(name))
+    except Exception:  # asking is an optimisation: reading the bytes settles it
+        return None
