@@ -348,3 +348,16 @@ def test_a_cached_gs_profile_is_not_downloaded_again(
         assert changed == cli.json(*args, "--no-cache") and changed != expected
     finally:
         server.stop()
+
+
+def test_a_scan_fills_the_cache_the_commands_read(
+    cli: Cli, runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cache: after `tpuperf scan`, a command on a scanned profile decodes nothing."""
+    import tpuperf
+
+    run = runs["collective_training"]
+    expected = cli.json("info", run, "--format", "json", "--no-cache")
+    tpuperf.scan(run, workers=1)  # into the default cache (TPUPERF_CACHE_DIR)
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    assert cli.json("info", run, "--format", "json") == expected
