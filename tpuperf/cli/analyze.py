@@ -63,9 +63,8 @@ def command(
     from tpuperf.cli._common import analyze_profile, html_page, load_profile
 
     fmt = out.choose_format(format, output, FORMATS)
-    loaded = load_profile(
-        profile, None, run, notices=False, cache=not no_cache
-    )  # notes are in the report
+    # The profile's notes are in the report, not on stderr.
+    loaded = load_profile(profile, None, run, notices=False, cache=not no_cache)
     report = analyze_profile(
         loaded,
         analyzers=analyzer or None,
