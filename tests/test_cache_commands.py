@@ -110,10 +110,14 @@ def test_tpuperf_cache_dir_is_where_entries_go(
 ) -> None:
     monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "here"))
     host_file = runs["host_bound"] / "tpu-host-0.xplane.pb"
-    cli.json("info", host_file, "--format", "json")
+    expected = cli.json("info", host_file, "--format", "json")
     (entry,) = _entries(tmp_path / "here")
     assert entry.relative_to(tmp_path / "here").parts[:2] == (cache_mod.FORMAT, "tables")
     assert {p.name for p in entry.iterdir()} == {"columns.bin", "host.json"}
+    # Deleting it is safe: the next command decodes again and fills it again.
+    shutil.rmtree(tmp_path / "here")
+    assert cli.json("info", host_file, "--format", "json") == expected
+    assert _entries(tmp_path / "here") == [entry]
 
 
 def _variant(data: bytes, old: bytes, new: bytes) -> bytes:
