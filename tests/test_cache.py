@@ -123,6 +123,8 @@ def _must_not_decode(*args: object) -> None:
         ("delete_blob", "No such file"),
         ("array_past_the_end", "lies past the end of columns.bin"),
         ("object_dtype", "dtype |O"),
+        ("negative_array_number", "no array -1"),
+        ("negative_shape", "shape [-1]"),
     ],
 )
 def test_damaged_entry_is_ignored_and_rebuilt(
@@ -161,8 +163,12 @@ def test_damaged_entry_is_ignored_and_rebuilt(
         meta["arrays"][0][2] = len(data) + 64
     elif damage == "object_dtype":  # nothing is ever unpickled
         meta["arrays"][0][0] = "|O"
+    elif damage == "negative_array_number":  # would name another array, from the end
+        meta["lines"]["columns"]["first_ps"][1] = -1
+    elif damage == "negative_shape":
+        meta["arrays"][0][1] = [-1]
     if damage in ("meta_without_arrays", "other_version", "other_format", "other_key") or (
-        damage in ("array_past_the_end", "object_dtype")
+        damage in ("array_past_the_end", "object_dtype", "negative_array_number", "negative_shape")
     ):
         meta_path.write_text(json.dumps(meta))
     assert_same_profile(cache_mod.load(run, cache=cache), expected)

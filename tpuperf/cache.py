@@ -452,10 +452,14 @@ class _Arrays:
     def __getitem__(self, number: int) -> np.ndarray:
         array = self._made.get(number)
         if array is None:
+            if not (isinstance(number, int) and 0 <= number < len(self._specs)):
+                raise ValueError(f"no array {number!r}")
             text, shape, offset = self._specs[number]
             dtype = np.dtype(text)
             if dtype.kind not in _KINDS or dtype.hasobject:
                 raise ValueError(f"array {number}: dtype {text}")
+            if not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise ValueError(f"array {number}: shape {shape}")
             count = int(np.prod(shape, dtype=np.int64))
             if not 0 <= offset <= self._size - count * dtype.itemsize:
                 raise ValueError(f"array {number} lies past the end of {_BLOB}")
