@@ -34,6 +34,16 @@ def shared_profile(relative: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's commands cache decoded tables in a fresh folder of their own, never in
+    ~/.cache (subprocesses inherit it)."""
+    directory = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(directory))
+    monkeypatch.delenv("TPUPERF_CACHE_MAX_BYTES", raising=False)
+    return directory
+
+
 @pytest.fixture
 def v6e() -> Path:
     return shared_profile("tpu/v6e_4chip_inference.xplane.pb")

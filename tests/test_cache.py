@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -70,10 +72,14 @@ def test_nothing_is_pickled(runs: dict[str, Path], tmp_path: Path) -> None:
     tpuperf.scan(runs["gpu_training"], workers=1, cache_dir=tmp_path)
     cache_mod.load(runs["gpu_training"], cache=cache)
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert {p.suffix for p in files} == {".parquet", ".json"}
+    assert {p.suffix for p in files} == {".bin", ".json"}
     for path in files:
-        head = path.read_bytes()[:4]
-        assert head == b"PAR1" if path.suffix == ".parquet" else head[:1] == b"{"
+        if path.suffix == ".json":
+            assert path.read_bytes()[:1] == b"{"
+    # The raw arrays are numbers only: each host.json names their dtypes.
+    for meta_path in tmp_path.rglob("host.json"):
+        meta = json.loads(meta_path.read_text())
+        assert {np.dtype(dtype).kind for dtype, _, _ in meta["arrays"]} <= set("biuf")
 
 
 def test_same_bytes_elsewhere_hit_and_a_new_version_misses(
@@ -104,44 +110,75 @@ def _must_not_decode(*args: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage",
+    ("damage", "reason"),
     [
-        "delete_meta",
-        "garbage_meta",
-        "truncate_table",
-        "flip_table_bytes",
-        "delete_table",
-        "extra_rows",
+        ("delete_meta", "host.json is missing"),
+        ("garbage_meta", "host.json is not JSON"),
+        ("meta_without_arrays", "host.json lacks"),
+        ("other_version", "written by tpuperf 0.0.1"),
+        ("other_format", "(format v1)"),
+        ("other_key", "host.json names another key"),
+        ("truncate_blob", "columns.bin changed since it was written"),
+        ("flip_blob_bytes", "columns.bin changed since it was written"),
+        ("delete_blob", "No such file"),
+        ("array_past_the_end", "lies past the end of columns.bin"),
+        ("object_dtype", "dtype |O"),
+        ("negative_array_number", "no array -1"),
+        ("negative_shape", "shape [-1]"),
     ],
 )
 def test_damaged_entry_is_ignored_and_rebuilt(
-    damage: str, runs: dict[str, Path], tmp_path: Path
+    damage: str, reason: str, runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    cache = Cache(tmp_path)
+    notes: list[str] = []
+    cache = Cache(tmp_path, note=notes.append)
     run = runs["collective_training"]
     expected = tpuperf.load(run)
     cache_mod.load(run, cache=cache)
     (entry,) = [p.parent for p in tmp_path.rglob("host.json")]
-    ops = entry / "ops.parquet"
-    data = bytearray(ops.read_bytes())
+    blob, meta_path = entry / "columns.bin", entry / "host.json"
+    data = bytearray(blob.read_bytes())
+    meta = json.loads(meta_path.read_text())
     if damage == "delete_meta":
-        (entry / "host.json").unlink()
+        meta_path.unlink()
     elif damage == "garbage_meta":
-        (entry / "host.json").write_text('{"key": ')
-    elif damage == "truncate_table":
-        ops.write_bytes(bytes(data[: len(data) // 2]))
-    elif damage == "flip_table_bytes":
+        meta_path.write_text('{"key": ')
+    elif damage == "meta_without_arrays":
+        del meta["arrays"]
+    elif damage == "other_version":
+        meta["version"] = "0.0.1"
+    elif damage == "other_format":
+        meta["format"] = "v1"
+    elif damage == "other_key":
+        meta["key"] = "0" * 64
+    elif damage == "truncate_blob":
+        blob.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "flip_blob_bytes":  # same size: its stamp (mtime) tells
         middle = len(data) // 3
         data[middle : middle + 32] = bytes(b ^ 0x5A for b in data[middle : middle + 32])
-        ops.write_bytes(bytes(data))
-    elif damage == "delete_table":
-        (entry / "steps.parquet").unlink()
-    elif damage == "extra_rows":  # a valid Parquet file, but not the one stored
-        expected.ops.head(3).to_parquet(ops)
+        blob.write_bytes(bytes(data))
+    elif damage == "delete_blob":
+        blob.unlink()
+    elif damage == "array_past_the_end":
+        meta["arrays"][0][2] = len(data) + 64
+    elif damage == "object_dtype":  # nothing is ever unpickled
+        meta["arrays"][0][0] = "|O"
+    elif damage == "negative_array_number":  # would name another array, from the end
+        meta["lines"]["columns"]["first_ps"][1] = -1
+    elif damage == "negative_shape":
+        meta["arrays"][0][1] = [-1]
+    if damage in ("meta_without_arrays", "other_version", "other_format", "other_key") or (
+        damage in ("array_past_the_end", "object_dtype", "negative_array_number", "negative_shape")
+    ):
+        meta_path.write_text(json.dumps(meta))
     assert_same_profile(cache_mod.load(run, cache=cache), expected)
-    # Rebuilt: the next load reads an intact entry.
-    assert (entry / "host.json").exists()
+    assert cache.hits == 0
+    (note,) = notes  # one line, naming what was wrong
+    assert reason in note and "cache entry" in note, note
+    # Rebuilt: the next load reads an intact entry, and says nothing.
+    assert meta_path.exists()
     assert_same_profile(cache_mod.load(run, cache=cache), expected)
+    assert cache.hits == 1 and len(notes) == 1
 
 
 def test_rows_round_trip_and_damaged_rows_miss(tmp_path: Path) -> None:

@@ -7,6 +7,9 @@ meant to move numbers, regenerate them and review the diff:
 
     pytest tests/test_golden.py --update-golden
 
+Each runs twice: cold (``--no-cache``: decoded from the file) and warm (the decoded tables
+served from the cache, decoding made impossible), so the cache never moves a number.
+
 Floats are compared to a relative 1e-9 (summation order may differ); everything else
 exactly. Paths are reduced to file names; the tool version and the decoder in use (which
 depend on the install, not on the profile) are dropped.
@@ -23,6 +26,7 @@ import pytest
 
 from fixtures.generate import SCENARIOS, write_run
 from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli
+from tpuperf import cache as cache_mod
 from tpuperf.cli import main
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -65,6 +69,36 @@ def _run(cli: Cli, args: list[str], root: str) -> Any:
     return _normalise(cli.json(*args), root)
 
 
+MODES = ["cold", "warm"]
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module's warm runs: each profile is decoded into it once."""
+    return tmp_path_factory.mktemp("golden-cache")
+
+
+def _must_not_decode(*args: object) -> None:
+    raise AssertionError("a warm run decoded its profile instead of reading the cache")
+
+
+def _run_mode(
+    cli: Cli,
+    args: list[str],
+    root: str,
+    mode: str,
+    warm_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """The command's JSON, decoded from the file (cold) or served from the cache (warm)."""
+    if mode == "cold":
+        return _run(cli, [*args, "--no-cache"], root)
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(warm_cache))
+    cache_mod.load(args[1], cache=cache_mod.Cache(warm_cache))  # stores it, if not yet there
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    return _run(cli, args, root)
+
+
 def _same(got: Any, want: Any, where: str = "") -> None:
     if isinstance(want, dict):
         assert isinstance(got, dict), where
@@ -101,6 +135,7 @@ def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("relative", REAL)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_real_profiles(
@@ -109,14 +144,19 @@ def test_real_profiles(
     relative: str,
     command: str,
     args: list[str],
+    mode: str,
+    warm_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = SHARED_PROFILES / relative
     if not path.exists():
         pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
-    document = _run(cli, [args[0], str(path), *args[1:]], str(SHARED_PROFILES))
+    arguments = [args[0], str(path), *args[1:]]
+    document = _run_mode(cli, arguments, str(SHARED_PROFILES), mode, warm_cache, monkeypatch)
     _check(request, f"{Path(relative).name.split('.')[0]}.{command}", document)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_generated_scenarios(
@@ -126,20 +166,29 @@ def test_generated_scenarios(
     scenario: str,
     command: str,
     args: list[str],
+    mode: str,
+    warm_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run_dir = scenario_runs[scenario]
-    document = _run(cli, [args[0], str(run_dir), *args[1:]], str(run_dir.parents[2]))
+    arguments = [args[0], str(run_dir), *args[1:]]
+    document = _run_mode(cli, arguments, str(run_dir.parents[2]), mode, warm_cache, monkeypatch)
     _check(request, f"scenario_{scenario}.{command}", document)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_cpu_fixture(
     request: pytest.FixtureRequest,
     cli: Cli,
     command: str,
     args: list[str],
+    mode: str,
+    warm_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    document = _run(cli, [args[0], str(CPU_FIXTURE), *args[1:]], str(CPU_FIXTURE.parent))
+    arguments = [args[0], str(CPU_FIXTURE), *args[1:]]
+    document = _run_mode(cli, arguments, str(CPU_FIXTURE.parent), mode, warm_cache, monkeypatch)
     _check(request, f"cpu_train_steps.{command}", document)
 
 

@@ -474,18 +474,30 @@ def _check_golden(request: pytest.FixtureRequest, name: str, text: str) -> None:
     assert text == path.read_text(), f"{name}: the output changed; see --update-golden"
 
 
+def _must_not_decode(*args: object) -> None:
+    raise AssertionError("a warm run decoded its profile instead of reading the cache")
+
+
+@pytest.mark.parametrize("mode", ["cold", "warm"])
 @pytest.mark.parametrize("path", PROFILES, ids=IDS)
 def test_golden_text_at_80_columns(
     request: pytest.FixtureRequest,
     cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
     path: Path,
+    mode: str,
 ) -> None:
+    """Each text golden decoded from the file (cold) and served from the cache (warm)."""
+    from tpuperf import cache as cache_mod
+
     monkeypatch.setenv("COLUMNS", "80")
     root, relative = _relative(path)
     monkeypatch.chdir(root)
+    if mode == "warm":
+        cache_mod.load(relative)  # into the test's cache (TPUPERF_CACHE_DIR)
+        monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
     for command, args in _golden_commands(relative):
-        text = _cli_text(cli, args)
+        text = _cli_text(cli, args if mode == "warm" else [*args, "--no-cache"])
         _check_golden(request, f"{path.name.split('.')[0]}.{command}", text)
 
 

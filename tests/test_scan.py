@@ -208,15 +208,15 @@ def test_damaged_cache_entries_are_rebuilt(
     cache_dir = tmp_path / "cache"
     tpuperf.scan(tree / "job3", workers=1, cache_dir=cache_dir)
     rows = sorted((cache_dir).rglob("rows/*/*.json"))
-    parquet = sorted((cache_dir).rglob("tables/*/*/ops.parquet"))
-    assert len(rows) == 2 and len(parquet) == 2
+    blobs = sorted((cache_dir).rglob("tables/*/*/columns.bin"))
+    assert len(rows) == 2 and len(blobs) == 2
     rows[0].write_text("{not json")
-    data = parquet[0].read_bytes()
-    parquet[0].write_bytes(data[: len(data) // 2])
-    data = bytearray(parquet[1].read_bytes())
+    data = blobs[0].read_bytes()
+    blobs[0].write_bytes(data[: len(data) // 2])
+    data = bytearray(blobs[1].read_bytes())
     middle = len(data) // 3
     data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
-    parquet[1].write_bytes(bytes(data))  # the same size, damaged inside
+    blobs[1].write_bytes(bytes(data))  # the same size, damaged inside
     again = tpuperf.scan(tree / "job3", workers=1, cache_dir=cache_dir)
     expected = baseline[baseline["run"] == "2026_01_04"].reset_index(drop=True)
     pd.testing.assert_frame_equal(again, expected)

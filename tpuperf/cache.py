@@ -1,22 +1,28 @@
-"""A cache of decoded profile tables (Parquet) and of scan results (JSON), keyed by content.
+"""A cache of decoded profile tables and of scan results (JSON), keyed by content.
 
-``tpuperf scan`` reads the same profiles again and again; decoding and analysis are what cost,
-so both are cached under a directory (default ``$TPUPERF_CACHE_DIR``, else
-``$XDG_CACHE_HOME/tpuperf``, else ``~/.cache/tpuperf``)::
+Every command that reads a profile reads it through here (``--no-cache`` aside), and so does
+``tpuperf scan``: decoding is what costs, so a profile read once is not decoded again while
+it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
+``$XDG_CACHE_HOME/tpuperf``, else ``~/.cache/tpuperf``::
 
-    v1/tables/ab/<key>/   one Parquet file per table of one host's profile, and host.json
-                          (its HostInfo, warnings, row counts and file sizes)
-    v1/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
-    v1/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
+    v2/tables/ab/<key>/   one host file's decoded tables: columns.bin, every array of its
+                          tables one after another (raw, aligned, memory-mapped when read),
+                          and host.json (what each array is, the tables' form, its HostInfo,
+                          warnings, and the stamps that say the entry is whole and current)
+    v2/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
+    v2/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
                           unchanged file is not read again just to hash it
 
 Keys hash the content, never the path: a file's *content key* is the sha256 of its
 (decompressed) bytes, or, for an object store listing that states one, the object's MD5 or
 ETag with its size. Entry keys add the tpuperf version (and, for development versions, a digest
 of tpuperf's own source) so a new tpuperf never reads an old one's results. Nothing is pickled:
-tables are Parquet and everything else JSON. Every write is atomic (a temporary name, then a
-rename), and an entry that does not read back exactly is removed and reported as a miss, so the
-caller rebuilds it.
+arrays are raw numbers and everything else JSON. An entry is written whole under a temporary
+name and renamed into place, so two processes storing the same one at once leave one whole
+entry. One that does not read back exactly (a file changed since it was written, a stamp of
+another format or version, anything missing) is removed, said in one note, and rebuilt. Table
+entries together take at most ``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least
+recently used go first.
 """
 
 from __future__ import annotations
@@ -30,23 +36,30 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tpuperf import jsonout, schema
-from tpuperf.columns import Table, from_arrow, to_arrow
+from tpuperf.columns import Table
 from tpuperf.files import write_atomic
 from tpuperf.profiles import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
-FORMAT = "v1"
+FORMAT = "v2"
 
 # A local file modified this recently may change again within the file system's timestamp
 # resolution without its mtime moving, so its stat is not trusted as a stand-in for its content
 # (git's "racily clean" rule).
 _RACY_NS = 2_000_000_000
+
+# A temporary entry folder this old was left by a process that died while writing it.
+_ABANDONED_NS = 3600 * 1_000_000_000
+
+# The default bound on the table entries together; the least recently used go first.
+DEFAULT_MAX_BYTES = 8 * 1024**3
 
 
 # One host file's decoded tables, HostInfo and decoder warnings: what the cache stores.
@@ -59,6 +72,21 @@ def default_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tpuperf"
+
+
+def default_max_bytes() -> int:
+    """``$TPUPERF_CACHE_MAX_BYTES`` (a whole number of bytes), else 8 GiB."""
+    text = os.environ.get("TPUPERF_CACHE_MAX_BYTES", "").strip()
+    if text:
+        try:
+            return max(0, int(text))
+        except ValueError:
+            from tpuperf.errors import UsageError
+
+            raise UsageError(
+                f"TPUPERF_CACHE_MAX_BYTES={text!r}: give a whole number of bytes"
+            ) from None
+    return DEFAULT_MAX_BYTES
 
 
 def content_key(data: bytes) -> str:
@@ -111,9 +139,20 @@ def _hash(*parts: Any) -> str:
 class Cache:
     """The cache under ``root``; see the module docstring for its layout."""
 
-    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int | None = None,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
         self.root = Path(root) if root is not None else default_dir()
         self._base = self.root / FORMAT
+        # The most the table entries may take together (see :func:`default_max_bytes`).
+        self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
+        self.note = note  # told, in one line, of each damaged entry it removes
+        self.hits = 0  # table entries read back (tests check what was served from here)
+        self._known_bytes: int | None = None  # what the table entries take, once walked
 
     # ------------------------------------------------------------------ keys
 
@@ -182,69 +221,27 @@ class Cache:
     def get_tables(self, key: str, url: str) -> HostTables | None:
         """The cached tables under ``key``, with ``url`` as the HostInfo path; None on a miss.
 
-        An entry that does not read back exactly (a missing or damaged file, a row count
-        that does not match) is removed and treated as a miss.
+        An entry that does not read back exactly (a missing, changed or damaged file, a stamp
+        of another format or version) is removed, said in one note, and treated as a miss.
         """
-        from tpuperf.tables import DeviceTables
-
         entry = self._entry("tables", key, "")
-        if not entry.exists():
+        try:
+            meta_text = (entry / "host.json").read_text()
+        except FileNotFoundError:
+            if entry.exists():
+                self._damaged(entry, "host.json is missing")
+            return None
+        except OSError:
             return None
         try:
-            meta = json.loads((entry / "host.json").read_text())
-            if meta.get("key") != key:
-                raise ValueError("key mismatch")
-            read = {}
-            for name in (*_DEVICE_TABLES, "lines"):
-                part = entry / f"{name}.parquet"
-                expected = meta["tables"][name]
-                if part.stat().st_size != expected["bytes"]:
-                    raise ValueError(f"{part.name}: size changed")
-                table = _read_parquet(part)
-                if table.n != expected["rows"]:
-                    raise ValueError(f"{part.name}: row count changed")
-                read[name] = table
-            devices = []
-            for index, row in enumerate(meta["devices"]):
-                # JSON wrote unknown peaks (NaN) as null: they read back as NaN.
-                row = {
-                    k: float("nan")
-                    if v is None and schema.TABLES["devices"].get(k) == "float64"
-                    else v
-                    for k, v in row.items()
-                }
-                tables = {
-                    name: _device_rows(read[name], index, schema.TABLES[name])
-                    for name in _DEVICE_TABLES
-                }
-                steps = tables["steps"] if meta["has_steps"][index] else None
-                devices.append(
-                    DeviceTables(
-                        row["host"],
-                        int(row["device"]),
-                        row,
-                        tables["ops"],
-                        tables["modules"],
-                        tables["async_ops"],
-                        steps,
-                        waits=tables["waits"] if tables["waits"].n else None,
-                    )
-                )
-            host_events = None
-            if "host_events" in meta["tables"]:
-                part = entry / "host_events.parquet"
-                host_events = _read_parquet(part)
-                if host_events.n != meta["tables"]["host_events"]["rows"]:
-                    raise ValueError(f"{part.name}: row count changed")
-            info = HostInfo(**{**meta["info"], "path": url})
-            warnings = [str(w) for w in meta["warnings"]]
-            protos = _read_protos(entry / "hlo_protos.parquet", meta["hlo_protos"])
-        except Exception:  # any damage at all: the entry is rebuilt, never trusted
-            _remove(entry)
+            hit = _read_entry(entry, json.loads(meta_text), key, url)
+        except Exception as exc:  # any damage at all: the entry is rebuilt, never trusted
+            self._damaged(entry, _reason(exc))
             return None
-        return HostTables(
-            devices, read["lines"], info, warnings, hlo_protos=protos, host_events=host_events
-        )
+        self.hits += 1
+        with contextlib.suppress(OSError):
+            os.utime(entry)  # its last use, for eviction
+        return hit
 
     def put_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
@@ -254,36 +251,92 @@ class Cache:
         except OSError:
             return  # a cache that cannot be written is only slower, never wrong
         try:
-            counts = {}
-            for name in _DEVICE_TABLES:
-                part = temp / f"{name}.parquet"
-                stacked = _stack_devices(tables.devices, name)
-                _write_parquet(stacked, part)
-                counts[name] = {"rows": stacked.n, "bytes": part.stat().st_size}
-            _write_protos(tables.hlo_protos, temp / "hlo_protos.parquet")
-            part = temp / "lines.parquet"
-            _write_parquet(tables.lines, part)
-            counts["lines"] = {"rows": tables.lines.n, "bytes": part.stat().st_size}
-            if tables.host_events is not None:
-                part = temp / "host_events.parquet"
-                _write_parquet(tables.host_events, part)
-                counts["host_events"] = {"rows": tables.host_events.n, "bytes": 0}
+            blob = _Blob(temp / _BLOB)
+            with blob:
+                devices = [
+                    {
+                        "row": d.row,
+                        "untimed": d.untimed,
+                        "tables": {
+                            name: _encode(getattr(d, name), blob)
+                            for name in _DEVICE_TABLES
+                            if getattr(d, name) is not None
+                        },
+                    }
+                    for d in tables.devices
+                ]
+                lines = _encode(tables.lines, blob)
+                events = None if tables.host_events is None else _encode(tables.host_events, blob)
+                protos = {name: blob.add_bytes(data) for name, data in tables.hlo_protos.items()}
+            st = os.stat(blob.path)
             meta = {
+                "format": FORMAT,
+                "version": code_version(),
                 "key": key,
+                "blob": [st.st_size, st.st_mtime_ns, st.st_ino],
+                "arrays": blob.arrays,
                 "info": dataclasses.asdict(tables.info),
                 "warnings": list(tables.warnings),
-                "devices": [d.row for d in tables.devices],
-                "has_steps": [d.steps is not None for d in tables.devices],
-                "hlo_protos": len(tables.hlo_protos),
-                "tables": counts,
+                "devices": devices,
+                "lines": lines,
+                "host_events": events,
+                "hlo_protos": protos,
             }
-            write_atomic(temp / "host.json", json.dumps(jsonout.clean(meta)), fsync=False)
+            text = json.dumps(jsonout.clean(meta))
+            if blob.size + len(text) > self.max_bytes:
+                return  # larger than the whole cache: not stored
+            write_atomic(temp / "host.json", text, fsync=False)
             os.rename(temp, entry)  # atomic: readers see the whole entry or none
-        except OSError:
-            pass  # another process stored the same entry first, or the disk is full
+            stored = blob.size + (entry / "host.json").stat().st_size
+        except (OSError, ValueError):
+            stored = 0  # another process stored the same entry first, the disk is full, or
+            # a column of a kind the cache does not store (then the tables are not kept)
         finally:
             if temp.exists():
                 shutil.rmtree(temp, ignore_errors=True)
+        if stored:
+            self.evict(stored)
+
+    # ------------------------------------------------------------------ size
+
+    def evict(self, added: int = 0) -> None:
+        """Remove the least recently used table entries until they take at most ``max_bytes``.
+
+        Entries of every format under the root count (an old tpuperf's too); rows and stat
+        memos are a few hundred bytes each and are left. The folder is walked once per
+        Cache, and again only when the entries it knows of with those ``added`` since (the
+        bytes of each entry this Cache stored) pass the bound: a scan storing thousands of
+        entries does not walk thousands of times.
+        """
+        if self._known_bytes is not None:
+            self._known_bytes += added
+            if self._known_bytes <= self.max_bytes:
+                return
+        entries = []
+        now = time.time_ns()
+        for entry in self.root.glob("v*/tables/*/*"):
+            try:
+                st = entry.stat()
+                if entry.name.startswith("."):  # being written, or left by a crash
+                    if now - st.st_mtime_ns > _ABANDONED_NS:
+                        _remove(entry)
+                    continue
+                size = sum(f.stat().st_size for f in entry.iterdir())
+            except OSError:
+                continue  # removed meanwhile
+            entries.append((st.st_mtime_ns, size, entry))
+        total = sum(size for _, size, _ in entries)
+        for _, size, entry in sorted(entries, key=lambda e: e[0]):
+            if total <= self.max_bytes:
+                break
+            _remove(entry)
+            total -= size
+        self._known_bytes = total
+
+    def _damaged(self, entry: Path, reason: str) -> None:
+        _remove(entry)
+        if self.note is not None:
+            self.note(f"cache entry {entry.name[:12]} unusable ({reason}); read the profile again")
 
     # ------------------------------------------------------------------ helpers
 
@@ -313,91 +366,185 @@ def settled_state(path: str) -> list[int] | None:
 
 
 _DEVICE_TABLES = ("ops", "modules", "async_ops", "steps", "waits")
+_BLOB = "columns.bin"
+_ALIGN = 64
+_KINDS = "biuf"  # bool, signed and unsigned integers, floats: nothing else is stored
 
 
-def _stack_devices(devices: list[Any], name: str) -> Table:
-    """One table of every device's ``name`` rows, with ``_device``: the device's position."""
-    from tpuperf.columns import Strings, concat_strings
+class _Blob:
+    """The arrays of one entry, written one after another (each aligned) into one file; their
+    dtype, shape and offset go to the entry's host.json. Arrays shared by several columns (a
+    TPU op's names and costs all index its metadata row) are written once."""
 
-    parts = []
-    for index, device in enumerate(devices):
-        table = getattr(device, name)
-        if table is None:
-            continue
-        parts.append(table.with_columns(_device=np.full(table.n, index, dtype=np.int64)))
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.arrays: list[list[Any]] = []  # [dtype, shape, offset] per array
+        self.size = 0
+        self._seen: dict[int, tuple[np.ndarray, int]] = {}
+        self._file: Any = None
+
+    def __enter__(self) -> _Blob:
+        self._file = open(self.path, "wb")  # closed by __exit__
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def add(self, array: np.ndarray) -> int:
+        """The number of ``array`` in :attr:`arrays`, writing it when it is new."""
+        seen = self._seen.get(id(array))
+        if seen is not None and seen[0] is array:
+            return seen[1]
+        if array.dtype.kind not in _KINDS or array.dtype.hasobject:
+            raise ValueError(f"the cache stores no {array.dtype} arrays")
+        number = self._write(np.ascontiguousarray(array))
+        self._seen[id(array)] = (array, number)
+        return number
+
+    def add_bytes(self, data: bytes) -> int:
+        return self._write(np.frombuffer(data, dtype=np.uint8))
+
+    def _write(self, array: np.ndarray) -> int:
+        pad = -self.size % _ALIGN
+        self._file.write(b"\0" * pad)
+        self._file.write(array.data if array.size else b"")
+        self.arrays.append([array.dtype.str, list(array.shape), self.size + pad])
+        self.size += pad + array.nbytes
+        return len(self.arrays) - 1
+
+
+def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
+    """A Table as JSON naming its arrays in ``blob``; Strings and Lookups keep their form."""
+    from tpuperf.columns import Lookup, Strings
+
     columns: dict[str, Any] = {}
-    for column in (*(c for c in schema.TABLES[name] if c not in ("host", "device")), "_device"):
-        pieces = [part[column] for part in parts]
-        if not pieces:
-            columns[column] = np.zeros(0, dtype=np.int64)
-        elif isinstance(pieces[0], Strings):
-            columns[column] = concat_strings(pieces)  # type: ignore[arg-type]
+    for name in table:
+        column = table[name]
+        if isinstance(column, Strings):
+            mapping = None if column.mapping is None else blob.add(column.mapping)
+            values = [str(v) for v in column.values]
+            columns[name] = ["strings", blob.add(column.index), mapping, values]
+        elif isinstance(column, Lookup):
+            columns[name] = ["lookup", blob.add(column.index), blob.add(column.values)]
         else:
-            columns[column] = np.concatenate([part.array(column) for part in parts])
-    return Table(columns)
+            columns[name] = ["array", blob.add(np.asarray(column))]
+    return {"n": table.n, "columns": columns}
 
 
-def _device_rows(stacked: Table, index: int, columns: dict[str, str]) -> Table:
-    from tpuperf.columns import Strings
+class _Arrays:
+    """The arrays of an entry's blob, as read-only views of its memory map."""
 
-    if "_device" not in stacked:
-        rows = np.zeros(0, dtype=np.int64)
-    else:
-        rows = np.flatnonzero(stacked.array("_device") == index)
-    out = {}
-    for name in columns:
-        if name in ("host", "device"):
-            continue
-        column = stacked.get(name)
-        if column is None:
-            out[name] = (
-                Strings(np.zeros(len(rows), np.int32), ())
-                if columns[name] == "category"
-                else np.zeros(len(rows))
+    def __init__(self, entry: Path, meta: dict[str, Any]) -> None:
+        import mmap
+
+        path = entry / _BLOB
+        with open(path, "rb") as file:
+            st = os.fstat(file.fileno())
+            if [st.st_size, st.st_mtime_ns, st.st_ino] != meta["blob"]:
+                raise ValueError(f"{_BLOB} changed since it was written")
+            self._data: Any = (
+                mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""
             )
-        elif isinstance(column, Strings):
-            out[name] = column.take(rows)
+        self._size = st.st_size
+        self._specs = meta["arrays"]
+        self._made: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, number: int) -> np.ndarray:
+        array = self._made.get(number)
+        if array is None:
+            if not (isinstance(number, int) and 0 <= number < len(self._specs)):
+                raise ValueError(f"no array {number!r}")
+            text, shape, offset = self._specs[number]
+            dtype = np.dtype(text)
+            if dtype.kind not in _KINDS or dtype.hasobject:
+                raise ValueError(f"array {number}: dtype {text}")
+            if not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise ValueError(f"array {number}: shape {shape}")
+            count = int(np.prod(shape, dtype=np.int64))
+            if not 0 <= offset <= self._size - count * dtype.itemsize:
+                raise ValueError(f"array {number} lies past the end of {_BLOB}")
+            array = np.frombuffer(self._data, dtype, count, offset).reshape(shape)
+            self._made[number] = array  # shared by the columns that share it when written
+        return array
+
+    def bytes(self, number: int) -> bytes:
+        return self[number].tobytes()
+
+
+def _decode(spec: dict[str, Any], arrays: _Arrays) -> Table:
+    from tpuperf.columns import Column, Lookup, Strings
+
+    columns: dict[str, Column] = {}
+    for name, (kind, *parts) in spec["columns"].items():
+        if kind == "strings":
+            index, mapping, values = parts
+            if not all(isinstance(v, str) for v in values):
+                raise ValueError(f"column {name}: values that are not strings")
+            columns[name] = Strings(
+                arrays[index], tuple(values), None if mapping is None else arrays[mapping]
+            )
+        elif kind == "lookup":
+            columns[name] = Lookup(arrays[parts[0]], arrays[parts[1]])
+        elif kind == "array":
+            columns[name] = arrays[parts[0]]
         else:
-            out[name] = stacked.array(name)[rows]
-    return Table(out, n=len(rows))
+            raise ValueError(f"column {name}: kind {kind!r}")
+    return Table(columns, n=int(spec["n"]))
 
 
-def _write_parquet(table: Table, path: Path) -> None:
-    import pyarrow.parquet as pq
+def _read_entry(entry: Path, meta: Any, key: str, url: str) -> HostTables:
+    """An entry's tables, checked against its stamps; raises on anything amiss."""
+    from tpuperf.tables import DeviceTables
 
-    # Entries are read whole, so column statistics buy nothing; skipping them and LZ4 instead of
-    # Snappy halve the write time of a large profile's tables at the same size (measured).
-    pq.write_table(
-        to_arrow(table), path, write_page_checksum=True, write_statistics=False, compression="lz4"
+    if not isinstance(meta, dict):
+        raise ValueError("host.json is no object")
+    if meta.get("format") != FORMAT or meta.get("version") != code_version():
+        raise ValueError(
+            f"written by tpuperf {meta.get('version')} (format {meta.get('format')}), "
+            f"not {code_version()} (format {FORMAT})"
+        )
+    if meta.get("key") != key:
+        raise ValueError("host.json names another key")
+    arrays = _Arrays(entry, meta)
+    float_columns = [k for k, v in schema.TABLES["devices"].items() if v == "float64"]
+    devices = []
+    for stored in meta["devices"]:
+        # JSON wrote unknown peaks (NaN) as null: they read back as NaN.
+        row: dict[str, Any] = {
+            k: float("nan") if v is None and k in float_columns else v
+            for k, v in stored["row"].items()
+        }
+        tables = {name: _decode(spec, arrays) for name, spec in stored["tables"].items()}
+        devices.append(
+            DeviceTables(
+                str(row["host"]),
+                int(row["device"]),
+                row,
+                tables["ops"],
+                tables["modules"],
+                tables["async_ops"],
+                tables.get("steps"),
+                waits=tables.get("waits"),
+                untimed=int(stored["untimed"]),
+            )
+        )
+    events = meta["host_events"]
+    return HostTables(
+        devices,
+        _decode(meta["lines"], arrays),
+        HostInfo(**{**meta["info"], "path": url}),
+        [str(w) for w in meta["warnings"]],
+        hlo_protos={str(k): arrays.bytes(v) for k, v in meta["hlo_protos"].items()},
+        host_events=None if events is None else _decode(events, arrays),
     )
 
 
-def _write_protos(protos: dict[str, bytes], path: Path) -> None:
-    """The host's HLO protos (scopes, collectives' bytes and groups) as name, data rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    names = list(protos)
-    table = pa.table(
-        {"name": pa.array(names, pa.string()), "data": pa.array([protos[n] for n in names])},
-        schema=pa.schema([("name", pa.string()), ("data", pa.binary())]),
-    )
-    pq.write_table(table, path)
-
-
-def _read_protos(path: Path, expected: int) -> dict[str, bytes]:
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(path).to_pylist()
-    if len(rows) != expected:
-        raise ValueError(f"{path.name}: row count changed")
-    return {str(row["name"]): bytes(row["data"]) for row in rows}
-
-
-def _read_parquet(path: Path) -> Table:
-    import pyarrow.parquet as pq
-
-    return from_arrow(pq.read_table(path, page_checksum_verification=True))
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, (KeyError, TypeError, IndexError)):
+        return f"host.json lacks what it should hold ({type(exc).__name__}: {exc})"
+    if isinstance(exc, json.JSONDecodeError):
+        return "host.json is not JSON"
+    return str(exc) or type(exc).__name__
 
 
 def _remove(path: Path) -> None:
@@ -459,5 +606,20 @@ def load(
     text = os.fspath(path)
     cache = cache if cache is not None else Cache()
     resolved = sources.resolve(text, host=host, run=run)
-    parts = [host_tables(f.url, f.host, cache)[0] for f in resolved.files]
+    parts = [host_tables(f.url, f.host, cache, _stated_key(f.url))[0] for f in resolved.files]
     return assemble(parts, text, resolved.notices)
+
+
+def _stated_key(url: str) -> str | None:
+    """The content key an object store states for ``url`` (:func:`listing_key`), so that a
+    cached remote profile is not downloaded again just to hash it; None for a local file, a
+    store that states none, or when asking fails (the bytes are then read and hashed)."""
+    if "://" not in url or url.startswith("file://"):
+        return None
+    from tpuperf import sources
+
+    try:
+        fs, name = sources.filesystem(url)
+        return listing_key(fs.info(name))
+    except Exception:  # asking is an optimisation: reading the bytes settles it
+        return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from enum import Enum
@@ -36,22 +37,43 @@ def host_option(help: str = "Only this host of a run.") -> Any:
     return typer.Option(None, "--host", help=help)
 
 
+def no_cache_option() -> Any:
+    import typer
+
+    return typer.Option(
+        False,
+        "--no-cache",
+        help="Decode the profile without reading or writing the cache of decoded tables.",
+    )
+
+
 def load_profile(
     path: str,
     host: str | None = None,
     run: str | None = None,
     run_flag: str = "--run",
     notices: bool = True,
+    cache: bool = True,
 ) -> Any:
     """Load with a spinner (on a terminal) and the profile's notices on stderr (``notices``:
     a command whose output lists them itself, as analyze's report does, passes False).
     ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
-    name it."""
+    name it. ``cache``: through the cache of decoded tables (:mod:`tpuperf.cache`), which a
+    damaged entry notes on stderr."""
     from rich.text import Text
 
     from tpuperf import output
     from tpuperf.errors import UsageError
-    from tpuperf.profiles import load
+
+    read: Callable[..., Profile]
+    if cache:
+        from tpuperf import cache as cache_mod
+
+        read = functools.partial(cache_mod.load, cache=cache_mod.Cache(note=output.note))
+    else:
+        from tpuperf import profiles as profile_mod
+
+        read = profile_mod.load
 
     def flag(message: str) -> str:
         return re.sub(r"--run\b", run_flag, message)
@@ -60,7 +82,7 @@ def load_profile(
     try:
         # A str status is read as markup whatever the console says: a path is Text.
         with err.status(Text(f"reading {path}"), spinner="dots"):
-            profile = load(path, host=host, run=run)
+            profile = read(path, host=host, run=run)
     except UsageError as exc:
         raise UsageError(flag(str(exc))) from None
     for warning in profile.warnings if notices else ():

@@ -10,6 +10,7 @@ from tpuperf.cli._common import (
     analyzer_option,
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     peak_options,
     profile_argument,
@@ -42,6 +43,7 @@ def command(
     peak_tflops: float = PEAK_TFLOPS,
     peak_hbm_gbps: float = PEAK_HBM_GBPS,
     top: int = typer.Option(10, "--top", help="How many top ops to show."),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Analyze a profile: step time, idle, collectives, roofline, and ranked recommendations.
 
@@ -61,7 +63,8 @@ def command(
     from tpuperf.cli._common import analyze_profile, html_page, load_profile
 
     fmt = out.choose_format(format, output, FORMATS)
-    loaded = load_profile(profile, None, run, notices=False)  # notes are in the report
+    # The profile's notes are in the report, not on stderr.
+    loaded = load_profile(profile, None, run, notices=False, cache=not no_cache)
     report = analyze_profile(
         loaded,
         analyzers=analyzer or None,

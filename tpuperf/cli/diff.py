@@ -7,6 +7,7 @@ import typer
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     run_option,
     steps_option,
@@ -46,6 +47,7 @@ def command(
     host: str = host_option("Analyse only this host of both runs."),
     base_run: str = run_option("--base-run", "BASE, a logdir; several, comma-separated"),
     new_run: str = run_option("--new-run", "NEW, a logdir; several, comma-separated"),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Compare two runs: step time with its 95% interval and a verdict, the compute /
     collective / copy / idle split, programs by fingerprint, ops matched across
@@ -104,7 +106,7 @@ def command(
     sides = []
     for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run")):
         profiles = [
-            load_profile(path, None, run, run_flag=flag)
+            load_profile(path, None, run, run_flag=flag, cache=not no_cache)
             for path in _split(paths)
             for run in (_split(runs) if runs else [None])
         ]

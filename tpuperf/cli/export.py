@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import host_option, profile_argument, run_option
+from tpuperf.cli._common import (
+    host_option,
+    no_cache_option,
+    profile_argument,
+    run_option,
+)
 
 # Names a Perfetto protobuf trace goes by (the first is the one to use); ui.perfetto.dev opens
 # each of them.
@@ -47,6 +52,7 @@ def command(
         "--align",
         help="clock: hosts as their clocks say; steps: shift hosts so their steps line up.",
     ),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Export every event of a profile as a Perfetto trace: all hosts of a run on one
     timeline; under each host its devices, each with a track per line as the analysis reads
@@ -72,7 +78,9 @@ def command(
     if not output:
         raise UsageError("-o/--output: name the trace file to write, e.g. -o trace.pftrace")
     check_trace_name(output)
-    counts = export_perfetto(load_profile(profile, host, run), output, align=align)
+    counts = export_perfetto(
+        load_profile(profile, host, run, cache=not no_cache), output, align=align
+    )
     typer.echo(
         f"tpuperf: wrote {output}: {counts.slices:,} slices on {counts.tracks:,} tracks; "
         "open it at https://ui.perfetto.dev",

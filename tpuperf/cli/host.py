@@ -5,6 +5,7 @@ import typer
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     profile_argument,
     run_option,
@@ -27,6 +28,7 @@ def command(
     wide: bool = wide_option(),
     host: str = host_option(),
     run: str = run_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """What the host did while the devices waited: host events ranked by device-idle time.
 
@@ -61,7 +63,7 @@ def command(
         steps=parse_steps(steps) if steps is not None else None,
         host=host,
     )
-    loaded = load_profile(profile, host, run)
+    loaded = load_profile(profile, host, run, cache=not no_cache)
     document = report(loaded, config, top)
     from tpuperf.render.host import render_host
 

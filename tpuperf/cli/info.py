@@ -5,6 +5,7 @@ from __future__ import annotations
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     profile_argument,
     run_option,
@@ -22,6 +23,7 @@ def command(
     wide: bool = wide_option(),
     host: str = host_option(),
     run: str = run_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """What a profile holds: hosts, devices (kind, chip, peaks), lines, time span, steps, and
     which decoder read it.
@@ -37,7 +39,7 @@ def command(
     from tpuperf.inventory import describe
 
     fmt = out.choose_format(format, output, FORMATS)
-    info = describe(load_profile(profile, host, run))
+    info = describe(load_profile(profile, host, run, cache=not no_cache))
     from tpuperf.render.listings import render_info
 
     view = out.View(

@@ -5,6 +5,7 @@ import typer
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     profile_argument,
     run_option,
@@ -33,6 +34,7 @@ def command(
     wide: bool = wide_option(),
     host: str = host_option(),
     run: str = run_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Peak device memory (HBM) per program, the buffers live at the peak and the code that
     made them, and the headroom left.
@@ -61,7 +63,7 @@ def command(
         raise UsageError("--top must be 0 or more")
     if hbm_gib is not None and not hbm_gib > 0:
         raise UsageError("--hbm-gib must be more than 0")
-    loaded = load_profile(profile, host, run)
+    loaded = load_profile(profile, host, run, cache=not no_cache)
     report = memory_report(loaded, program=program, hbm_gib=hbm_gib)
     if program is not None and not report.programs and report.hlo_protos:
         raise UsageError(f"--program {program}: no program of {loaded.source} has that name or id")

@@ -7,6 +7,7 @@ import typer
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     profile_argument,
     run_option,
@@ -47,6 +48,7 @@ def command(
     wide: bool = wide_option(),
     host: str = host_option(),
     run: str = run_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """The op table: time, count, FLOPs and bytes per op (or category, module, program).
 
@@ -72,7 +74,7 @@ def command(
         raise UsageError("--per-device does not go with --by collective (its rows span devices)")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
-    loaded = load_profile(profile, host, run)
+    loaded = load_profile(profile, host, run, cache=not no_cache)
     table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top, depth=depth)
     has_scopes = True
     if by in SCOPE_GROUPINGS:

@@ -7,6 +7,7 @@ import typer
 from tpuperf.cli._common import (
     analyzer_option,
     host_option,
+    no_cache_option,
     peak_options,
     profile_argument,
     run_option,
@@ -31,6 +32,7 @@ def command(
     peak_tflops: float = PEAK_TFLOPS,
     peak_hbm_gbps: float = PEAK_HBM_GBPS,
     top: int = typer.Option(25, "--top", help="How many top ops the table lists."),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Write the analysis as one self-contained HTML file: summary, per-step and per-device
     charts, a roofline of every op, ranked recommendations and a sortable top-ops table.
@@ -48,7 +50,7 @@ def command(
     from tpuperf.cli._common import analyze_profile, html_page, load_profile
 
     out.choose_format(None, output, (Format.html,))  # -o x.json is refused, not HTML in it
-    loaded = load_profile(profile, None, run)
+    loaded = load_profile(profile, None, run, cache=not no_cache)
     report = analyze_profile(
         loaded,
         analyzers=analyzer or None,

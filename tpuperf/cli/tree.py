@@ -5,6 +5,7 @@ import typer
 from tpuperf.cli._common import (
     format_option,
     host_option,
+    no_cache_option,
     output_option,
     profile_argument,
     run_option,
@@ -32,6 +33,7 @@ def command(
     warmup: int = warmup_option(),
     host: str = host_option(),
     run: str = run_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """The scope tree: op time per JAX name scope (layer) of the model's code, per step.
 
@@ -60,7 +62,7 @@ def command(
     if not 0 <= min_pct <= 100:  # a share of all op time: above 100 would hide every node
         raise UsageError(f"--min-pct {min_pct:g}: a share of op time, from 0 to 100")
     config = analysis_config(steps=steps, warmup=warmup)
-    loaded = load_profile(profile, host, run)
+    loaded = load_profile(profile, host, run, cache=not no_cache)
     document = tree_report(loaded, depth, min_pct, config)
     if fmt is Format.table and not document["scoped"]:
         out.note(no_scopes_message(loaded.source))
