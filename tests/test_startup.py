@@ -123,3 +123,49 @@ def test_wrap_breaks_where_the_next_word_does_not_fit(
     from tpuperf.cli._help import wrap
 
     assert wrap(text, width) == lines
+
+
+def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
+    code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and "rich" not in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and json.loads(out)["rows"] and "rich" not in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE))
+    assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
+
+
+def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
+    """The "reading PATH" spinner goes to stderr when it is a terminal (rich draws it); on a
+    pipe nothing is drawn, and rich is not imported for it."""
+    import os
+    import pty
+
+    main, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE), "-f", "json"],
+            stdout=subprocess.PIPE,
+            stderr=child,
+            cwd=REPO,
+            env={**os.environ, "TERM": "xterm"},
+        )
+        os.close(child)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal's other end is closed: all is read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main)
+    assert done.returncode == 0 and json.loads(done.stdout)["schema_version"] == 1
+    assert f"reading {CPU_FIXTURE}".encode() in drawn
+    piped = subprocess.run(
+        [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE), "-f", "json"],
+        capture_output=True,
+        cwd=REPO,
+    )
+    assert piped.returncode == 0 and piped.stderr == b""

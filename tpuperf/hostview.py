@@ -100,21 +100,22 @@ def events_of(space: Space) -> Table | None:
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue
+        per_row = None  # the plane's event names (and "" for none), made once per plane
         for line in plane.lines:
             if not len(line):
                 continue
             if plane.stat_ids("hlo_op") and (line.stat_codes("hlo_op")[0] >= 0).any():
                 continue
+            if per_row is None:
+                per_row = np.array([*plane.metadata.names, ""], dtype=object)
             rows = plane.metadata.rows(line.metadata_id)
-            per_row = [*plane.metadata.names, ""]
-            names.append(Strings.from_values(per_row, np.where(rows >= 0, rows, len(per_row) - 1)))
+            names.append(per_row[np.where(rows >= 0, rows, len(per_row) - 1)])
             starts.append(np.asarray(line.start_ps, dtype=np.int64))
             durs.append(np.asarray(line.duration_ps, dtype=np.int64))
             lines.append(line.name)
     if not lines:
         return None
-    name_list = [value for column in names for value in column.tolist()]
-    name = Strings.from_list(name_list)
+    name = Strings.from_list(np.concatenate(names).tolist())
     kinds = [kind_of(v) for v in name.values]
     return Table(
         {
