@@ -169,3 +169,25 @@ def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
         cwd=REPO,
     )
     assert piped.returncode == 0 and piped.stderr == b""
+
+
+# --------------------------------------------------------------------------- the load path
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[0], [2, 2, 0, 1, 0, -1], [-1, -1], [3, 1, 3, 1, 0, 2, 4, 4]],
+)
+def test_host_event_names_are_coded_as_from_list_codes_them(rows: list[int]) -> None:
+    """hostview's names and thread lines: the values in the order the rows first show them, as
+    ``Strings.from_list`` makes them, with names that repeat across planes made one."""
+    import numpy as np
+
+    from tpuperf.columns import Strings
+    from tpuperf.hostview import _first_seen
+
+    known = ["b", "a", "b", "c", ""]  # "b" twice: two planes name the same event
+    found = _first_seen(known, np.array(rows))
+    expected = Strings.from_list([known[i] for i in rows])
+    assert found.values == expected.values
+    assert found.codes.tolist() == expected.codes.tolist()
