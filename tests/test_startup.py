@@ -96,6 +96,20 @@ def test_summaries_are_the_docstrings_first_paragraphs() -> None:
     assert _root.summaries() == expected
 
 
+def test_summaries_without_sources_to_read_come_from_the_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import re
+
+    from tpuperf.cli import _root
+
+    read = _root.summaries()
+    monkeypatch.setattr(_root, "_DOCSTRING", re.compile(r"(?!)(.)"))  # never matches
+    assert _root.summaries() == read
+    monkeypatch.setattr(_root.os.path, "dirname", lambda _: "/nonexistent")
+    assert _root.summaries() == read
+
+
 def test_cleandoc_is_inspects() -> None:
     import importlib
 

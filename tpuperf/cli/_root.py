@@ -66,26 +66,33 @@ def reflow(doc: str | None) -> str:
 
 
 def summaries() -> list[tuple[str, str]]:
-    """Each command's name and summary, read from its module's source; a command whose
-    module is not there (not built yet) is left out."""
+    """Each command's name and summary, read from its module's source (or, where there is
+    no source to read, from the module itself); a command not built yet is left out."""
     here = os.path.dirname(__file__)
     found = []
     for name, module in COMMANDS:
         try:
             path = os.path.join(here, f"{module.rpartition('.')[2]}.py")
             with open(path, encoding="utf-8") as file:
-                source = file.read()
-        except OSError:
-            continue
-        match = _DOCSTRING.search(source)
-        if match is None:  # a docstring this pattern does not read: ask the module itself
-            import importlib
-
-            doc = importlib.import_module(module).command.__doc__ or ""
-        else:
-            doc = match.group(1)
-        found.append((name, reflow(doc).split("\n\n")[0]))
+                match = _DOCSTRING.search(file.read())
+        except OSError:  # installed without sources, or not built yet
+            match = None
+        doc = match.group(1) if match is not None else _imported_doc(module)
+        if doc is not None:
+            found.append((name, reflow(doc).split("\n\n")[0]))
     return found
+
+
+def _imported_doc(module: str) -> str | None:
+    """The docstring of a command, imported; None when its module is not there."""
+    import importlib
+
+    try:
+        return importlib.import_module(module).command.__doc__ or ""
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return None
+        raise
 
 
 def page() -> str:
