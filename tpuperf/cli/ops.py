@@ -101,7 +101,7 @@ def command(
         view = out.View(
             document=lambda: {"source": loaded.source, "by": by, "rows": table.records()},
             rows=lambda: out.Rows.from_table(table),
-            table=lambda console, wide: _tables().render_collectives(table, console, wide=wide),
+            table=lambda console, wide: _listings().render_collectives(table, console, wide=wide),
         )
         out.emit(view, fmt, output, wide=wide)
         return
@@ -117,13 +117,13 @@ def command(
         },
         rows=lambda: out.Rows.from_table(table),
         table=lambda console, wide: (
-            _tables().render_scope_ops if by in SCOPE_GROUPINGS else _tables().render_ops
+            _listings().render_scope_ops if by in SCOPE_GROUPINGS else _listings().render_ops
         )(table, by, console, wide=wide, per_device=per_device),
     )
     out.emit(view, fmt, output, wide=wide)
 
 
-def _tables() -> Any:
+def _listings() -> Any:
     """:mod:`tpuperf.render.listings`, imported for a table only (it imports rich)."""
     from tpuperf.render import listings
 
