@@ -14,7 +14,11 @@ stays light.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+# typing itself is not imported: `import tpuperf` and `tpuperf --version` need nothing of it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0.dev0"
 

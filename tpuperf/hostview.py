@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.columns import Strings, Table, factorize, group_index, sum_by
 from tpuperf.step_windows import window_of
 from tpuperf.timeline import (
     EMPTY,
@@ -92,35 +92,50 @@ def frame_of(name: str) -> tuple[str, int, str] | None:
     return match["file"], int(match["line"]), match["function"]
 
 
+def _first_seen(values: list[str], index: np.ndarray) -> Strings:
+    """``Strings.from_list([values[i] for i in index])`` (codes in the order the rows first
+    show each value) without a Python string per row: a host plane holds millions of events
+    and a few thousand names."""
+    distinct, per_value = factorize(values)
+    codes = distinct[index]
+    seen, first = np.unique(codes, return_index=True)
+    order = seen[np.argsort(first, kind="stable")]
+    remap = np.zeros(len(per_value), dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return Strings(remap[codes], tuple(per_value[i] for i in order.tolist()))
+
+
 def events_of(space: Space) -> Table | None:
     """The host-plane events of one host file (columns HOST_EVENT_COLUMNS, host clock); None
     when it has none. Thread lines that run XLA ops (XLA:CPU's worker threads) are left out:
     their events are the device's, not the host's."""
     lines, names, starts, durs = [], [], [], []
+    known: list[str] = []  # every host plane's event names, then "" (an event without one)
     for plane in space.planes:
         if not plane.name.startswith("/host:") or plane.name == "/host:metadata":
             continue
+        offset = None  # where this plane's names start in `known`, once it has an event
         for line in plane.lines:
             if not len(line):
                 continue
             if plane.stat_ids("hlo_op") and (line.stat_codes("hlo_op")[0] >= 0).any():
                 continue
+            if offset is None:
+                offset = len(known)
+                known.extend(plane.metadata.names)
             rows = plane.metadata.rows(line.metadata_id)
-            per_row = [*plane.metadata.names, ""]
-            names.append(Strings.from_values(per_row, np.where(rows >= 0, rows, len(per_row) - 1)))
+            names.append(np.where(rows >= 0, rows + offset, -1))
             starts.append(np.asarray(line.start_ps, dtype=np.int64))
             durs.append(np.asarray(line.duration_ps, dtype=np.int64))
             lines.append(line.name)
     if not lines:
         return None
-    name_list = [value for column in names for value in column.tolist()]
-    name = Strings.from_list(name_list)
+    name = _first_seen([*known, ""], np.concatenate(names))
     kinds = [kind_of(v) for v in name.values]
+    counts = np.array([len(rows) for rows in names])
     return Table(
         {
-            "line": Strings.from_list(
-                [ln for ln, column in zip(lines, names, strict=True) for _ in range(len(column))]
-            ),
+            "line": _first_seen(lines, np.repeat(np.arange(len(lines)), counts)),
             "name": name,
             "kind": Strings.from_values(kinds, name.codes),
             "start_ps": np.concatenate(starts),

@@ -1,158 +1,21 @@
-"""The ``tpuperf`` command line: one module per command, errors turned into exit codes here.
+"""The ``tpuperf`` command line: one module per command, errors turned into exit codes.
 
-Command modules import only typer and :mod:`tpuperf.output` at the top; everything heavy
-(pandas, the decoder, jax) is imported inside the command, so ``tpuperf --help`` stays fast
-and imports none of jax, xprof, ray or gcsfs. A command's docstring is its help: paragraphs
-are reflowed to the terminal's width, indented blocks (the Example lines) kept as written.
+This module is what the ``tpuperf`` console script imports, so it imports nothing itself:
+``tpuperf --version`` is answered here without typer, and everything else goes to the typer
+application in :mod:`tpuperf.cli._app` (``app``, ``COMMANDS`` and ``reflow`` are reached from
+here on first use).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-import re
 import sys
-import traceback
-from typing import Any
 
-import typer
-from typer.core import TyperCommand, TyperGroup
+# typing itself is not imported: `import tpuperf` and `tpuperf --version` need nothing of it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-from tpuperf import __version__, output
-from tpuperf._malloc import keep_freed_memory
-from tpuperf.cli._common import bind_formats
-from tpuperf.errors import TpuperfError
-
-# The commands, in the order `tpuperf --help` lists them: (name, module).
-COMMANDS = [
-    ("info", "tpuperf.cli.info"),
-    ("ops", "tpuperf.cli.ops"),
-    ("tree", "tpuperf.cli.tree"),
-    ("memory", "tpuperf.cli.memory"),
-    ("analyze", "tpuperf.cli.analyze"),
-    ("host", "tpuperf.cli.host"),
-    ("analyzers", "tpuperf.cli.analyzers"),
-    ("capture", "tpuperf.cli.capture"),
-    ("demo", "tpuperf.cli.demo"),
-    ("scan", "tpuperf.cli.scan"),
-    ("diff", "tpuperf.cli.diff"),
-    ("report", "tpuperf.cli.report"),
-    ("export", "tpuperf.cli.export"),
-]
-
-
-def reflow(doc: str | None) -> str:
-    """A docstring as help text: each prose paragraph on one line (the help wraps it to the
-    terminal), indented blocks kept line by line, ``code`` with single backticks."""
-    import inspect
-
-    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
-    out = []
-    for paragraph in paragraphs:
-        paragraph = re.sub(r"``([^`]+)``", r"`\1`", paragraph)
-        if paragraph.startswith(" "):  # an example: keep its lines and indentation
-            out.append(paragraph)
-        else:
-            out.append(" ".join(line.strip() for line in paragraph.splitlines()))
-    if len(out) < 2:
-        return "\n\n".join(out)
-    # Typer dedents what follows the first paragraph as one block, measuring the indentation
-    # from its second line: a leading empty line makes it measure every line, so the indented
-    # Example lines keep their indentation whichever paragraph comes first.
-    return out[0] + "\n\n\n" + "\n\n".join(out[1:])
-
-
-def _plain_flags(command: Any, ctx: Any) -> None:
-    """Flags (--wide, --help, ...) take no value: no ``<bool>`` after them in the help."""
-    for param in command.get_params(ctx):
-        if getattr(param, "is_flag", False):
-            param.metavar = ""
-
-
-class _Interrupted(Exception):
-    """Ctrl-C in a command, carried to :func:`main` (typer turns a ``KeyboardInterrupt`` into a
-    silent exit 130)."""
-
-
-class _Command(TyperCommand):
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        _plain_flags(self, ctx)
-        super().format_help(ctx, formatter)
-
-    def invoke(self, ctx: Any) -> Any:
-        output.COMMAND.set(self.name or "tpuperf")  # messages name the command
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError as exc:  # click would make it exit 1
-            raise _OutputClosed from exc
-
-
-class _OutputClosed(Exception):
-    """stdout was closed by its reader (``tpuperf ... | head -1``)."""
-
-
-class _Group(TyperGroup):
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        _plain_flags(self, ctx)
-        super().format_help(ctx, formatter)
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt as exc:
-            raise _Interrupted from exc
-
-
-app = typer.Typer(
-    name="tpuperf",
-    cls=_Group,
-    help=f"tpuperf {__version__}: profile XLA workloads on TPUs and GPUs; what to fix first, "
-    "and how much it buys.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-_state = {"debug": False}
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"tpuperf {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(
-    debug: bool = typer.Option(
-        False, "--debug", help="Show the traceback of an error (the exit code stays the same)."
-    ),
-    version: bool = typer.Option(
-        False,
-        "--version",
-        help="Print the version and exit.",
-        callback=_print_version,
-        is_eager=True,
-    ),
-) -> None:
-    _state["debug"] = debug
-
-
-def _register() -> None:
-    for name, module_name in COMMANDS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # a command not built yet
-                continue
-            raise
-        app.command(name=name, cls=_Command, help=reflow(module.command.__doc__))(
-            bind_formats(module.command)
-        )
-
-
-_register()
+_APP_NAMES = ("app", "COMMANDS", "reflow")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,73 +26,43 @@ def main(argv: list[str] | None = None) -> int:
     traceback, not another code. A closed stdout ends quietly with 141.
     """
     args = argv if argv is not None else sys.argv[1:]
-    debug = "--debug" in args
-    keep_freed_memory()
+    # The answers that need no command line parser (typer and click take longer to import
+    # than the interpreter takes to start): the version, and the list of commands (alone,
+    # `tpuperf` shows it and exits 2, as a missing command does).
+    if args == ["--version"]:
+        from tpuperf import __version__
+
+        return _print(f"tpuperf {__version__}\n", 0, argv)
+    if args in ([], ["-h"], ["--help"]):
+        from tpuperf.cli._root import page
+
+        return _print(page(), 0 if args else 2, argv)
+    from tpuperf.cli._app import main as run
+
+    return run(argv)
+
+
+def _print(text: str, code: int, argv: list[str] | None) -> int:
     try:
-        result = app(args=argv, standalone_mode=False, prog_name="tpuperf")
-    except TpuperfError as exc:
-        _traceback(debug)
-        output.say(f"error: {exc}")
-        return _exit(exc.exit_code, argv)
-    except typer.Exit as exc:
-        return _exit(exc.exit_code, argv)
-    except _OutputClosed:
-        # The reader went away (`tpuperf ... | head -1`): end quietly, as a command killed by
-        # SIGPIPE does (128 + 13), so `set -o pipefail` still sees that the output was cut.
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `tpuperf --help | head -1`: end as the other commands do
+        from tpuperf.cli._app import _stdout_to_devnull
+
         _stdout_to_devnull()
-        return _exit(141, argv)
-    except (typer.Abort, KeyboardInterrupt, _Interrupted):
-        _traceback(debug)
-        typer.echo("tpuperf: interrupted", err=True)
-        return _exit(130, argv)
-    except Exception as exc:
-        # Usage errors of click (or of the copy of click that typer ships): one line, as ours.
-        message, exit_code = _click_message(exc), getattr(exc, "exit_code", None)
-        if message is not None and isinstance(exit_code, int):
-            _traceback(debug)
-            output.say(f"error: {message}")
-            return _exit(exit_code, argv)
-        _traceback(debug)
-        output.say(
-            f"internal error: {type(exc).__name__}: {exc}"
-            + ("" if debug else " (run with --debug for the traceback, and please report it)")
-        )
-        return _exit(1, argv)
-    # Without standalone mode, an abort (Ctrl-C) or ctx.exit(n) comes back as a return value.
-    return _exit(result if isinstance(result, int) else 0, argv)
-
-
-def _click_message(exc: Exception) -> str | None:
-    """A click exception's message on one line, with the hint click would print under its
-    usage block (``see 'tpuperf analyze -h'``); None for any other exception."""
-    format_message = getattr(exc, "format_message", None)
-    if not callable(format_message) or not callable(getattr(exc, "show", None)):
-        return None
-    message = " ".join(str(format_message()).split()).rstrip(".")
-    message = message[:1].lower() + message[1:]
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None:
-        message += f"; see '{ctx.command_path} -h'"
-    return message
-
-
-def _stdout_to_devnull() -> None:
-    """Point stdout at /dev/null, so that the interpreter's last flush of what is still
-    buffered does not fail again (and print "Exception ignored ...") on the closed pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout is not a file (tests capture it)
-        pass
-
-
-def _traceback(debug: bool) -> None:
-    if debug:
-        traceback.print_exc(file=sys.stderr)
-
-
-def _exit(code: int, argv: list[str] | None) -> int:
+        code = 141
     if argv is None:  # called as the console script
         sys.exit(code)
     return code
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _APP_NAMES:
+        raise AttributeError(f"module 'tpuperf.cli' has no attribute {name!r}")
+    if name == "app":  # every command on it, as the top-level help lists them
+        from tpuperf.cli import _app
+
+        return _app.register(command for command, _ in _app.COMMANDS)
+    from tpuperf.cli import _root
+
+    return getattr(_root, name)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +62,6 @@ def load_profile(
     ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
     name it. ``cache``: through the cache of decoded tables (:mod:`tpuperf.cache`), which a
     damaged entry notes on stderr."""
-    from rich.text import Text
-
     from tpuperf import output
     from tpuperf.errors import UsageError
 
@@ -78,16 +78,33 @@ def load_profile(
     def flag(message: str) -> str:
         return re.sub(r"--run\b", run_flag, message)
 
-    err = output.console(stderr=True)
     try:
-        # A str status is read as markup whatever the console says: a path is Text.
-        with err.status(Text(f"reading {path}"), spinner="dots"):
+        with _spinner(f"reading {path}"):
             profile = read(path, host=host, run=run)
     except UsageError as exc:
         raise UsageError(flag(str(exc))) from None
     for warning in profile.warnings if notices else ():
         output.note(flag(warning))
     return profile
+
+
+def _spinner(status: str) -> AbstractContextManager[Any]:
+    """A spinner with ``status`` on stderr when it is a terminal; elsewhere rich would draw
+    nothing, and is not imported."""
+    import sys
+
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        terminal = False
+    if not terminal:
+        return contextlib.nullcontext()
+    from rich.text import Text
+
+    from tpuperf import output
+
+    # A str status is read as markup whatever the console says: a path is Text.
+    return output.console(stderr=True).status(Text(status), spinner="dots")
 
 
 # The analysis options of analyze, report and diff, worded the same in each.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tpuperf.cli._common import (
     format_option,
     host_option,
@@ -40,10 +42,11 @@ def command(
 
     fmt = out.choose_format(format, output, FORMATS)
     info = describe(load_profile(profile, host, run, cache=not no_cache))
-    from tpuperf.render.listings import render_info
 
-    view = out.View(
-        document=lambda: info,
-        table=lambda console, wide: render_info(info, console, wide=wide),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.listings import render_info  # rich: for a table only
+
+        render_info(info, console, wide=wide)
+
+    view = out.View(document=lambda: info, table=table)
     out.emit(view, fmt, output, wide=wide)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from tpuperf.cli._common import (
@@ -89,8 +91,6 @@ def command(
             f"--by op merges same-named ops of different programs ({merged} row(s) merge "
             "several); --by program_op keeps them apart"
         )
-    from tpuperf.render.listings import render_collectives, render_ops, render_scope_ops
-
     if by == COLLECTIVE_GROUPING:
         from tpuperf.megascale import rendezvous_names
 
@@ -103,14 +103,13 @@ def command(
         view = out.View(
             document=lambda: {"source": loaded.source, "by": by, "rows": table.records()},
             rows=lambda: out.Rows.from_table(table),
-            table=lambda console, wide: render_collectives(table, console, wide=wide),
+            table=lambda console, wide: _listings().render_collectives(table, console, wide=wide),
         )
         out.emit(view, fmt, output, wide=wide)
         return
 
     if by in SCOPE_GROUPINGS and fmt is out.Format.table and not has_scopes:
         return  # said in one line above; an empty table adds nothing
-    render = render_scope_ops if by in SCOPE_GROUPINGS else render_ops
     view = out.View(
         document=lambda: {
             "source": loaded.source,
@@ -119,6 +118,15 @@ def command(
             "rows": table.records(),
         },
         rows=lambda: out.Rows.from_table(table),
-        table=lambda console, wide: render(table, by, console, wide=wide, per_device=per_device),
+        table=lambda console, wide: (
+            _listings().render_scope_ops if by in SCOPE_GROUPINGS else _listings().render_ops
+        )(table, by, console, wide=wide, per_device=per_device),
     )
     out.emit(view, fmt, output, wide=wide)
+
+
+def _listings() -> Any:
+    """:mod:`tpuperf.render.listings`, imported for a table only (it imports rich)."""
+    from tpuperf.render import listings
+
+    return listings

@@ -1,0 +1,207 @@
+"""What each command imports: ``--version`` and ``--help`` nothing but tpuperf, a command only its
+own module, and the help drawn without rich is the page typer draws.
+
+Startup time is measured by benchmarks, never in a test; what is imported is what decides it,
+and that is checked here, in a fresh interpreter per case.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import CPU_FIXTURE, REPO
+
+_CHILD = """
+import json, sys
+before = set(sys.modules)
+from tpuperf.cli import main
+code = main(sys.argv[1:])
+print(json.dumps([code, sorted(set(sys.modules) - before)]), file=sys.stderr)
+"""
+
+
+def _imports(*args: str) -> tuple[int, str, set[str]]:
+    """Exit code, stdout and the modules a fresh interpreter imported to run ``tpuperf ARGS``
+    (beyond those it had loaded at start)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO
+    )
+    code, modules = json.loads(result.stderr.splitlines()[-1])
+    return code, result.stdout, set(modules)
+
+
+def _top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), [(["--version"], 0), (["--help"], 0), (["-h"], 0), ([], 2)]
+)
+def test_version_and_help_import_only_tpuperf(args: list[str], code: int) -> None:
+    exit_code, out, modules = _imports(*args)
+    assert exit_code == code
+    assert out.strip()
+    # Not typer, click, rich, numpy, nor the standard library's typing or inspect.
+    assert _top_level(modules) == {"tpuperf"}, sorted(modules)
+
+
+def test_a_command_imports_only_its_own_command_module() -> None:
+    code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and json.loads(out)["schema_version"] == 1
+    commands = {m for m in modules if m.startswith("tpuperf.cli.")}
+    assert {m.rpartition(".")[2] for m in commands if not m.rpartition(".")[2].startswith("_")} == {
+        "info"
+    }
+    # The help's layout is drawn without rich (typer's rich help imports rich.markdown).
+    code, out, modules = _imports("info", "--help")
+    assert code == 0 and "Usage: tpuperf info" in out
+    assert "rich" not in _top_level(modules)
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "60"])
+def test_top_level_help_is_the_page_typer_draws(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """``tpuperf --help`` reads the commands' docstrings from their source: it is the page the
+    typer application draws from the commands it builds."""
+    import typer
+
+    from tpuperf.cli import _root, app
+    from tpuperf.cli._help import format_help
+
+    monkeypatch.setenv("COLUMNS", columns)
+    group = typer.main.get_command(app)
+    ctx = group.make_context("tpuperf", ["info"], resilient_parsing=True)
+    drawn = format_help(group, ctx)
+    assert _root.page() == drawn
+    rows = [line[2:] for line in drawn.splitlines() if line.startswith("│ ")]
+    names = [row.split()[0] for row in rows if row[:1].isalpha()]
+    assert names == [name for name, _ in _root.COMMANDS]
+
+
+def test_summaries_are_the_docstrings_first_paragraphs() -> None:
+    import importlib
+
+    from tpuperf.cli import _root
+
+    expected = [
+        (name, _root.reflow(importlib.import_module(module).command.__doc__).split("\n\n")[0])
+        for name, module in _root.COMMANDS
+    ]
+    assert _root.summaries() == expected
+
+
+def test_summaries_without_sources_to_read_come_from_the_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import re
+
+    from tpuperf.cli import _root
+
+    read = _root.summaries()
+    monkeypatch.setattr(_root, "_DOCSTRING", re.compile(r"(?!)(.)"))  # never matches
+    assert _root.summaries() == read
+    monkeypatch.setattr(_root.os.path, "dirname", lambda _: "/nonexistent")
+    assert _root.summaries() == read
+
+
+def test_cleandoc_is_inspects() -> None:
+    import importlib
+
+    from tpuperf.cli import _root
+    from tpuperf.cli._help import cleandoc
+
+    docs = [importlib.import_module(m).command.__doc__ or "" for _, m in _root.COMMANDS]
+    docs += ["", "one", "\n  two\n    three\n\n  four\n\n", "\tx\n\ty"]
+    for doc in docs:
+        assert cleandoc(doc) == inspect.cleandoc(doc)
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "lines"),
+    [
+        ("a bb ccc dddd", 6, ["a bb", "ccc", "dddd"]),
+        ("    indented line", 14, ["    indented", "line"]),
+        ("x abcdefghij y", 4, ["x", "abcd", "efgh", "ij y"]),
+        ("one\n\ntwo", 80, ["one", "", "two"]),
+    ],
+)
+def test_wrap_breaks_where_the_next_word_does_not_fit(
+    text: str, width: int, lines: list[str]
+) -> None:
+    from tpuperf.cli._help import wrap
+
+    assert wrap(text, width) == lines
+
+
+def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
+    code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and "rich" not in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and json.loads(out)["rows"] and "rich" not in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE))
+    assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
+
+
+def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
+    """The "reading PATH" spinner goes to stderr when it is a terminal (rich draws it); on a
+    pipe nothing is drawn, and rich is not imported for it."""
+    import os
+    import pty
+
+    main, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE), "-f", "json"],
+            stdout=subprocess.PIPE,
+            stderr=child,
+            cwd=REPO,
+            env={**os.environ, "TERM": "xterm"},
+        )
+        os.close(child)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal's other end is closed: all is read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(main)
+    assert done.returncode == 0 and json.loads(done.stdout)["schema_version"] == 1
+    assert f"reading {CPU_FIXTURE}".encode() in drawn
+    piped = subprocess.run(
+        [sys.executable, "-m", "tpuperf", "info", str(CPU_FIXTURE), "-f", "json"],
+        capture_output=True,
+        cwd=REPO,
+    )
+    assert piped.returncode == 0 and piped.stderr == b""
+
+
+# --------------------------------------------------------------------------- the load path
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[0], [2, 2, 0, 1, 0, -1], [-1, -1], [3, 1, 3, 1, 0, 2, 4, 4]],
+)
+def test_host_event_names_are_coded_as_from_list_codes_them(rows: list[int]) -> None:
+    """hostview's names and thread lines: the values in the order the rows first show them, as
+    ``Strings.from_list`` makes them, with names that repeat across planes made one."""
+    import numpy as np
+
+    from tpuperf.columns import Strings
+    from tpuperf.hostview import _first_seen
+
+    known = ["b", "a", "b", "c", ""]  # "b" twice: two planes name the same event
+    found = _first_seen(known, np.array(rows))
+    expected = Strings.from_list([known[i] for i in rows])
+    assert found.values == expected.values
+    assert found.codes.tolist() == expected.codes.tolist()
