@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import schema
-from tpuperf._native import native as _native
+from tpuperf import kernels, schema
 from tpuperf.columns import (
     Strings,
     Table,
@@ -835,34 +834,16 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
     kind = ops.strings("kind")
     lines = ops.strings("line")
     one_line = len(lines.values) == 1 or len(distinct(lines.codes)) == 1
-    if one_line and _native is not None:
+    if one_line:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
-        # its ops by kind, in order, touching neighbours joined; one pass in C.
-        runs = _native.kind_runs(
-            np.ascontiguousarray(start, dtype=np.int64),
-            np.ascontiguousarray(end, dtype=np.int64),
-            _set_codes(kind),
-            3,
-        )
+        # its ops by kind, in order, touching neighbours joined; one pass.
+        runs = kernels.kind_runs(start, end, _set_codes(kind), 3)
         if runs is not None:
-            compute, collective, other, occupied = (
-                _empty_or(np.frombuffer(s, np.int64), np.frombuffer(e, np.int64)) for s, e in runs
-            )
+            compute, collective, other, occupied = (_empty_or(s, e) for s, e in runs)
             return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     is_coll_all = kind.eq(schema.KIND_COLLECTIVE)
     is_other_all = kind.isin(_OTHER_KINDS)
     is_comp_all = kind.eq(schema.KIND_COMPUTE)
-    if one_line:
-        taken = end > start
-        s, e = start[taken], end[taken]
-        if not len(s) or (np.all(s[1:] >= e[:-1])):
-            # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets
-            # are its ops by kind, in order, with touching neighbours joined (what union gives).
-            compute = _joined(s[is_comp_all[taken]], e[is_comp_all[taken]])
-            collective = _joined(s[is_coll_all[taken]], e[is_coll_all[taken]])
-            other = _joined(s[is_other_all[taken]], e[is_other_all[taken]])
-            occupied = _joined(s, e)
-            return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     line = lines.codes
     comp_parts, coll_parts, other_parts = [], [], []
     for code in distinct(line):
@@ -906,18 +887,6 @@ def _leaves(ops: Table, rows: np.ndarray) -> np.ndarray:
     if self_ps is dur_ps:  # no op of the device nests another: every op is a leaf
         return rows
     return rows[self_ps[rows] >= dur_ps[rows]]
-
-
-def _joined(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """Sorted, disjoint, non-empty intervals as Intervals, touching neighbours joined."""
-    if not len(starts):
-        return EMPTY
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > ends[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(starts) - 1)
-    return Intervals(starts[first], ends[last])
 
 
 def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.ndarray]:
