@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf.columns import Strings, Table, group_index, sum_by
-from tpuperf.steps import window_of
-from tpuperf.timeline import (
+from tpuperf.intervals import (
     EMPTY,
     Intervals,
     intersect,
@@ -40,6 +39,7 @@ from tpuperf.timeline import (
     subtract,
     union,
 )
+from tpuperf.steps import window_of
 
 if TYPE_CHECKING:
     from tpuperf.timeline import DeviceView, Timeline
