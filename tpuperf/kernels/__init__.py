@@ -17,7 +17,8 @@ import contextlib
 import importlib
 import os
 from collections.abc import Iterator
-from typing import Any, Protocol
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -47,51 +48,22 @@ MISSING = int(np.iinfo(np.int64).min)
 EventRecords = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-class _Kernels(Protocol):
-    """What each implementation module provides (arguments as checked below)."""
-
-    def event_records(self, data: Any, first: int, stop: int) -> EventRecords: ...
-    def skip_records(self, data: Any, first: int, stop: int) -> tuple[int, int]: ...
-    def extent(self, data: Any, first: int, stop: int) -> tuple[int, int, int, int]: ...
-    def int_events(
-        self,
-        data: Any,
-        first: int,
-        stop: int,
-        wanted_ids: np.ndarray,
-        wanted_columns: np.ndarray,
-        n_columns: int,
-        keep_column: int,
-    ) -> tuple[int, list[np.ndarray]]: ...
-    def stats(self, data: Any, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, ...]: ...
-    def scan_fields(self, data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]: ...
-    def texts(self, data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]: ...
-    def kind_runs(
-        self, starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray, n_kinds: int
-    ) -> list[tuple[np.ndarray, np.ndarray]] | None: ...
-    def dense_groups(self, keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]: ...
-    def group_sums(
-        self, groups: np.ndarray, values: np.ndarray, n_groups: int
-    ) -> np.ndarray | None: ...
-
-
 def numpy_asked() -> bool:
     """Whether ``TPUPERF_DECODER=numpy`` asks for the numpy kernels where C is built."""
     return os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy"
 
 
-def load(name: str) -> _Kernels:
-    """The implementation ``name`` ("native" or "numpy"); ImportError where C is not built."""
+def load(name: str) -> ModuleType:
+    """The implementation ``name`` ("native" or "numpy"): a module with every kernel, of the
+    signatures below (tests/test_kernels.py checks both); ImportError where C is not built."""
     if name not in IMPLEMENTATIONS:
         raise ValueError(f"no kernels {name!r}: one of {', '.join(IMPLEMENTATIONS)}")
     if name == "native":
-        module: Any = importlib.import_module("tpuperf.kernels._c")
-    else:
-        module = importlib.import_module("tpuperf.kernels._numpy")
-    return module  # type: ignore[no-any-return]
+        return importlib.import_module("tpuperf.kernels._c")
+    return importlib.import_module("tpuperf.kernels._numpy")
 
 
-def _choose() -> tuple[str, _Kernels]:
+def _choose() -> tuple[str, ModuleType]:
     if not numpy_asked():
         try:
             return "native", load("native")
