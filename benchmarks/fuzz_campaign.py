@@ -62,19 +62,21 @@ def _worker(tasks: Any, results: Any) -> None:
 
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
     os.environ["COLUMNS"] = "80"
-    from tpuperf import xspace
+    from tpuperf import kernels
     from tpuperf.cli import main
 
-    native = xspace._native
     while (task := tasks.get()) is not None:
         key, decoder, command, args = task
-        xspace._native = native if decoder == "C" else None
         raw = io.BytesIO()
         out = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
         err = io.StringIO()
         code: Any
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with (
+                kernels.use("native" if decoder == "C" else "numpy"),
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+            ):
                 code = main(args)
         except MemoryError:
             code = "memory"

@@ -143,51 +143,7 @@ def test_a_failing_analyzer_is_reported_and_the_others_still_run() -> None:
     assert report.to_dict()["analyzers"]["broken"]["error"] == "ZeroDivisionError: on purpose"
 
 
-# ---------------------------------------------------------------------------- intervals
-
-_spans = st.lists(
-    st.tuples(st.integers(0, 1000), st.integers(0, 200)).map(lambda t: (t[0], t[0] + t[1])),
-    max_size=30,
-)
-
-
-def _mask(spans: list[tuple[int, int]]) -> np.ndarray:
-    covered = np.zeros(1300, dtype=bool)
-    for s, e in spans:
-        covered[s:e] = True
-    return covered
-
-
-def _as_set(spans: list[tuple[int, int]]) -> iv.Intervals:
-    return iv.union(np.array([s for s, _ in spans]), np.array([e for _, e in spans]))
-
-
-@settings(max_examples=200, deadline=None)
-@given(_spans, _spans)
-def test_interval_algebra_matches_a_brute_force_mask(a: list, b: list) -> None:
-    sa, sb = _as_set(a), _as_set(b)
-    for result in (sa, sb, iv.subtract(sa, sb), iv.intersect(sa, sb), iv.merge(sa, sb)):
-        # Merged intervals are sorted, disjoint and non-empty.
-        assert np.all(result.ends > result.starts)
-        assert np.all(result.starts[1:] > result.ends[:-1])
-    ma, mb = _mask(a), _mask(b)
-    assert sa.total == ma.sum()
-    assert iv.subtract(sa, sb).total == (ma & ~mb).sum()
-    assert iv.intersect(sa, sb).total == (ma & mb).sum()
-    assert iv.merge(sa, sb).total == (ma | mb).sum()
-    windows = np.array([0, 100, 250, 999]), np.array([50, 400, 260, 1300])
-    expected = [ma[s:e].sum() for s, e in zip(*windows, strict=True)]
-    assert list(iv.measure_in(sa, *windows)) == expected
-
-
-@settings(max_examples=200, deadline=None)
-@given(_spans, _spans)
-def test_overlap_never_exceeds_either_side(comm: list, compute: list) -> None:
-    sc, sk = _as_set(comm), _as_set(compute)
-    overlap = iv.intersect(sc, sk).total
-    assert overlap <= min(sc.total, sk.total)
-    assert iv.subtract(sc, sk).total == sc.total - overlap
-
+# ---------------------------------------------------------------------------- device sets
 
 _KINDS = (schema.KIND_COMPUTE, schema.KIND_COLLECTIVE, schema.KIND_ASYNC_COPY, "other")
 
@@ -200,18 +156,20 @@ _KINDS = (schema.KIND_COMPUTE, schema.KIND_COLLECTIVE, schema.KIND_ASYNC_COPY, "
     st.booleans(),
     st.booleans(),
 )
-def test_device_sets_in_c_equal_numpy(
+def test_device_sets_in_one_pass_equal_the_set_algebra(
     ops: list[tuple[int, int, str]], in_order: bool, gpu: bool
 ) -> None:
-    """One line of ops (in order and apart, touching, empty, or overlapping: then numpy does
-    it all): the C pass gives the sets the numpy code gives."""
+    """One line of ops (in order and apart, touching, empty, or overlapping: then the set
+    algebra does it all): the one pass of kernels.kind_runs gives the sets that unions and
+    differences of the ops' intervals give (kind_runs in C and numpy: tests/test_kernels)."""
+    from unittest import mock
+
+    from tpuperf import kernels
     from tpuperf.columns import Strings, Table
 
-    if iv._native is None:
-        pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
     placed, at = [], 0
     for gap, duration, _ in ops:
-        # In order: gaps as given, ops one after another (the TPU shape the C pass takes).
+        # In order: gaps as given, ops one after another (the TPU shape the one pass takes).
         placed.append(at + gap if in_order else gap * 7)
         at = placed[-1] + duration
     starts = np.array(placed, dtype=np.int64)
@@ -223,23 +181,28 @@ def test_device_sets_in_c_equal_numpy(
         }
     )
     end = starts + durations
-    with_c = iv._device_sets(table, starts, end, gpu)
-    native, iv._native = iv._native, None
-    try:
-        with_numpy = iv._device_sets(table, starts, end, gpu)
-    finally:
-        iv._native = native
-    for name in ("compute", "collective", "other", "busy", "occupied"):
-        got, expected = getattr(with_c, name), getattr(with_numpy, name)
+    in_one_pass = iv._device_sets(table, starts, end, gpu)
+    with mock.patch.object(kernels, "kind_runs", lambda *args: None):  # the general way
+        by_algebra = iv._device_sets(table, starts, end, gpu)
+    for name in ("compute", "collective", "other"):
+        got, expected = getattr(in_one_pass, name), getattr(by_algebra, name)
         assert got.starts.tolist() == expected.starts.tolist(), name
         assert got.ends.tolist() == expected.ends.tolist(), name
-
-
-def test_first_and_last_covered_time_in_windows() -> None:
-    a = iv.union(np.array([10, 40]), np.array([20, 50]))
-    starts, ends = np.array([0, 15, 25, 60]), np.array([30, 45, 35, 70])
-    assert list(iv.first_inside(a, starts, ends)) == [10, 15, 35, 70]
-    assert list(iv.last_inside(a, starts, ends)) == [20, 45, 25, 60]
+    # Occupied: in one pass, every op whatever its kind. (The algebra's way builds it from the
+    # three sets, which leaves out an op of none of them, such as "other": compared with it
+    # where there is none.)
+    taken = end > starts
+    if bool(np.all(starts[taken][1:] >= end[taken][:-1])):  # in order: the one pass ran
+        every_op = iv.union(starts, end)
+        assert in_one_pass.occupied.starts.tolist() == every_op.starts.tolist()
+        assert in_one_pass.occupied.ends.tolist() == every_op.ends.tolist()
+    busy = in_one_pass.compute if gpu else in_one_pass.occupied
+    assert in_one_pass.busy.starts.tolist() == busy.starts.tolist()
+    if all(k != "other" for _, _, k in ops):
+        for name in ("busy", "occupied"):
+            got, expected = getattr(in_one_pass, name), getattr(by_algebra, name)
+            assert got.starts.tolist() == expected.starts.tolist(), name
+            assert got.ends.tolist() == expected.ends.tolist(), name
 
 
 # ---------------------------------------------------------------------------- chips, roofline

@@ -248,19 +248,17 @@ def test_sorted_codes_and_first_rows_equal_numpy_unique(values: list[float]) -> 
 def test_dense_groups_in_c_equal_numpy(keys: list[int], spare: int) -> None:
     import pytest
 
-    from tpuperf import _native
+    from tpuperf import kernels
     from tpuperf.columns import _dense_groups
 
-    if _native.native is None:
+    if not kernels.native_built():
         pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
     combined = np.array(keys, dtype=np.int64)
     size = max(keys, default=0) + 1 + spare
-    with_c = _dense_groups(combined, size)
-    native, _native.native = _native.native, None
-    try:
+    with kernels.use("native"):
+        with_c = _dense_groups(combined, size)
+    with kernels.use("numpy"):
         with_numpy = _dense_groups(combined, size)
-    finally:
-        _native.native = native
     assert with_c[0].tolist() == with_numpy[0].tolist()
     assert with_c[1].tolist() == with_numpy[1].tolist()
 
@@ -277,17 +275,15 @@ def test_sum_by_in_c_equals_numpy(
     """Group sums in C equal numpy's, exact below 2**53 and wrapping past int64 alike."""
     import pytest
 
-    from tpuperf import _native
+    from tpuperf import kernels
 
-    if _native.native is None:
+    if not kernels.native_built():
         pytest.skip("the C module (tpuperf/_wire_native.c) is not built")
     group = np.array([g for g, _ in pairs], dtype=group_dtype)
     values = np.array([v if big else v % 1000 for _, v in pairs], dtype=np.int64)
-    with_c = sum_by(group, 7, values)
-    native, _native.native = _native.native, None
-    try:
+    with kernels.use("native"):
+        with_c = sum_by(group, 7, values)
+    with kernels.use("numpy"):
         with_numpy = sum_by(group, 7, values)
-    finally:
-        _native.native = native
     assert with_c.dtype == with_numpy.dtype == np.int64
     assert with_c.tolist() == with_numpy.tolist()

@@ -262,5 +262,10 @@ def test_the_layout_section_names_every_core_module_and_only_real_ones() -> None
         for path in (REPO / "tpuperf").glob("*.py")
         if path.name not in ("__init__.py", "__main__.py")
     }
+    # ... and every package inside it (tpuperf/kernels/, tpuperf/render/, ...).
+    modules |= {
+        str(path.parent.relative_to(REPO)) + "/"
+        for path in (REPO / "tpuperf").glob("*/__init__.py")
+    }
     missing = sorted(m for m in modules - named if not m.startswith(tuple(folders)))
     assert not missing, f"README's layout does not place {missing}"

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from fixtures.hostile import COMMANDS, HOSTILE_NAMES, cases, judge
 from fixtures.mutate import KINDS, mutate
 from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
-from tpuperf import xspace
+from tpuperf import kernels
 from tpuperf.cli import main
 from tpuperf.errors import BadProfile
 from tpuperf.output import csv_text_cell, visible
@@ -46,15 +46,10 @@ SOURCES = [CPU_FIXTURE, *sorted(SHARED_PROFILES.rglob("*.xplane.pb"))]
 @contextlib.contextmanager
 def decoder(name: str) -> Iterator[None]:
     """Decode with the C module or with numpy for the duration."""
-    if name == "C" and xspace._native is None:
+    if name == "C" and not kernels.native_built():
         pytest.skip("the C decoder is not built here")
-    saved = xspace._native
-    if name == "numpy":
-        xspace._native = None
-    try:
+    with kernels.use("native" if name == "C" else "numpy"):
         yield
-    finally:
-        xspace._native = saved
 
 
 def run(args: list[str]) -> tuple[int, bytes, str]:

@@ -172,7 +172,19 @@ def test_the_c_module_is_chosen_in_one_place() -> None:
         for name, path in MODULES.items()
         if any(m == "tpuperf._wire_native" for m in _imported(name, path))
     }
-    assert users == {"tpuperf._native"}
+    assert users == {"tpuperf.kernels._c"}
+
+
+def test_the_kernels_are_picked_in_one_place() -> None:
+    """Only tpuperf.kernels chooses between the C kernels and their numpy twins: call sites
+    import the package, never an implementation."""
+    for implementation in ("tpuperf.kernels._c", "tpuperf.kernels._numpy"):
+        users = {
+            name
+            for name, path in MODULES.items()
+            if any(m == implementation for m in _imported(name, path))
+        }
+        assert users == {"tpuperf.kernels"}, (implementation, sorted(users))
 
 
 @pytest.mark.parametrize(

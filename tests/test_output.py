@@ -411,15 +411,15 @@ def test_help_reads_at_80_columns(cli: Cli, monkeypatch: pytest.MonkeyPatch, com
 # --------------------------------------------------------------------------- info
 
 
-def test_info_says_which_decoder(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tpuperf import xspace
+def test_info_says_which_decoder(cli: Cli) -> None:
+    from tpuperf import kernels
 
     info = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])
-    assert info["decoder"] == ("native" if xspace._native is not None else "numpy")
-    monkeypatch.setattr(xspace, "_native", None)
-    info = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])
-    assert info["decoder"] == "numpy"
-    assert "decoder numpy" in cli("info", str(CPU_FIXTURE))[1]
+    assert info["decoder"] == kernels.implementation()
+    with kernels.use("numpy"):
+        info = json.loads(cli("info", str(CPU_FIXTURE), "-f", "json")[1])
+        assert info["decoder"] == "numpy"
+        assert "decoder numpy" in cli("info", str(CPU_FIXTURE))[1]
 
 
 def test_info_of_a_gzip_file_says_the_size_is_decompressed(

@@ -15,18 +15,17 @@ from hypothesis import strategies as st
 
 from tests.conftest import SHARED_PROFILES, shared_profile
 from tpuperf import _xspace_schema as pb
-from tpuperf import xspace
+from tpuperf import kernels, xspace
 
 
 @pytest.fixture(autouse=True, params=["native", "numpy"])
-def backend(request, monkeypatch):  # type: ignore[no-untyped-def]
-    if request.param == "numpy":
-        monkeypatch.setattr(xspace, "_native", None)
-    elif xspace._native is None:
+def backend(request):  # type: ignore[no-untyped-def]
+    if request.param == "native" and not kernels.native_built():
         if os.environ.get("CI"):
             pytest.fail("CI builds the C decoder (tpuperf/_wire_native.c), but it did not import")
         pytest.skip("the C decoder is not built here")
-    return request.param
+    with kernels.use(request.param):
+        yield request.param
 
 
 REAL = sorted(

@@ -2,9 +2,10 @@
  * The hot loop of the XSpace decoder, in C: walk a line's event records and
  * their stats, writing their fields into flat int64 columns.
  *
- * This is an optional accelerator of tpuperf/xspace.py, which has the same
- * decoding in numpy and uses it when this module is not built. Both produce
- * the same columns (tests/test_xspace.py checks both against protobuf).
+ * The C side of tpuperf.kernels, reached only through tpuperf/kernels/_c.py.
+ * Each function has a numpy twin of the same name (tpuperf/kernels/_numpy.py)
+ * used where this module is not built; tests/test_kernels.py checks every pair
+ * on generated and malformed inputs, tests/test_xspace.py both against protobuf.
  *
  * Wire format reminders (xplane.proto):
  *   XLine.events = 4 (length-delimited XEvent records, back to back)
@@ -67,99 +68,189 @@ static inline failure read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_
     return fail("a varint is longer than 10 bytes (not an XSpace protobuf)", *pos);
 }
 
-/* Read one field: its number, wire type, and value (varint or fixed64 bits) or
- * payload span (length-delimited). Leaves *pos after the field. */
-static inline failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *number,
-                          int *wire, uint64_t *value, Py_ssize_t *payload_start)
+/* One field of a message: its number, wire type, value (a varint, the bits of a fixed64, or
+ * the length of a length-delimited payload) and where the value starts (the payload of a
+ * length-delimited field, else the byte after the tag). */
+typedef struct {
+    uint64_t number;
+    int wire;
+    uint64_t value;
+    Py_ssize_t start;
+} field;
+
+/* Read the field at *pos into *f; leaves *pos after it. */
+static inline failure read_field(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, field *f)
 {
     uint64_t tag;
     Py_ssize_t field_start = *pos;
     failure error = read_varint(buf, pos, end, &tag);
     if (error)
         return error;
-    *number = tag >> 3;
-    *wire = (int)(tag & 7);
-    if (*number == 0) /* the offset of a bad field is where it starts, as numpy says it */
+    f->number = tag >> 3;
+    f->wire = (int)(tag & 7);
+    f->value = 0;
+    f->start = *pos;
+    if (f->number == 0) /* the offset of a bad field is where it starts, as numpy says it */
         return fail("field number 0 (not an XSpace protobuf)", field_start);
-    switch (*wire) {
+    switch (f->wire) {
     case WIRE_VARINT:
-        return read_varint(buf, pos, end, value);
+        return read_varint(buf, pos, end, &f->value);
     case WIRE_FIXED64:
         if (end - *pos < 8)
             return fail("a fixed64 value runs past the end of its message (truncated file?)", *pos);
-        memcpy(value, buf + *pos, 8); /* little-endian on every platform tpuperf targets */
+        memcpy(&f->value, buf + *pos, 8); /* little-endian on every platform tpuperf targets */
         *pos += 8;
         return NULL;
-    case WIRE_LEN: {
-        uint64_t length;
-        error = read_varint(buf, pos, end, &length);
+    case WIRE_LEN:
+        error = read_varint(buf, pos, end, &f->value);
         if (error)
             return error;
-        if (length > (uint64_t)(end - *pos))
+        if (f->value > (uint64_t)(end - *pos))
             return fail("a field runs past the end of its message (truncated file?)", *pos);
-        *payload_start = *pos;
-        *value = length;
-        *pos += (Py_ssize_t)length;
+        f->start = *pos;
+        *pos += (Py_ssize_t)f->value;
         return NULL;
-    }
     case WIRE_FIXED32:
         if (end - *pos < 4)
             return fail("a fixed32 value runs past the end of its message (truncated file?)", *pos);
         *pos += 4;
-        *value = 0;
         return NULL;
     default:
         return fail("invalid wire type (not an XSpace protobuf)", *pos);
     }
 }
 
-/* Walk the run of event records starting at `first`. With columns == NULL
- * only count events and stats; otherwise fill the columns. */
-typedef struct {
-    int64_t *metadata_id, *offset_ps, *duration_ps;
-    int64_t *stat_owner, *stat_start, *stat_stop;
-} event_columns;
+/* Whether an event record (XLine.events, tag 0x22) starts at pos: a run of them goes on. */
+static inline int at_record(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t stop)
+{
+    return pos < stop && buf[pos] == EVENT_RECORD_TAG;
+}
 
+/* Enter the event record at *pos (at_record): leaves *pos at its payload and sets *end to
+ * where the record ends. */
+static inline failure enter_record(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t stop,
+                                   Py_ssize_t *end)
+{
+    uint64_t length;
+    *pos += 1;
+    failure error = read_varint(buf, pos, stop, &length);
+    if (error)
+        return error;
+    if (length > (uint64_t)(stop - *pos))
+        return fail("an event record runs past the end of its line (truncated file?)", *pos);
+    *end = *pos + (Py_ssize_t)length;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ arguments and results */
+
+/* (data, first, stop): a buffer and a span of it. 0 with an exception set (and nothing held)
+ * when they do not parse or the span lies outside the buffer. */
+static int parse_span(PyObject *args, Py_buffer *view, Py_ssize_t *first, Py_ssize_t *stop,
+                      const char *what)
+{
+    if (!PyArg_ParseTuple(args, "y*nn", view, first, stop))
+        return 0;
+    if (*first < 0 || *stop > view->len || *first > *stop) {
+        PyErr_Format(PyExc_ValueError, "%s span outside the buffer", what);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static void release_buffers(Py_buffer *views, int count)
+{
+    for (int i = 0; i < count; i++)
+        PyBuffer_Release(&views[i]);
+}
+
+/* (data, starts, stops): a buffer and int64 columns of n spans in it. 0 with an exception
+ * set (and nothing held) when they do not parse or differ in length. */
+static int parse_spans(PyObject *args, Py_buffer views[3], Py_ssize_t *n)
+{
+    if (!PyArg_ParseTuple(args, "y*y*y*", &views[0], &views[1], &views[2]))
+        return 0;
+    if (views[2].len != views[1].len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        release_buffers(views, 3);
+        return 0;
+    }
+    *n = views[1].len / 8;
+    return 1;
+}
+
+/* A column of n items as a bytearray (for numpy.frombuffer); *data points at its bytes. */
+static PyObject *new_column(Py_ssize_t n, Py_ssize_t item_size, void **data)
+{
+    PyObject *column = PyByteArray_FromStringAndSize(NULL, n * item_size);
+    if (column)
+        *data = PyByteArray_AS_STRING(column);
+    return column;
+}
+
+/* count int64 columns of n rows into out[] and data[]; 0 with an exception set (what was
+ * made stays in out[], for drop_columns). */
+static int new_columns(PyObject **out, int64_t **data, int count, Py_ssize_t n)
+{
+    for (int i = 0; i < count; i++) {
+        out[i] = new_column(n, 8, (void **)&data[i]);
+        if (!out[i])
+            return 0;
+    }
+    return 1;
+}
+
+static void drop_columns(PyObject **out, int count)
+{
+    for (int i = 0; i < count; i++)
+        Py_CLEAR(out[i]);
+}
+
+/* After a loop run without the GIL: raise its failure, if any. Returns whether it failed. */
+static int raised(failure error)
+{
+    if (!error)
+        return 0;
+    raise_at(error);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ event records */
+
+/* The columns of a run of event records, as event_records returns them. */
+enum { METADATA_ID, OFFSET_PS, DURATION_PS, STAT_OWNER, STAT_START, STAT_STOP, N_EVENT_COLUMNS };
+
+/* Walk the run of event records starting at `first`. With columns == NULL only count events
+ * and stats; otherwise fill the columns. */
 static failure walk_events(const uint8_t *buf, Py_ssize_t first, Py_ssize_t stop,
-                           event_columns *columns, Py_ssize_t *n_events, Py_ssize_t *n_stats,
+                           int64_t **columns, Py_ssize_t *n_events, Py_ssize_t *n_stats,
                            Py_ssize_t *run_end)
 {
-    Py_ssize_t pos = first, events = 0, stats = 0;
-    while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
-        pos += 1;
-        uint64_t length;
-        failure error = read_varint(buf, &pos, stop, &length);
+    Py_ssize_t pos = first, events = 0, stats = 0, record_end;
+    while (at_record(buf, pos, stop)) {
+        failure error = enter_record(buf, &pos, stop, &record_end);
         if (error)
             return error;
-        if (length > (uint64_t)(stop - pos))
-            return fail("an event record runs past the end of its line (truncated file?)", pos);
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
         if (columns) {
-            columns->metadata_id[events] = 0;
-            columns->offset_ps[events] = 0;
-            columns->duration_ps[events] = 0;
+            columns[METADATA_ID][events] = 0;
+            columns[OFFSET_PS][events] = 0;
+            columns[DURATION_PS][events] = 0;
         }
         while (pos < record_end) {
-            uint64_t number, value = 0;
-            int wire;
-            Py_ssize_t payload = 0;
-            error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+            field f;
+            error = read_field(buf, &pos, record_end, &f);
             if (error)
                 return error;
-            if (number == 4 && wire == WIRE_LEN) {
+            if (f.number == 4 && f.wire == WIRE_LEN) {
                 if (columns) {
-                    columns->stat_owner[stats] = events;
-                    columns->stat_start[stats] = payload;
-                    columns->stat_stop[stats] = payload + (Py_ssize_t)value;
+                    columns[STAT_OWNER][stats] = events;
+                    columns[STAT_START][stats] = f.start;
+                    columns[STAT_STOP][stats] = f.start + (Py_ssize_t)f.value;
                 }
                 stats += 1;
-            } else if (columns && wire == WIRE_VARINT) {
-                if (number == 1)
-                    columns->metadata_id[events] = (int64_t)value;
-                else if (number == 2)
-                    columns->offset_ps[events] = (int64_t)value;
-                else if (number == 3)
-                    columns->duration_ps[events] = (int64_t)value;
+            } else if (columns && f.wire == WIRE_VARINT && f.number >= 1 && f.number <= 3) {
+                columns[METADATA_ID + f.number - 1][events] = (int64_t)f.value;
             }
         }
         events += 1;
@@ -170,89 +261,67 @@ static failure walk_events(const uint8_t *buf, Py_ssize_t first, Py_ssize_t stop
     return NULL;
 }
 
-static PyObject *new_column(Py_ssize_t n, Py_ssize_t item_size, void **data)
-{
-    PyObject *column = PyByteArray_FromStringAndSize(NULL, n * item_size);
-    if (column)
-        *data = PyByteArray_AS_STRING(column);
-    return column;
-}
-
 /* event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps,
  *                                      stat_owner, stat_start, stat_stop) */
 static PyObject *event_records(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t first, stop;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+    if (!parse_span(args, &view, &first, &stop, "line"))
         return NULL;
     PyObject *result = NULL;
-    PyObject *out[6] = {NULL};
+    PyObject *out[N_EVENT_COLUMNS] = {NULL};
+    int64_t *columns[N_EVENT_COLUMNS];
     const uint8_t *buf = (const uint8_t *)view.buf;
-    if (first < 0 || stop > view.len || first > stop) {
-        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
-        goto done;
-    }
     Py_ssize_t n_events, n_stats, run_end;
     failure error;
     Py_BEGIN_ALLOW_THREADS
     error = walk_events(buf, first, stop, NULL, &n_events, &n_stats, &run_end);
     Py_END_ALLOW_THREADS
-    if (error) {
-        raise_at(error);
+    if (raised(error) || !new_columns(out, columns, STAT_OWNER, n_events) ||
+        !new_columns(out + STAT_OWNER, columns + STAT_OWNER, N_EVENT_COLUMNS - STAT_OWNER,
+                     n_stats))
         goto done;
-    }
-    event_columns columns;
-    void **slots[6] = {(void **)&columns.metadata_id, (void **)&columns.offset_ps,
-                       (void **)&columns.duration_ps, (void **)&columns.stat_owner,
-                       (void **)&columns.stat_start, (void **)&columns.stat_stop};
-    for (int i = 0; i < 6; i++) {
-        out[i] = new_column(i < 3 ? n_events : n_stats, 8, slots[i]);
-        if (!out[i])
-            goto done;
-    }
     Py_BEGIN_ALLOW_THREADS
-    error = walk_events(buf, first, stop, &columns, &n_events, &n_stats, &run_end);
+    error = walk_events(buf, first, stop, columns, &n_events, &n_stats, &run_end);
     Py_END_ALLOW_THREADS
-    if (error) {
-        raise_at(error);
+    if (raised(error))
         goto done;
-    }
     result = Py_BuildValue("nOOOOOO", run_end, out[0], out[1], out[2], out[3], out[4], out[5]);
 done:
-    for (int i = 0; i < 6; i++)
-        Py_XDECREF(out[i]);
+    drop_columns(out, N_EVENT_COLUMNS);
     PyBuffer_Release(&view);
     return result;
 }
+
+/* ------------------------------------------------------------------ stats */
+
+/* The stat columns, as stats() returns them. */
+enum { STAT_ID, STAT_KIND, STAT_INT, STAT_DOUBLE_VALUE, STAT_TEXT_START, STAT_TEXT_STOP, N_STAT_COLUMNS };
 
 /* stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start,
  * text_stop); starts and stops are int64 buffers of XStat payload spans. */
 static PyObject *stats(PyObject *self, PyObject *args)
 {
-    Py_buffer view, starts_view, stops_view;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &starts_view, &stops_view))
+    Py_buffer views[3];
+    Py_ssize_t n;
+    if (!parse_spans(args, views, &n))
         return NULL;
     PyObject *result = NULL;
-    PyObject *out[6] = {NULL};
-    Py_ssize_t n = starts_view.len / 8;
-    if (stops_view.len != starts_view.len) {
-        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
-        goto done;
-    }
-    int64_t *metadata_id, *int_value, *text_start, *text_stop;
-    double *double_value;
-    uint8_t *kind;
-    void **slots[6] = {(void **)&metadata_id,  (void **)&kind,       (void **)&int_value,
-                       (void **)&double_value, (void **)&text_start, (void **)&text_stop};
-    for (int i = 0; i < 6; i++) {
-        out[i] = new_column(n, i == 1 ? 1 : 8, slots[i]);
+    PyObject *out[N_STAT_COLUMNS] = {NULL};
+    void *columns[N_STAT_COLUMNS];
+    for (int i = 0; i < N_STAT_COLUMNS; i++) {
+        out[i] = new_column(n, i == STAT_KIND ? 1 : 8, &columns[i]);
         if (!out[i])
             goto done;
     }
-    const uint8_t *buf = (const uint8_t *)view.buf;
-    const int64_t *starts = (const int64_t *)starts_view.buf;
-    const int64_t *stops = (const int64_t *)stops_view.buf;
+    int64_t *metadata_id = columns[STAT_ID], *int_value = columns[STAT_INT];
+    int64_t *text_start = columns[STAT_TEXT_START], *text_stop = columns[STAT_TEXT_STOP];
+    double *double_value = columns[STAT_DOUBLE_VALUE];
+    uint8_t *kind = columns[STAT_KIND];
+    const uint8_t *buf = (const uint8_t *)views[0].buf;
+    const int64_t *starts = (const int64_t *)views[1].buf;
+    const int64_t *stops = (const int64_t *)views[2].buf;
     failure error = NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !error; i++) {
@@ -263,46 +332,41 @@ static PyObject *stats(PyObject *self, PyObject *args)
         double_value[i] = 0.0;
         text_start[i] = 0;
         text_stop[i] = 0;
-        if (pos < 0 || end > view.len || pos > end) {
+        if (pos < 0 || end > views[0].len || pos > end) {
             error = fail("a stat lies outside the buffer", pos);
             break;
         }
         while (pos < end) {
-            uint64_t number, value = 0;
-            int wire;
-            Py_ssize_t payload = 0;
-            error = read_field(buf, &pos, end, &number, &wire, &value, &payload);
+            field f;
+            error = read_field(buf, &pos, end, &f);
             if (error)
                 break;
-            if (number == 1 && wire == WIRE_VARINT) {
-                metadata_id[i] = (int64_t)value;
-            } else if (number == 2 && wire == WIRE_FIXED64) {
+            if (f.number == 1 && f.wire == WIRE_VARINT) {
+                metadata_id[i] = (int64_t)f.value;
+            } else if (f.number == 2 && f.wire == WIRE_FIXED64) {
                 kind[i] = STAT_DOUBLE;
-                memcpy(&double_value[i], &value, 8);
-            } else if ((number == 3 || number == 4 || number == 7) && wire == WIRE_VARINT) {
-                kind[i] = number == 3 ? STAT_UINT64 : number == 4 ? STAT_INT64 : STAT_REF;
-                int_value[i] = (int64_t)value;
-            } else if ((number == 5 || number == 6) && wire == WIRE_LEN) {
-                kind[i] = number == 5 ? STAT_STR : STAT_BYTES;
-                text_start[i] = payload;
-                text_stop[i] = payload + (Py_ssize_t)value;
+                memcpy(&double_value[i], &f.value, 8);
+            } else if ((f.number == 3 || f.number == 4 || f.number == 7) && f.wire == WIRE_VARINT) {
+                kind[i] = f.number == 3 ? STAT_UINT64 : f.number == 4 ? STAT_INT64 : STAT_REF;
+                int_value[i] = (int64_t)f.value;
+            } else if ((f.number == 5 || f.number == 6) && f.wire == WIRE_LEN) {
+                kind[i] = f.number == 5 ? STAT_STR : STAT_BYTES;
+                text_start[i] = f.start;
+                text_stop[i] = f.start + (Py_ssize_t)f.value;
             }
         }
     }
     Py_END_ALLOW_THREADS
-    if (error) {
-        raise_at(error);
+    if (raised(error))
         goto done;
-    }
     result = Py_BuildValue("OOOOOO", out[0], out[1], out[2], out[3], out[4], out[5]);
 done:
-    for (int i = 0; i < 6; i++)
-        Py_XDECREF(out[i]);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&starts_view);
-    PyBuffer_Release(&stops_view);
+    drop_columns(out, N_STAT_COLUMNS);
+    release_buffers(views, 3);
     return result;
 }
+
+/* ------------------------------------------------------------------ interval sets, groups */
 
 /* kind_runs(starts, ends, kinds, n_kinds) -> None, or a list of n_kinds + 1 (starts, ends)
  * pairs of int64 columns: the intervals of a line of ops sorted by start that neither nest
@@ -311,16 +375,16 @@ done:
  * sets of a TPU device: one pass instead of a dozen numpy ones per set. */
 static PyObject *kind_runs(PyObject *self, PyObject *args)
 {
-    Py_buffer starts_view, ends_view, kinds_view;
+    Py_buffer views[3];
     int n_kinds;
-    if (!PyArg_ParseTuple(args, "y*y*y*i", &starts_view, &ends_view, &kinds_view, &n_kinds))
+    if (!PyArg_ParseTuple(args, "y*y*y*i", &views[0], &views[1], &views[2], &n_kinds))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = starts_view.len / 8;
-    const int64_t *starts = (const int64_t *)starts_view.buf;
-    const int64_t *ends = (const int64_t *)ends_view.buf;
-    const int8_t *kinds = (const int8_t *)kinds_view.buf;
-    if (ends_view.len != starts_view.len || kinds_view.len != n || n_kinds < 0 || n_kinds > 100) {
+    Py_ssize_t n = views[0].len / 8;
+    const int64_t *starts = (const int64_t *)views[0].buf;
+    const int64_t *ends = (const int64_t *)views[1].buf;
+    const int8_t *kinds = (const int8_t *)views[2].buf;
+    if (views[1].len != views[0].len || views[2].len != n || n_kinds < 0 || n_kinds > 100) {
         PyErr_SetString(PyExc_ValueError, "kind_runs: columns of different lengths");
         goto done;
     }
@@ -407,9 +471,7 @@ free:
     PyMem_Free(out_ends);
     PyMem_Free(columns);
 done:
-    PyBuffer_Release(&starts_view);
-    PyBuffer_Release(&ends_view);
-    PyBuffer_Release(&kinds_view);
+    release_buffers(views, 3);
     return result;
 }
 
@@ -528,28 +590,23 @@ done:
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
 {
-    Py_buffer view, starts_view, stops_view;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &starts_view, &stops_view))
+    Py_buffer views[3];
+    Py_ssize_t n;
+    if (!parse_spans(args, views, &n))
         return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t n = starts_view.len / 8;
-    const int64_t *starts = (const int64_t *)starts_view.buf;
-    const int64_t *stops = (const int64_t *)stops_view.buf;
-    if (stops_view.len != starts_view.len) {
-        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
-        goto done;
-    }
-    result = PyList_New(n);
+    const int64_t *starts = (const int64_t *)views[1].buf;
+    const int64_t *stops = (const int64_t *)views[2].buf;
+    PyObject *result = PyList_New(n);
     if (!result)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (starts[i] < 0 || stops[i] > view.len || starts[i] > stops[i]) {
+        if (starts[i] < 0 || stops[i] > views[0].len || starts[i] > stops[i]) {
             Py_CLEAR(result);
             PyErr_Format(PyExc_ValueError, "a string lies outside the buffer, at byte %lld",
                          (long long)starts[i]);
             goto done;
         }
-        PyObject *text = PyUnicode_DecodeUTF8((const char *)view.buf + starts[i],
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)views[0].buf + starts[i],
                                               (Py_ssize_t)(stops[i] - starts[i]), "replace");
         if (!text) {
             Py_CLEAR(result);
@@ -558,11 +615,11 @@ static PyObject *texts(PyObject *self, PyObject *args)
         PyList_SET_ITEM(result, i, text);
     }
 done:
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&starts_view);
-    PyBuffer_Release(&stops_view);
+    release_buffers(views, 3);
     return result;
 }
+
+/* ------------------------------------------------------------------ runs of records */
 
 /* skip_records(data, first, stop) -> (run_end, n_events): the extent of the run of event
  * records at `first`, without decoding them. */
@@ -570,61 +627,45 @@ static PyObject *skip_records(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t first, stop;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+    if (!parse_span(args, &view, &first, &stop, "line"))
         return NULL;
-    PyObject *result = NULL;
-    if (first < 0 || stop > view.len || first > stop) {
-        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
-        goto done;
-    }
     const uint8_t *buf = (const uint8_t *)view.buf;
     Py_ssize_t pos = first, events = 0;
     failure error = NULL;
     Py_BEGIN_ALLOW_THREADS
-    while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
-        pos += 1;
-        uint64_t length;
-        error = read_varint(buf, &pos, stop, &length);
+    Py_ssize_t record_end;
+    while (at_record(buf, pos, stop)) {
+        error = enter_record(buf, &pos, stop, &record_end);
         if (error)
             break;
-        if (length > (uint64_t)(stop - pos)) {
-            error = fail("an event record runs past the end of its line (truncated file?)", pos);
-            break;
-        }
-        pos += (Py_ssize_t)length;
+        pos = record_end;
         events += 1;
     }
     Py_END_ALLOW_THREADS
-    if (error) {
-        raise_at(error);
-        goto done;
-    }
-    result = Py_BuildValue("nn", pos, events);
-done:
+    PyObject *result = raised(error) ? NULL : Py_BuildValue("nn", pos, events);
     PyBuffer_Release(&view);
     return result;
 }
 
-/* The value of one XStat payload as an int64, when it is an integer (int64, uint64 or ref):
- * returns 1 and sets *id and *value; 0 when it holds something else. */
+/* The id and value of one XStat payload; *is_int says whether its value is an integer
+ * (int64, uint64 or ref): its last value field, as stats() reads the kind. */
 static failure stat_int(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint64_t *id,
                         int64_t *value, int *is_int)
 {
     *is_int = 0;
     *id = 0;
     while (pos < end) {
-        uint64_t number, v = 0;
-        int wire;
-        Py_ssize_t payload = 0;
-        failure error = read_field(buf, &pos, end, &number, &wire, &v, &payload);
+        field f;
+        failure error = read_field(buf, &pos, end, &f);
         if (error)
             return error;
-        if (number == 1 && wire == WIRE_VARINT) {
-            *id = v;
-        } else if ((number == 3 || number == 4 || number == 7) && wire == WIRE_VARINT) {
-            *value = (int64_t)v;
+        if (f.number == 1 && f.wire == WIRE_VARINT) {
+            *id = f.value;
+        } else if ((f.number == 3 || f.number == 4 || f.number == 7) && f.wire == WIRE_VARINT) {
+            *value = (int64_t)f.value;
             *is_int = 1;
-        } else if (number >= 2 && number <= 7) {
+        } else if ((f.number == 2 && f.wire == WIRE_FIXED64) ||
+                   ((f.number == 5 || f.number == 6) && f.wire == WIRE_LEN)) {
             *is_int = 0; /* a later value field of another kind replaces the integer */
         }
     }
@@ -642,22 +683,22 @@ static failure stat_int(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint
  * that column's stat are kept. */
 static PyObject *events(PyObject *self, PyObject *args)
 {
-    Py_buffer view, ids_view, cols_view;
+    Py_buffer views[3]; /* data, wanted_ids, wanted_columns */
     Py_ssize_t first, stop, n_columns, keep;
-    if (!PyArg_ParseTuple(args, "y*nny*y*nn", &view, &first, &stop, &ids_view, &cols_view,
+    if (!PyArg_ParseTuple(args, "y*nny*y*nn", &views[0], &first, &stop, &views[1], &views[2],
                           &n_columns, &keep))
         return NULL;
     PyObject *result = NULL;
     PyObject *out[3 + MAX_WANTED] = {NULL};
     int64_t *columns[3 + MAX_WANTED] = {NULL};
-    Py_ssize_t n_wanted = ids_view.len / 8;
-    const int64_t *wanted_ids = (const int64_t *)ids_view.buf;
-    const int64_t *wanted_cols = (const int64_t *)cols_view.buf;
-    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t n_wanted = views[1].len / 8;
+    const int64_t *wanted_ids = (const int64_t *)views[1].buf;
+    const int64_t *wanted_cols = (const int64_t *)views[2].buf;
+    const uint8_t *buf = (const uint8_t *)views[0].buf;
     failure error = NULL;
-    Py_ssize_t n_events = 0, run_end = first, kept = 0;
-    if (first < 0 || stop > view.len || first > stop || n_columns < 0 ||
-        n_columns > MAX_WANTED || cols_view.len != ids_view.len || keep >= n_columns) {
+    Py_ssize_t run_end = first, kept = 0;
+    if (first < 0 || stop > views[0].len || first > stop || n_columns < 0 ||
+        n_columns > MAX_WANTED || views[2].len != views[1].len || keep >= n_columns) {
         PyErr_SetString(PyExc_ValueError, "events: bad arguments");
         goto done;
     }
@@ -670,15 +711,12 @@ static PyObject *events(PyObject *self, PyObject *args)
     /* One pass: columns sized for a typical event (16 bytes or more), grown when a line
      * holds smaller ones, and cut to size at the end. */
     Py_ssize_t capacity = (stop - first) / 16 + 16;
-    for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
-        out[i] = new_column(capacity, 8, (void **)&columns[i]);
-        if (!out[i])
-            goto done;
-    }
+    if (!new_columns(out, columns, 3 + (int)n_columns, capacity))
+        goto done;
     {
-        Py_ssize_t pos = first;
+        Py_ssize_t pos = first, record_end;
         int64_t values[MAX_WANTED];
-        while (pos < stop && buf[pos] == EVENT_RECORD_TAG) {
+        while (at_record(buf, pos, stop)) {
             if (kept == capacity) {
                 capacity *= 2;
                 for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
@@ -687,38 +725,28 @@ static PyObject *events(PyObject *self, PyObject *args)
                     columns[i] = (int64_t *)PyByteArray_AS_STRING(out[i]);
                 }
             }
-            Py_ssize_t batch_end = kept + (capacity - kept);
             Py_BEGIN_ALLOW_THREADS
             /* Decode events until the columns are full or the run ends. */
-            while (kept < batch_end && pos < stop && buf[pos] == EVENT_RECORD_TAG) {
-                pos += 1;
-                uint64_t length;
-                error = read_varint(buf, &pos, stop, &length);
+            while (kept < capacity && at_record(buf, pos, stop)) {
+                error = enter_record(buf, &pos, stop, &record_end);
                 if (error)
                     break;
-                if (length > (uint64_t)(stop - pos)) {
-                    error = fail("an event record runs past the end of its line (truncated file?)", pos);
-                    break;
-                }
-                Py_ssize_t record_end = pos + (Py_ssize_t)length;
-                int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
+                int64_t event[3] = {0, 0, 0}; /* metadata_id, offset_ps, duration_ps */
                 for (Py_ssize_t c = 0; c < n_columns; c++)
                     values[c] = MISSING;
                 while (pos < record_end) {
-                    uint64_t number, value = 0;
-                    int wire;
-                    Py_ssize_t payload = 0;
-                    error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+                    field f;
+                    error = read_field(buf, &pos, record_end, &f);
                     if (error)
                         break;
-                    if (number == 4 && wire == WIRE_LEN) {
+                    if (f.number == 4 && f.wire == WIRE_LEN) {
                         if (n_wanted == 0)
                             continue;
                         uint64_t id;
                         int64_t v = 0;
                         int is_int;
-                        error =
-                            stat_int(buf, payload, payload + (Py_ssize_t)value, &id, &v, &is_int);
+                        error = stat_int(buf, f.start, f.start + (Py_ssize_t)f.value, &id, &v,
+                                         &is_int);
                         if (error)
                             break;
                         if (!is_int)
@@ -729,40 +757,29 @@ static PyObject *events(PyObject *self, PyObject *args)
                                 break;
                             }
                         }
-                    } else if (wire == WIRE_VARINT) {
-                        if (number == 1)
-                            metadata_id = (int64_t)value;
-                        else if (number == 2)
-                            offset_ps = (int64_t)value;
-                        else if (number == 3)
-                            duration_ps = (int64_t)value;
+                    } else if (f.wire == WIRE_VARINT && f.number >= 1 && f.number <= 3) {
+                        event[f.number - 1] = (int64_t)f.value;
                     }
                 }
                 if (error)
                     break;
-                n_events += 1;
                 if (keep >= 0 && values[keep] == MISSING)
                     continue;
-                columns[0][kept] = metadata_id;
-                columns[1][kept] = offset_ps;
-                columns[2][kept] = duration_ps;
+                for (int c = 0; c < 3; c++)
+                    columns[c][kept] = event[c];
                 for (Py_ssize_t c = 0; c < n_columns; c++)
                     columns[3 + c][kept] = values[c];
                 kept += 1;
             }
             Py_END_ALLOW_THREADS
-            if (error) {
-                raise_at(error);
+            if (raised(error))
                 goto done;
-            }
         }
         run_end = pos;
     }
-    if (kept < capacity) {
-        for (Py_ssize_t i = 0; i < 3 + n_columns; i++) {
-            if (PyByteArray_Resize(out[i], kept * 8) < 0)
-                goto done;
-        }
+    for (Py_ssize_t i = 0; kept < capacity && i < 3 + n_columns; i++) {
+        if (PyByteArray_Resize(out[i], kept * 8) < 0)
+            goto done;
     }
     result = PyTuple_New(4 + n_columns);
     if (!result)
@@ -773,11 +790,8 @@ static PyObject *events(PyObject *self, PyObject *args)
         out[i] = NULL;
     }
 done:
-    for (Py_ssize_t i = 0; i < 3 + MAX_WANTED; i++)
-        Py_XDECREF(out[i]);
-    PyBuffer_Release(&view);
-    PyBuffer_Release(&ids_view);
-    PyBuffer_Release(&cols_view);
+    drop_columns(out, 3 + MAX_WANTED);
+    release_buffers(views, 3);
     return result;
 }
 
@@ -788,41 +802,27 @@ static PyObject *extent(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t first, stop;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &first, &stop))
+    if (!parse_span(args, &view, &first, &stop, "line"))
         return NULL;
-    PyObject *result = NULL;
-    if (first < 0 || stop > view.len || first > stop) {
-        PyErr_SetString(PyExc_ValueError, "line span outside the buffer");
-        goto done;
-    }
     const uint8_t *buf = (const uint8_t *)view.buf;
-    Py_ssize_t pos = first, events = 0;
+    Py_ssize_t pos = first, events = 0, record_end;
     int64_t lowest = INT64_MAX, highest = INT64_MIN;
     failure error = NULL;
     Py_BEGIN_ALLOW_THREADS
-    while (pos < stop && buf[pos] == EVENT_RECORD_TAG && !error) {
-        pos += 1;
-        uint64_t length;
-        error = read_varint(buf, &pos, stop, &length);
+    while (at_record(buf, pos, stop) && !error) {
+        error = enter_record(buf, &pos, stop, &record_end);
         if (error)
             break;
-        if (length > (uint64_t)(stop - pos)) {
-            error = fail("an event record runs past the end of its line (truncated file?)", pos);
-            break;
-        }
-        Py_ssize_t record_end = pos + (Py_ssize_t)length;
         int64_t offset_ps = 0, duration_ps = 0;
         while (pos < record_end) {
-            uint64_t number, value = 0;
-            int wire;
-            Py_ssize_t payload = 0;
-            error = read_field(buf, &pos, record_end, &number, &wire, &value, &payload);
+            field f;
+            error = read_field(buf, &pos, record_end, &f);
             if (error)
                 break;
-            if (wire == WIRE_VARINT && number == 2)
-                offset_ps = (int64_t)value;
-            else if (wire == WIRE_VARINT && number == 3)
-                duration_ps = (int64_t)value;
+            if (f.wire == WIRE_VARINT && f.number == 2)
+                offset_ps = (int64_t)f.value;
+            else if (f.wire == WIRE_VARINT && f.number == 3)
+                duration_ps = (int64_t)f.value;
         }
         /* Wrapping (unsigned) addition: a hostile file must not make this undefined. */
         int64_t end_ps = (int64_t)((uint64_t)offset_ps + (uint64_t)duration_ps);
@@ -833,25 +833,24 @@ static PyObject *extent(PyObject *self, PyObject *args)
         events += 1;
     }
     Py_END_ALLOW_THREADS
-    if (error) {
-        raise_at(error);
-        goto done;
-    }
-    result = Py_BuildValue("nnLL", pos, events, (long long)lowest, (long long)highest);
-done:
+    PyObject *result = raised(error) ? NULL
+                                     : Py_BuildValue("nnLL", pos, events, (long long)lowest,
+                                                     (long long)highest);
     PyBuffer_Release(&view);
     return result;
 }
 
+/* ------------------------------------------------------------------ messages */
+
 /* scan_fields(data, start, stop) -> (number, wire, field_start, value_start, value_stop):
  * the fields of one message as int64 columns (length-delimited values: their payload span;
- * others: where the value starts and ends). A plane has thousands of metadata entries, so
- * walking its fields in Python is what this spares. */
+ * others: where the value starts, after the tag, and ends). A plane has thousands of
+ * metadata entries, so walking its fields in Python is what this spares. */
 static PyObject *scan_fields(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &stop))
+    if (!parse_span(args, &view, &start, &stop, "message"))
         return NULL;
     PyObject *result = NULL;
     PyObject *out[5] = {NULL};
@@ -859,49 +858,34 @@ static PyObject *scan_fields(PyObject *self, PyObject *args)
     const uint8_t *buf = (const uint8_t *)view.buf;
     failure error = NULL;
     Py_ssize_t n = 0;
-    if (start < 0 || stop > view.len || start > stop) {
-        PyErr_SetString(PyExc_ValueError, "message span outside the buffer");
-        goto done;
-    }
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            for (int i = 0; i < 5; i++) {
-                out[i] = new_column(n, 8, (void **)&columns[i]);
-                if (!out[i])
-                    goto done;
-            }
-        }
+        if (pass == 1 && !new_columns(out, columns, 5, n))
+            goto done;
         Py_ssize_t pos = start, k = 0;
         Py_BEGIN_ALLOW_THREADS
         while (pos < stop) {
-            Py_ssize_t field_start = pos, value_start;
-            uint64_t number, value = 0;
-            int wire;
-            Py_ssize_t payload = 0;
-            error = read_field(buf, &pos, stop, &number, &wire, &value, &payload);
+            Py_ssize_t field_start = pos;
+            field f;
+            error = read_field(buf, &pos, stop, &f);
             if (error)
                 break;
-            value_start = wire == WIRE_LEN ? payload : field_start;
             if (pass == 1) {
-                columns[0][k] = (int64_t)number;
-                columns[1][k] = wire;
+                columns[0][k] = (int64_t)f.number;
+                columns[1][k] = f.wire;
                 columns[2][k] = field_start;
-                columns[3][k] = value_start;
+                columns[3][k] = f.start;
                 columns[4][k] = pos;
             }
             k += 1;
         }
         Py_END_ALLOW_THREADS
-        if (error) {
-            raise_at(error);
+        if (raised(error))
             goto done;
-        }
         n = k;
     }
     result = Py_BuildValue("OOOOO", out[0], out[1], out[2], out[3], out[4]);
 done:
-    for (int i = 0; i < 5; i++)
-        Py_XDECREF(out[i]);
+    drop_columns(out, 5);
     PyBuffer_Release(&view);
     return result;
 }

@@ -1,8 +1,9 @@
-# The C module of tpuperf/_wire_native.c, as the type checker sees it. Only tpuperf._native
-# imports it; call sites use `tpuperf._native.native`, None where it is not built or
-# TPUPERF_DECODER=numpy asks for the numpy code. Every function reads buffers (bytes, numpy
-# arrays: anything with the buffer protocol), returns columns as bytearrays of int64 (or
-# float64 where said), and raises ValueError with the byte offset of a malformed record.
+# The C module of tpuperf/_wire_native.c, as the type checker sees it. Only
+# tpuperf.kernels._c imports it; everything else calls tpuperf.kernels, whose functions are
+# the typed interface (numpy arrays in and out, one signature for C and numpy). Every
+# function here reads buffers (bytes, numpy arrays: anything with the buffer protocol),
+# returns columns as bytearrays of int64 (or float64 where said), and raises ValueError
+# with the byte offset of a malformed record.
 
 from mmap import mmap
 from typing import Any

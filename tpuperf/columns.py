@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf import _native
+from tpuperf import kernels
 
 CATEGORY = "category"
 
@@ -436,29 +436,17 @@ def distinct(values: Any) -> np.ndarray:
 
 def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`group_index` of keys already packed into ``combined`` (0 <= key < ``size``)."""
-    n = len(combined)
-    native = _native.native  # read here, so that tests can take it away
-    if native is not None and n:
-        codes, first = native.dense_groups(np.ascontiguousarray(combined, dtype=np.int64), size)
-        return np.frombuffer(codes, dtype=np.int64), np.frombuffer(first, dtype=np.int64)
-    first_row = first_rows(combined, size)
-    present = np.flatnonzero(first_row < n)
-    order = present[np.argsort(first_row[present], kind="stable")]
-    code_of = np.empty(size, dtype=np.int64)
-    code_of[order] = np.arange(len(order), dtype=np.int64)
-    return code_of[combined], first_row[order]
+    return kernels.dense_groups(combined, size)
 
 
 def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sums of ``values`` per group (integer sums stay exact integers)."""
     values, group = np.asarray(values), np.asarray(group)
-    native = _native.native
-    if native is not None and values.dtype == np.int64 and group.dtype in (np.int32, np.int64):
-        # One pass in C: int64 sums, exact (and wrapping past int64 as add.at below does).
-        group, values = np.ascontiguousarray(group), np.ascontiguousarray(values)
-        sums = native.group_sums(group, group.dtype.itemsize, values, n_groups)
+    if values.dtype == np.int64 and group.dtype in (np.int32, np.int64):
+        # int64 sums, exact (and wrapping past int64 as add.at below does).
+        sums = kernels.group_sums(group, values, n_groups)
         if sums is not None:
-            return np.frombuffer(sums, dtype=np.int64)
+            return sums
     if values.dtype.kind in "iub":
         as_float = values.astype(np.float64)
         if float(np.abs(as_float).sum()) < 2.0**53:  # every partial sum is exact in a double

@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf.columns import Strings, Table, factorize, group_index, sum_by
-from tpuperf.step_windows import window_of
-from tpuperf.timeline import (
+from tpuperf.intervals import (
     EMPTY,
     Intervals,
     intersect,
@@ -42,6 +41,7 @@ from tpuperf.timeline import (
     subtract,
     union,
 )
+from tpuperf.step_windows import window_of
 
 if TYPE_CHECKING:
     from tpuperf.tables import DeviceClock

@@ -106,19 +106,19 @@ def _device(d: DeviceTables) -> dict[str, Any]:
 def decoder() -> str:
     """Which decoder reads profiles in this install: ``native`` (the C module
     tpuperf._wire_native) or ``numpy`` (the fallback where the C module is not built)."""
-    from tpuperf import xspace
+    from tpuperf import kernels
 
-    return "numpy" if xspace._native is None else "native"
+    return kernels.implementation()
 
 
 def decoder_reason() -> str | None:
     """Why the numpy decoder reads profiles (None with the C one): asked for, or no C module."""
-    from tpuperf import _native, xspace
+    from tpuperf import kernels
 
-    if xspace._native is not None:
+    if kernels.implementation() == "native":
         return None
     return (
-        "chosen by TPUPERF_DECODER=numpy" if _native.numpy_asked() else "the C module is not built"
+        "chosen by TPUPERF_DECODER=numpy" if kernels.numpy_asked() else "the C module is not built"
     )
 
 

@@ -27,7 +27,6 @@ columns and never imports pandas.
 
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import schema
-from tpuperf._native import native as _native
+from tpuperf import kernels, schema
 from tpuperf.columns import (
     Strings,
     Table,
@@ -48,6 +46,18 @@ from tpuperf.columns import (
 )
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
+from tpuperf.intervals import (
+    EMPTY,
+    Intervals,
+    first_inside,
+    interior_gaps,
+    last_inside,
+    measure_in,
+    merge,
+    nonempty,
+    subtract,
+    union,
+)
 from tpuperf.step_windows import (
     SOURCE_MODULE_PERIOD,
     dominant_module_steps,
@@ -59,211 +69,6 @@ if TYPE_CHECKING:
     from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
     from tpuperf.workload import Workload
-
-# --------------------------------------------------------------------------- intervals
-
-
-@dataclass(frozen=True)
-class Intervals:
-    """Disjoint, sorted, non-empty half-open intervals [starts[i], ends[i])."""
-
-    starts: np.ndarray
-    ends: np.ndarray
-
-    @property
-    def total(self) -> int:
-        return int((self.ends - self.starts).sum())
-
-    @functools.cached_property
-    def cumulative(self) -> np.ndarray:
-        """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
-        return np.concatenate([[0], np.cumsum(self.ends - self.starts)])
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def gap_sums(self, short_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Prefix sums over the gaps between consecutive intervals: the length of the gaps
-        shorter than ``short_ps``, their count, and the count of the others (each len(self)
-        values), computed once per threshold (every window set measures the same gaps)."""
-        cache = self.__dict__.setdefault("_gap_sums", {})
-        if short_ps not in cache:
-            gaps = self.starts[1:] - self.ends[:-1]
-            short = (gaps > 0) & (gaps < short_ps)
-            long = gaps >= short_ps
-            cache[short_ps] = (
-                np.concatenate([[0], np.cumsum(np.where(short, gaps, 0))]),
-                np.concatenate([[0], np.cumsum(short)]),
-                np.concatenate([[0], np.cumsum(long)]),
-            )
-        return cache[short_ps]
-
-
-EMPTY = Intervals(np.empty(0, dtype="int64"), np.empty(0, dtype="int64"))
-
-
-def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """The union of possibly overlapping intervals; empty ones are dropped."""
-    starts = np.asarray(starts, dtype="int64")
-    ends = np.asarray(ends, dtype="int64")
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if len(starts) == 0:
-        return EMPTY
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    # A new interval begins where the start lies past everything before it.
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(starts) - 1)
-    return Intervals(starts[first], reach[last])
-
-
-def _membership(a: Intervals, points: np.ndarray) -> np.ndarray:
-    """For each point, whether it lies in ``a``."""
-    if len(a) == 0:
-        return np.zeros(len(points), dtype=bool)
-    idx = np.searchsorted(a.starts, points, side="right") - 1
-    inside = idx >= 0
-    inside[inside] = a.ends[idx[inside]] > points[inside]
-    return inside
-
-
-def _combine(a: Intervals, b: Intervals, both: bool) -> Intervals:
-    bounds = distinct(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
-    if len(bounds) < 2:
-        return EMPTY
-    lo, hi = bounds[:-1], bounds[1:]
-    in_a = _membership(a, lo)
-    in_b = _membership(b, lo)
-    mask = in_a & in_b if both else in_a & ~in_b
-    return union(lo[mask], hi[mask])
-
-
-def _touching(x: Intervals, y: Intervals) -> np.ndarray:
-    """For each interval of x, whether it overlaps some interval of y."""
-    idx = np.searchsorted(y.ends, x.starts, side="right")  # first y ending after x starts
-    hit = idx < len(y)
-    hit[hit] = y.starts[idx[hit]] < x.ends[hit]
-    return hit
-
-
-def _take(x: Intervals, mask: np.ndarray) -> Intervals:
-    return Intervals(x.starts[mask], x.ends[mask])
-
-
-def intersect(a: Intervals, b: Intervals) -> Intervals:
-    if len(a) == 0 or len(b) == 0:
-        return EMPTY
-    # Only intervals that touch the other set matter; the sweep then sorts far fewer bounds.
-    return _combine(_take(a, _touching(a, b)), _take(b, _touching(b, a)), both=True)
-
-
-def subtract(a: Intervals, b: Intervals) -> Intervals:
-    """a minus b."""
-    if len(a) == 0 or len(b) == 0:
-        return a
-    hit = _touching(a, b)
-    if not hit.any():
-        return a
-    cut = _combine(_take(a, hit), _take(b, _touching(b, a)), both=False)
-    return merge(_take(a, ~hit), cut)
-
-
-def merge(*sets: Intervals) -> Intervals:
-    """The union of several disjoint sets."""
-    sets = tuple(s for s in sets if len(s))
-    if not sets:
-        return EMPTY
-    if len(sets) == 1:
-        return sets[0]
-    return union(np.concatenate([s.starts for s in sets]), np.concatenate([s.ends for s in sets]))
-
-
-def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
-    """For each time t, the length of ``a`` that lies before t."""
-    t = np.asarray(t, dtype="int64")
-    if len(a) == 0:
-        return np.zeros(len(t), dtype="int64")
-    idx = np.searchsorted(a.starts, t, side="right")  # intervals starting at or before t
-    full = a.cumulative[idx]  # their whole length ...
-    # ... less the part of the last one that lies after t.
-    last = idx - 1
-    has = last >= 0
-    over = np.zeros(len(t), dtype="int64")
-    over[has] = np.maximum(a.ends[last[has]] - t[has], 0)
-    return full - over
-
-
-def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window [s, e), the length of ``a`` inside it."""
-    return covered_before(a, win_ends) - covered_before(a, win_starts)
-
-
-def interior_gaps(
-    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, short_ps: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each window, the gaps between intervals of ``a`` that lie wholly inside it.
-
-    Returns (total length of gaps shorter than ``short_ps``, their count, the count of
-    the others). The gaps between intervals k and k+1 with k from the first interval
-    ending after the window start to the one before the last starting before its end.
-    """
-    n = len(win_starts)
-    if len(a) < 2:
-        zeros = np.zeros(n, dtype="int64")
-        return zeros, zeros.copy(), zeros.copy()
-    short_len, short_n, long_n = a.gap_sums(short_ps)
-    first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
-    stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
-    stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
-    # Windows past the last interval (or overlapping ones) count no gap, never past the end.
-    last = len(short_len) - 1
-    first, stop = np.minimum(first, last), np.minimum(stop, last)
-    return (
-        short_len[stop] - short_len[first],
-        short_n[stop] - short_n[first],
-        long_n[stop] - long_n[first],
-    )
-
-
-def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window, the first time in it covered by ``a`` (the window end when none)."""
-    win_starts = np.asarray(win_starts, dtype="int64")
-    win_ends = np.asarray(win_ends, dtype="int64")
-    if len(a) == 0:
-        return win_ends.copy()
-    # The interval containing the window start, if any, else the next one to begin.
-    idx = np.searchsorted(a.ends, win_starts, side="right")
-    out = win_ends.copy()
-    ok = idx < len(a)
-    out[ok] = np.minimum(np.maximum(a.starts[idx[ok]], win_starts[ok]), win_ends[ok])
-    return out
-
-
-def last_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window, the last time in it covered by ``a`` (the window start when none)."""
-    win_starts = np.asarray(win_starts, dtype="int64")
-    win_ends = np.asarray(win_ends, dtype="int64")
-    if len(a) == 0:
-        return win_starts.copy()
-    idx = np.searchsorted(a.starts, win_ends, side="left") - 1
-    out = win_starts.copy()
-    ok = idx >= 0
-    out[ok] = np.maximum(np.minimum(a.ends[idx[ok]], win_ends[ok]), win_starts[ok])
-    return out
-
-
-def gaps_in(a: Intervals, win_start: int, win_end: int) -> Intervals:
-    """The uncovered parts of one window."""
-    window = Intervals(np.array([win_start], dtype="int64"), np.array([win_end], dtype="int64"))
-    if win_end <= win_start:
-        return EMPTY
-    return subtract(window, a)
-
 
 # --------------------------------------------------------------------------- the timeline
 
@@ -835,34 +640,16 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
     kind = ops.strings("kind")
     lines = ops.strings("line")
     one_line = len(lines.values) == 1 or len(distinct(lines.codes)) == 1
-    if one_line and _native is not None:
+    if one_line:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
-        # its ops by kind, in order, touching neighbours joined; one pass in C.
-        runs = _native.kind_runs(
-            np.ascontiguousarray(start, dtype=np.int64),
-            np.ascontiguousarray(end, dtype=np.int64),
-            _set_codes(kind),
-            3,
-        )
+        # its ops by kind, in order, touching neighbours joined; one pass.
+        runs = kernels.kind_runs(start, end, _set_codes(kind), 3)
         if runs is not None:
-            compute, collective, other, occupied = (
-                _empty_or(np.frombuffer(s, np.int64), np.frombuffer(e, np.int64)) for s, e in runs
-            )
+            compute, collective, other, occupied = (nonempty(s, e) for s, e in runs)
             return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     is_coll_all = kind.eq(schema.KIND_COLLECTIVE)
     is_other_all = kind.isin(_OTHER_KINDS)
     is_comp_all = kind.eq(schema.KIND_COMPUTE)
-    if one_line:
-        taken = end > start
-        s, e = start[taken], end[taken]
-        if not len(s) or (np.all(s[1:] >= e[:-1])):
-            # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets
-            # are its ops by kind, in order, with touching neighbours joined (what union gives).
-            compute = _joined(s[is_comp_all[taken]], e[is_comp_all[taken]])
-            collective = _joined(s[is_coll_all[taken]], e[is_coll_all[taken]])
-            other = _joined(s[is_other_all[taken]], e[is_other_all[taken]])
-            occupied = _joined(s, e)
-            return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     line = lines.codes
     comp_parts, coll_parts, other_parts = [], [], []
     for code in distinct(line):
@@ -894,10 +681,6 @@ def _set_codes(kind: Strings) -> np.ndarray:
     return kind.per_row(per_value)
 
 
-def _empty_or(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    return Intervals(starts, ends) if len(starts) else EMPTY
-
-
 def _leaves(ops: Table, rows: np.ndarray) -> np.ndarray:
     """``rows`` that are compute ops with nothing nested inside them (see DeviceView)."""
     compute = ops.strings("kind").take(rows).eq(schema.KIND_COMPUTE)
@@ -906,18 +689,6 @@ def _leaves(ops: Table, rows: np.ndarray) -> np.ndarray:
     if self_ps is dur_ps:  # no op of the device nests another: every op is a leaf
         return rows
     return rows[self_ps[rows] >= dur_ps[rows]]
-
-
-def _joined(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """Sorted, disjoint, non-empty intervals as Intervals, touching neighbours joined."""
-    if not len(starts):
-        return EMPTY
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > ends[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(starts) - 1)
-    return Intervals(starts[first], ends[last])
 
 
 def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.ndarray]:

@@ -3,12 +3,12 @@
 An XSpace holds a few planes, each with a few lines, each with up to millions
 of events. Nothing here uses the protobuf runtime (importing it and building the
 message classes cost 15-20 ms of every command): fields are walked as columns of
-(number, wire type, span), by a small C loop (``tpuperf/_wire_native.c``) when it
-is built, else by numpy. The small parts (plane ids, names, metadata, plane stats)
-are read message by message in bulk; the events, the hot path, are decoded all
-events of a line at once straight into numpy arrays (see :func:`_event_records`
-for how record boundaries are found without a per-event Python loop). Both give
-the same columns, which tests/test_xspace.py checks against protobuf.
+(number, wire type, span) by :mod:`tpuperf.kernels` (a small C loop where it is
+built, else numpy; the numpy wire reading is :mod:`tpuperf.kernels.wire`). The small
+parts (plane ids, names, metadata, plane stats) are read message by message in bulk;
+the events, the hot path, are decoded all events of a line at once straight into
+numpy arrays. Both kernels give the same columns, which tests/test_xspace.py checks
+against protobuf.
 
 The result is a :class:`Space` of :class:`Plane` s of :class:`Line` s whose
 events are arrays (``metadata_id``, ``offset_ps``, ``duration_ps``) plus a
@@ -19,19 +19,33 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-# The hot loop in C (tpuperf/_wire_native.c); numpy does the same where it is not built, or
-# on request (TPUPERF_DECODER=numpy; both decoders read the same inputs alike).
-from tpuperf._native import native as _native
-from tpuperf.columns import distinct, first_rows, sorted_codes
+from tpuperf import kernels
+from tpuperf.columns import first_rows, sorted_codes
 from tpuperf.errors import BadInput
-
-_WIRE_VARINT, _WIRE_FIXED64, _WIRE_LEN, _WIRE_FIXED32 = 0, 1, 2, 5
+from tpuperf.kernels.wire import (
+    EMPTY,
+    STAT_BYTES,
+    STAT_DOUBLE,
+    STAT_INT64,
+    STAT_NONE,
+    STAT_REF,
+    STAT_STR,
+    STAT_UINT64,
+    WIRE_LEN,
+    WIRE_VARINT,
+    DecodeError,
+    field_values,
+    message_fields,
+    read_varint,
+    scalar_field,
+    skip_value,
+    to_signed,
+)
 
 # Field numbers (xplane.proto) of the fields decoded by hand here.
 _SPACE_PLANES, _SPACE_ERRORS, _SPACE_WARNINGS, _SPACE_HOSTNAMES = 1, 2, 3, 4
@@ -40,16 +54,6 @@ _PLANE_STAT_METADATA, _PLANE_STATS = 5, 6
 _METADATA_NAME, _METADATA_DISPLAY_NAME, _METADATA_STATS = 2, 4, 5
 _LINE_ID, _LINE_NAME, _LINE_TIMESTAMP_NS, _LINE_EVENTS = 1, 2, 3, 4
 _LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
-_EVENT_METADATA_ID, _EVENT_OFFSET_PS, _EVENT_DURATION_PS, _EVENT_STATS = 1, 2, 3, 4
-_EVENT_NUM_OCCURRENCES = 5
-_EVENT_RECORD_TAG = (_LINE_EVENTS << 3) | _WIRE_LEN  # 0x22
-
-# XStat value kinds, in the order of the oneof's field numbers (2..7).
-STAT_NONE, STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = range(7)
-
-
-class DecodeError(ValueError):
-    """The bytes are not a well-formed XSpace."""
 
 
 # --------------------------------------------------------------------------- results
@@ -131,9 +135,8 @@ class Line:
         if self._columns is None:
             assert self._plane is not None
             data = self._plane._data
-            buf = np.frombuffer(data, dtype=np.uint8)
             self._columns = _join_runs(
-                [_event_run(data, buf, first, stop)[0] for first, stop, _ in self._runs]
+                [_event_run(data, first, stop) for first, stop, _ in self._runs]
             )
         return self._columns
 
@@ -165,14 +168,11 @@ class Line:
         if self._extent is not None:
             return self._extent
         base = self.timestamp_ns * 1000
-        if self._columns is None and _native is not None:
+        if self._columns is None:
             assert self._plane is not None
             lowest, highest = None, None
             for first, stop, _ in self._runs:
-                try:
-                    _, _, low, high = _native.extent(self._plane._data, first, stop)
-                except ValueError as exc:
-                    raise DecodeError(str(exc)) from None
+                _, _, low, high = kernels.extent(self._plane._data, first, stop)
                 lowest = low if lowest is None else min(lowest, low)
                 highest = high if highest is None else max(highest, high)
             assert lowest is not None and highest is not None
@@ -214,54 +214,32 @@ class Line:
         that stat. Decodes nothing else, and in C without holding the GIL."""
         assert self._plane is not None
         plane = self._plane
-        if self._columns is None and _native is not None:
-            ids = [(i, column) for column, n in enumerate(names) for i in plane.stat_ids(n)]
-            wanted = np.array([i for i, _ in ids], dtype=np.int64)
-            columns = np.array([c for _, c in ids], dtype=np.int64)
-            keep_column = names.index(keep) if keep is not None else -1
-            parts = []
-            for first, stop, _ in self._runs:
-                try:
-                    _, *found = _native.events(
-                        plane._data, first, stop, wanted, columns, len(names), keep_column
-                    )
-                except ValueError as exc:
-                    raise DecodeError(str(exc)) from None
-                parts.append([np.frombuffer(c, dtype=np.int64) for c in found])
-                _release_pages(plane._data, first, stop)
-            if not parts:
-                parts = [[_EMPTY] * (3 + len(names))]
-            joined = [
-                np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
-                for i in range(3 + len(names))
-            ]
-            metadata_id, offset_ps, duration_ps = joined[:3]
-            if keep is None and len(offset_ps):  # every event: its extent comes for free
-                base = self.timestamp_ns * 1000
-                self._extent = (
-                    base + int(offset_ps.min()),
-                    base + int((offset_ps + duration_ps).max()),
-                )
-            return IntEvents(
-                metadata_id, offset_ps, duration_ps, dict(zip(names, joined[3:], strict=True))
+        ids = [(i, column) for column, n in enumerate(names) for i in plane.stat_ids(n)]
+        wanted = np.array([i for i, _ in ids], dtype=np.int64)
+        columns = np.array([c for _, c in ids], dtype=np.int64)
+        keep_column = names.index(keep) if keep is not None else -1
+        parts = []
+        for first, stop, _ in self._runs:
+            _, found = kernels.int_events(
+                plane._data, first, stop, wanted, columns, len(names), keep_column
             )
-        stats = {}
-        for name in names:  # (as the C loop: no stat is read when none is asked for)
-            column = plane.stat_column(self.stats, len(self), name, MISSING)
-            stats[name] = (
-                column
-                if isinstance(column, np.ndarray) and column.dtype == np.int64
-                else _ints(column)
+            parts.append(found)
+            _release_pages(plane._data, first, stop)
+        if not parts:
+            parts = [[EMPTY] * (3 + len(names))]
+        joined = [
+            np.concatenate([p[i] for p in parts]) if len(parts) > 1 else parts[0][i]
+            for i in range(3 + len(names))
+        ]
+        metadata_id, offset_ps, duration_ps = joined[:3]
+        if keep is None and len(offset_ps):  # every event: its extent comes for free
+            base = self.timestamp_ns * 1000
+            self._extent = (
+                base + int(offset_ps.min()),
+                base + int((offset_ps + duration_ps).max()),
             )
-        events = IntEvents(self.metadata_id, self.offset_ps, self.duration_ps, stats)
-        if keep is None:
-            return events
-        kept = stats[keep] != MISSING
         return IntEvents(
-            events.metadata_id[kept],
-            events.offset_ps[kept],
-            events.duration_ps[kept],
-            {n: c[kept] for n, c in stats.items()},
+            metadata_id, offset_ps, duration_ps, dict(zip(names, joined[3:], strict=True))
         )
 
 
@@ -281,15 +259,6 @@ def _release_pages(data: Any, start: int, stop: int) -> None:
     if stop - first >= page:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             data.madvise(mmap.MADV_DONTNEED, first, (stop - first) // page * page)
-
-
-def _ints(values: np.ndarray | list[Any]) -> np.ndarray:
-    """Integer stat values (MISSING for anything else), as int64."""
-    out = np.full(len(values), MISSING, dtype=np.int64)
-    for i, value in enumerate(values.tolist() if isinstance(values, np.ndarray) else values):
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[i] = value if -(2**63) < value < 2**63 else MISSING
-    return out
 
 
 @dataclass
@@ -346,15 +315,15 @@ class Plane:
         ids = self.stat_ids("memory_access_breakdown")
         rows = np.flatnonzero(_is_one_of(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
         buf = np.frombuffer(self._data, dtype=np.uint8)
-        entries = _message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
-        owner, starts, stops = _field(entries, 1, _WIRE_LEN)
-        fields = _message_fields(buf, starts, stops)
+        entries = message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
+        owner, starts, stops = field_values(entries, 1, WIRE_LEN)
+        fields = message_fields(buf, starts, stops)
         n = len(owner)
         return (
             stats.owner[rows][owner],
-            _scalar(fields, 1, n),
-            _scalar(fields, 2, n),
-            _scalar(fields, 3, n),
+            scalar_field(fields, 1, n),
+            scalar_field(fields, 2, n),
+            scalar_field(fields, 3, n),
         )
 
     def metadata_stat(self, name: str, default: Any = None) -> np.ndarray | list[Any]:
@@ -478,8 +447,8 @@ def decode(data: bytes) -> Space:
     if not data:
         raise DecodeError("the file is empty")
     buf = np.frombuffer(data, dtype=np.uint8)
-    number, wire, _, value_start, value_stop = _field_columns(data, 0, len(data))
-    is_plane = (number == _SPACE_PLANES) & (wire == _WIRE_LEN)
+    number, wire, _, value_start, value_stop = kernels.scan_fields(data, 0, len(data))
+    is_plane = (number == _SPACE_PLANES) & (wire == WIRE_LEN)
     spans = list(zip(value_start[is_plane].tolist(), value_stop[is_plane].tolist(), strict=True))
     workers = min(os.cpu_count() or 1, len(spans))
     if workers > 1 and len(data) >= _PARALLEL_BYTES:
@@ -492,8 +461,8 @@ def decode(data: bytes) -> Space:
         planes = [_decode_plane(data, buf, start, stop) for start, stop in spans]
 
     def texts(field_number: int) -> list[str]:  # a repeated string field of the XSpace
-        pick = (number == field_number) & (wire == _WIRE_LEN)
-        return _texts(data, value_start[pick], value_stop[pick])
+        pick = (number == field_number) & (wire == WIRE_LEN)
+        return kernels.texts(data, value_start[pick], value_stop[pick])
 
     return Space(
         planes=planes,
@@ -504,19 +473,19 @@ def decode(data: bytes) -> Space:
 
 
 def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
-    number, wire, field_start, value_start, value_stop = _field_columns(data, start, stop)
-    is_line = (number == _PLANE_LINES) & (wire == _WIRE_LEN)
-    is_metadata = (number == _PLANE_EVENT_METADATA) & (wire == _WIRE_LEN)
+    number, wire, field_start, value_start, value_stop = kernels.scan_fields(data, start, stop)
+    is_line = (number == _PLANE_LINES) & (wire == WIRE_LEN)
+    is_metadata = (number == _PLANE_EVENT_METADATA) & (wire == WIRE_LEN)
     rest = ~(is_line | is_metadata)
     line_spans = list(zip(value_start[is_line].tolist(), value_stop[is_line].tolist(), strict=True))
     metadata_spans = np.stack([value_start[is_metadata], value_stop[is_metadata]], axis=1)
     # What is left (id, name, stat metadata, plane stats) is small: one message of its own.
     header = _join_fields(data, field_start[rest], value_stop[rest])
     header_buf = np.frombuffer(header, dtype=np.uint8)
-    fields = _message_fields(header_buf, np.zeros(1, np.int64), np.full(1, len(header)))
+    fields = message_fields(header_buf, np.zeros(1, np.int64), np.full(1, len(header)))
     stat_names = _stat_names(header, header_buf, fields)
     plane = Plane(
-        id=int(_scalar(fields, _PLANE_ID, 1)[0]),
+        id=int(scalar_field(fields, _PLANE_ID, 1)[0]),
         name=_strings(header, fields, _PLANE_NAME, 1)[0],
         lines=[],
         metadata=_decode_event_metadata(data, buf, metadata_spans),
@@ -525,7 +494,7 @@ def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
         _data=data,
     )
     for line_start, line_stop in line_spans:
-        line = _decode_line(data, buf, line_start, line_stop)
+        line = _decode_line(data, line_start, line_stop)
         line._plane = plane
         plane.lines.append(line)
     return plane
@@ -536,7 +505,7 @@ def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> Eve
     spans_array = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     n = len(spans_array)
     keys, fields = _map_entries(buf, spans_array[:, 0], spans_array[:, 1])
-    owner, stat_starts, stat_stops = _field(fields, _METADATA_STATS, _WIRE_LEN)
+    owner, stat_starts, stat_stops = field_values(fields, _METADATA_STATS, WIRE_LEN)
     order = np.argsort(keys, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
@@ -556,10 +525,10 @@ def _strings(
 ) -> list[str]:
     """The string field ``number`` of ``n`` messages ("" where absent; the last one where a
     message repeats it, as protobuf reads it)."""
-    rows, starts, stops = _field(fields, number, _WIRE_LEN)
+    rows, starts, stops = field_values(fields, number, WIRE_LEN)
     if not len(rows):
         return [""] * n
-    texts = _texts(data, starts, stops)
+    texts = kernels.texts(data, starts, stops)
     if len(rows) == n and bool((rows[1:] > rows[:-1]).all()):  # each message has it once
         return texts
     out = [""] * n
@@ -568,32 +537,11 @@ def _strings(
     return out
 
 
-def _texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
-    """The spans of ``data`` decoded as UTF-8, bad bytes replaced."""
-    starts = np.ascontiguousarray(starts, dtype=np.int64)
-    stops = np.ascontiguousarray(stops, dtype=np.int64)
-    if _native is not None:
-        return _native.texts(data, starts, stops)  # type: ignore[no-any-return]
-    # The bytes gathered into one buffer and decoded at once: when it is ASCII (as names
-    # nearly always are) character offsets are byte offsets, and each string a slice.
-    lengths = stops - starts
-    ends = np.cumsum(lengths)
-    view = memoryview(data)
-    blob = b"".join([view[b:e] for b, e in zip(starts.tolist(), stops.tolist(), strict=True)])
-    if blob.isascii():
-        text = blob.decode("ascii")
-        return [text[b:e] for b, e in zip((ends - lengths).tolist(), ends.tolist(), strict=True)]
-    return [
-        bytes(view[b:e]).decode("utf-8", "replace")
-        for b, e in zip(starts.tolist(), stops.tolist(), strict=True)
-    ]
-
-
 def _stat_names(
     header: bytes, buf: np.ndarray, fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
 ) -> dict[int, str]:
     """A plane's ``stat_metadata`` map: stat id -> name (a repeated key: the last entry)."""
-    _, starts, stops = _field(fields, _PLANE_STAT_METADATA, _WIRE_LEN)
+    _, starts, stops = field_values(fields, _PLANE_STAT_METADATA, WIRE_LEN)
     if not len(starts):
         return {}
     keys, values = _map_entries(buf, starts, stops)
@@ -607,12 +555,12 @@ def _map_entries(
     """The entries of a ``map<int64, Message>`` field (at ``starts``/``stops``): each entry's
     key, and the fields of each entry's value (an entry without one: an empty message)."""
     n = len(starts)
-    entries = _message_fields(buf, starts, stops)
-    keys = _scalar(entries, 1, n)
-    value_rows, value_starts, value_stops = _field(entries, 2, _WIRE_LEN)
+    entries = message_fields(buf, starts, stops)
+    keys = scalar_field(entries, 1, n)
+    value_rows, value_starts, value_stops = field_values(entries, 2, WIRE_LEN)
     inner_starts, inner_stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
     inner_starts[value_rows], inner_stops[value_rows] = value_starts, value_stops
-    return keys, _message_fields(buf, inner_starts, inner_stops)
+    return keys, message_fields(buf, inner_starts, inner_stops)
 
 
 def _stat_dict(
@@ -621,7 +569,7 @@ def _stat_dict(
     stat_names: dict[int, str],
 ) -> dict[str, Any]:
     """A plane's own stats by name (refs resolved; a stat without a value left out)."""
-    _, starts, stops = _field(fields, _PLANE_STATS, _WIRE_LEN)
+    _, starts, stops = field_values(fields, _PLANE_STATS, WIRE_LEN)
     stats = _decode_stats(header, np.arange(len(starts)), starts, stops)
     rows = np.flatnonzero(stats.kind != STAT_NONE)
     values = _stat_values(header, stat_names, stats, rows, stats.kind[rows])
@@ -631,25 +579,25 @@ def _stat_dict(
     }
 
 
-def _decode_line(data: Any, buf: np.ndarray, start: int, stop: int) -> Line:
+def _decode_line(data: Any, start: int, stop: int) -> Line:
     scalars: dict[int, int] = {}
     strings: dict[int, str] = {}
     runs: list[tuple[int, int, int]] = []
     pos = start
     while pos < stop:
-        tag, value_pos = _varint(data, pos, stop)
+        tag, value_pos = read_varint(data, pos, stop)
         number, wire = tag >> 3, tag & 7
-        if number == _LINE_EVENTS and wire == _WIRE_LEN:
+        if number == _LINE_EVENTS and wire == WIRE_LEN:
             # The events of a line are serialized back to back: find where the run of them
             # that starts here ends (they are decoded when first used), then go on after it.
-            run_end, events = _run_extent(data, buf, pos, stop)
+            run_end, events = kernels.skip_records(data, pos, stop)
             runs.append((pos, run_end, events))
             pos = run_end
             continue
-        value, pos = _skip(data, value_pos, stop, wire)
-        if wire == _WIRE_VARINT:
-            scalars[number] = _signed(value)
-        elif wire == _WIRE_LEN:
+        value, pos = skip_value(data, value_pos, stop, wire)
+        if wire == WIRE_VARINT:
+            scalars[number] = to_signed(value)
+        elif wire == WIRE_LEN:
             strings[number] = bytes(data[pos - value : pos]).decode("utf-8", "replace")
     return Line(
         id=scalars.get(_LINE_ID, 0),
@@ -660,41 +608,23 @@ def _decode_line(data: Any, buf: np.ndarray, start: int, stop: int) -> Line:
     )
 
 
-def _run_extent(data: Any, buf: np.ndarray, first: int, stop: int) -> tuple[int, int]:
-    """Where the run of event records at ``first`` ends, and how many records it holds."""
-    if _native is not None:
-        try:
-            return _native.skip_records(data, first, stop)
-        except ValueError as exc:
-            raise DecodeError(str(exc)) from None
-    starts, run_end = _event_records(buf, first, stop)
-    return run_end, len(starts)
-
-
 # A run of events: metadata_id, offset_ps, duration_ps, (stat owner, stat start, stat stop).
 _EventColumns = tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
-def _event_run(data: bytes, buf: np.ndarray, first: int, stop: int) -> tuple[_EventColumns, int]:
-    """The run of event records at ``first``, as columns, and where the run ends."""
-    if _native is not None:
-        try:
-            run_end, *columns = _native.event_records(data, first, stop)
-        except ValueError as exc:
-            raise DecodeError(str(exc)) from None
-        metadata_id, offset_ps, duration_ps, owner, stat_start, stat_stop = (
-            np.frombuffer(column, dtype=np.int64) for column in columns
-        )
-        return (metadata_id, offset_ps, duration_ps, (owner, stat_start, stat_stop)), run_end
-    starts, run_end = _event_records(buf, first, stop)
-    return _decode_events(buf, starts), run_end
+def _event_run(data: Any, first: int, stop: int) -> _EventColumns:
+    """The run of event records at ``first``, as columns."""
+    _, metadata_id, offset_ps, duration_ps, owner, stat_start, stat_stop = kernels.event_records(
+        data, first, stop
+    )
+    return metadata_id, offset_ps, duration_ps, (owner, stat_start, stat_stop)
 
 
 def _join_runs(runs: list[_EventColumns]) -> _EventColumns:
     if len(runs) == 1:
         return runs[0]
     if not runs:
-        return _EMPTY, _EMPTY, _EMPTY, (_EMPTY, _EMPTY, _EMPTY)
+        return EMPTY, EMPTY, EMPTY, (EMPTY, EMPTY, EMPTY)
     offsets = np.cumsum([0] + [len(run[0]) for run in runs[:-1]])
     return (
         np.concatenate([run[0] for run in runs]),
@@ -708,424 +638,18 @@ def _join_runs(runs: list[_EventColumns]) -> _EventColumns:
     )
 
 
-def _event_records(buf: np.ndarray, first: int, stop: int) -> tuple[np.ndarray, int]:
-    """Starts of the run of event records beginning at ``first``, and where the run ends.
-
-    Each record is ``0x22 <varint length> <payload>``, so where a record starts
-    depends on the length of the one before it. Rather than walk them one by
-    one, take every 0x22 byte up to ``stop`` as a candidate start, link each
-    candidate to where its record would end, and keep the candidates reachable
-    from ``first``: repeatedly drop candidates that no kept candidate links to.
-    A false candidate (a 0x22 inside a payload, such as an event's own stats,
-    whose tag is also 0x22) is only ever linked to from other false ones, so
-    the drops converge in as many rounds as the longest such chain, a handful.
-    """
-    candidates = first + np.flatnonzero(buf[first:stop] == _EVENT_RECORD_TAG).astype(np.int64)
-    lengths, widths = _varints(buf, candidates + 1, stop, strict=False)
-    # Compared as unsigned first: a length past 2**63 would wrap to a negative end.
-    fits = lengths <= np.maximum(stop - candidates - 1 - widths, 0).astype(np.uint64)
-    candidates = candidates[fits]
-    ends = candidates + 1 + widths[fits] + lengths[fits].astype(np.int64)
-    if not len(candidates) or candidates[0] != first:
-        raise DecodeError(
-            f"an event record runs past the end of its line (truncated file?), at byte {first}"
-        )
-    # successor[i]: index of the candidate that starts where record i ends, or -1;
-    # looked up in a table over the line's bytes (linear, unlike a binary search).
-    index_at = np.full(stop - first + 1, -1, dtype=np.int64)
-    index_at[candidates - first] = np.arange(len(candidates))
-    successor = index_at[ends - first]
-    del index_at
-    alive = np.ones(len(candidates), dtype=bool)
-    while True:
-        linked = np.zeros(len(candidates), dtype=bool)
-        targets = successor[alive]
-        linked[targets[targets >= 0]] = True
-        linked[0] = True  # `first` itself
-        keep = alive & linked
-        if np.array_equal(keep, alive):
-            break
-        alive = keep
-    chain = np.flatnonzero(alive)
-    # The run ends where the last kept record ends and no candidate follows.
-    last = chain[successor[chain] < 0]
-    if len(last) != 1:
-        raise DecodeError(
-            f"event records of a line do not chain up (truncated or corrupt file), at byte {first}"
-        )
-    return candidates[chain], int(ends[last[0]])
-
-
-def _decode_events(
-    buf: np.ndarray, record_starts: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    n = len(record_starts)
-    lengths, widths = _varints(buf, record_starts + 1, len(buf))
-    starts = record_starts + 1 + widths
-    stops = starts + lengths.astype(np.int64)
-    fields = _message_fields(buf, starts, stops)
-    metadata_id = _scalar(fields, _EVENT_METADATA_ID, n)
-    offset_ps = _scalar(fields, _EVENT_OFFSET_PS, n)
-    duration_ps = _scalar(fields, _EVENT_DURATION_PS, n)
-    return metadata_id, offset_ps, duration_ps, _field(fields, _EVENT_STATS, _WIRE_LEN)
-
-
-def _decode_stats(data: bytes, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
-    if _native is not None:
-        try:
-            columns = _native.stats(
-                data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64)
-            )
-        except ValueError as exc:
-            raise DecodeError(str(exc)) from None
-        metadata_id, kind, int_value, double_value, text_start, text_stop = columns
-        return Stats(
-            owner=owner,
-            metadata_id=np.frombuffer(metadata_id, dtype=np.int64),
-            kind=np.frombuffer(kind, dtype=np.uint8),
-            int_value=np.frombuffer(int_value, dtype=np.int64),
-            double_value=np.frombuffer(double_value, dtype=np.float64),
-            text_start=np.frombuffer(text_start, dtype=np.int64),
-            text_stop=np.frombuffer(text_stop, dtype=np.int64),
-        )
-    buf = np.frombuffer(data, dtype=np.uint8)
-    n = len(owner)
-    fields = _message_fields(buf, starts, stops)
-    kind = np.zeros(n, dtype=np.uint8)
-    int_value = np.zeros(n, dtype=np.int64)
-    double_value = np.zeros(n, dtype=np.float64)
-    text_start = np.zeros(n, dtype=np.int64)
-    text_stop = np.zeros(n, dtype=np.int64)
-    # Each value field sets the value of its kind; the stat's kind is its last value field
-    # (as protobuf's oneof, and the C loop, read them in order).
-    last_at = np.full(n, -1, dtype=np.int64)
-    for number, wire, code in _STAT_VALUE_FIELDS:
-        rows, values, after = _field(fields, number, wire)
-        if code == STAT_DOUBLE:
-            double_value[rows] = values.view(np.float64)
-        elif code in (STAT_STR, STAT_BYTES):
-            text_start[rows] = values
-            text_stop[rows] = after
-        else:
-            int_value[rows] = values
-        later = after > last_at[rows]
-        kind[rows[later]] = code
-        last_at[rows[later]] = after[later]
-    return Stats(
-        owner=owner,
-        metadata_id=_scalar(fields, 1, n),
-        kind=kind,
-        int_value=int_value,
-        double_value=double_value,
-        text_start=text_start,
-        text_stop=text_stop,
+def _decode_stats(data: Any, owner: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Stats:
+    metadata_id, kind, int_value, double_value, text_start, text_stop = kernels.stats(
+        data, starts, stops
     )
-
-
-# XStat's value fields: (number, wire type, STAT_* kind).
-_STAT_VALUE_FIELDS = (
-    (2, _WIRE_FIXED64, STAT_DOUBLE),
-    (3, _WIRE_VARINT, STAT_UINT64),
-    (4, _WIRE_VARINT, STAT_INT64),
-    (5, _WIRE_LEN, STAT_STR),
-    (6, _WIRE_LEN, STAT_BYTES),
-    (7, _WIRE_VARINT, STAT_REF),
-)
-
-
-_EMPTY = np.zeros(0, dtype=np.int64)
-
-
-def _key(number: int, wire: int) -> int:
-    """The key of a field of one wire type in what _message_fields returns: a field number
-    met with another wire type than its own is not that field (protobuf and the C loop skip
-    it), so fields are told apart by both."""
-    return int(number) * 8 + int(wire)
-
-
-def _field(
-    fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, wire: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return fields.get(_key(number, wire), (_EMPTY, _EMPTY, _EMPTY))
-
-
-def _scalar(
-    fields: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]], number: int, n: int
-) -> np.ndarray:
-    """Varint field ``number`` of each of n messages (0 where absent)."""
-    out = np.zeros(n, dtype=np.int64)
-    rows, values, _ = _field(fields, number, _WIRE_VARINT)
-    out[rows] = values  # for a repeated scalar the last one wins, as in protobuf
-    return out
-
-
-def _message_fields(
-    buf: np.ndarray, starts: np.ndarray, stops: np.ndarray
-) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Decode the fields of many small messages at once.
-
-    Returns, per field number, (message index, value, value stop): varint
-    values as int64; fixed64 values as their raw 8 bytes in an int64;
-    length-delimited values as (message index, payload start, payload stop).
-    Each round reads one field of every message that has fields left.
-    """
-    found: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-    index = np.arange(len(starts), dtype=np.int64)
-    cursor = starts.astype(np.int64, copy=True)
-    end = stops.astype(np.int64, copy=False)
-    limit = len(buf)
-    active = cursor < end
-    index, cursor, end = index[active], cursor[active], end[active]
-    while len(index):
-        tag_bytes = buf[cursor]
-        if tag_bytes.max() < 0x80:  # one-byte tags (fields 1-15): the usual case
-            numbers, wires, value_pos = tag_bytes >> 3, tag_bytes & 7, cursor + 1
-        else:
-            tags, tag_widths = _varints(buf, cursor, limit)
-            numbers, wires = tags >> np.uint64(3), tags & np.uint64(7)
-            value_pos = cursor + tag_widths
-        if not numbers.all():  # as protobuf (and the C loop): field number 0 is no field
-            at = int(cursor[np.flatnonzero(numbers == 0)[0]])
-            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {at}")
-        next_cursor = np.empty_like(cursor)
-        wire_kinds = _distinct(wires)
-        for wire in wire_kinds:
-            # Most rounds see one wire type and one field number: skip the masks then.
-            sel = None if len(wire_kinds) == 1 else wires == wire
-            pos = _take(value_pos, sel)
-            values, after = _read_values(buf, pos, wire, limit)
-            if sel is None:
-                next_cursor = after
-            else:
-                next_cursor[sel] = after
-            selected_numbers, selected_index = _take(numbers, sel), _take(index, sel)
-            field_numbers = _distinct(selected_numbers)
-            for number in field_numbers:
-                pick = None if len(field_numbers) == 1 else selected_numbers == number
-                found.setdefault(_key(number, wire), []).append(
-                    (_take(selected_index, pick), _take(values, pick), _take(after, pick))
-                )
-        past = np.flatnonzero(next_cursor > end)
-        if len(past):
-            at = int(cursor[past[0]])
-            raise DecodeError(
-                f"a field runs past the end of its message (truncated file?), at byte {at}"
-            )
-        active = next_cursor < end
-        if active.all():
-            cursor = next_cursor
-        else:
-            index, cursor, end = index[active], next_cursor[active], end[active]
-    return {
-        number: chunks[0] if len(chunks) == 1 else _concat(chunks)
-        for number, chunks in found.items()
-    }
-
-
-def _concat(
-    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows, values, stops = zip(*chunks, strict=True)
-    return np.concatenate(rows), np.concatenate(values), np.concatenate(stops)
-
-
-def _take(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    return array if mask is None else array[mask]
-
-
-def _read_values(
-    buf: np.ndarray, pos: np.ndarray, wire: int, limit: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Values of one wire type at ``pos``, and where each ends.
-
-    Varints come back as int64, fixed64 as their raw bits in an int64, and
-    length-delimited fields as the start of their payload (the end is ``after``).
-    """
-    if wire == _WIRE_VARINT:
-        values, widths = _varints(buf, pos, limit)
-        return values.view(np.int64), pos + widths
-    if wire == _WIRE_LEN:
-        lengths, widths = _varints(buf, pos, limit)
-        starts = pos + widths
-        return starts, starts + lengths.astype(np.int64)
-    if wire == _WIRE_FIXED64:
-        if len(pos) and int(pos.max()) + 8 > limit:
-            at = int(pos[np.argmax(pos + 8 > limit)])
-            raise DecodeError(
-                f"a fixed64 value runs past the end of its message (truncated file?), at byte {at}"
-            )
-        raw = buf[pos[:, None] + np.arange(8)]
-        return raw.copy().view("<i8").reshape(-1), pos + 8
-    if wire == _WIRE_FIXED32:
-        return np.zeros(len(pos), dtype=np.int64), pos + 4
-    at = int(pos[0]) if len(pos) else 0
-    raise DecodeError(f"invalid wire type (not an XSpace protobuf), at byte {at}")
-
-
-def _distinct(values: np.ndarray) -> list[int]:
-    """The distinct values of a small-valued array (tags, wire types), sorted."""
-    if not len(values):
-        return []
-    low, high = int(values.min()), int(values.max())
-    if low == high:  # the usual case: every message has the same field here
-        return [low]
-    if high < 4096:
-        return np.flatnonzero(np.bincount(values.astype(np.int64))).tolist()
-    return [int(v) for v in distinct(values)]
-
-
-def _varints(
-    buf: np.ndarray, pos: np.ndarray, limit: int, strict: bool = True
-) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the varints starting at ``pos``: (values as uint64, widths in bytes).
-
-    Not ``strict`` (for candidate positions that may not be varints at all): a varint
-    that runs past ``limit`` or beyond 10 bytes is no varint; it gets a width that
-    reaches past ``limit``, so that callers drop it, instead of raising.
-    """
-    limit = min(limit, len(buf))
-    n = len(pos)
-    if n and int(pos.max()) >= limit:
-        if strict:
-            first = int(pos[np.argmax(pos >= limit)])
-            raise DecodeError(
-                f"a varint runs past the end of its message (truncated file?), at byte {first}"
-            )
-        pos = np.minimum(pos, limit - 1)
-    byte = buf[pos]
-    values = (byte & 0x7F).astype(np.uint64)
-    more = byte >= 0x80
-    if not more.any():  # one-byte varints: tags, small ids and lengths
-        return values, np.broadcast_to(np.int64(1), (n,))
-    widths = np.ones(n, dtype=np.int64)
-    todo = np.flatnonzero(more)
-    for k in range(1, 10):
-        if not len(todo):
-            return values, widths
-        # While every varint goes on (fixed-width values such as timestamps), skip the indexing.
-        every = len(todo) == n
-        at = (pos if every else pos[todo]) + k
-        if int(at.max()) >= limit:
-            if strict:
-                where = int(at[np.argmax(at >= limit)])
-                raise DecodeError(
-                    f"a varint runs past the end of its message (truncated file?), at byte {where}"
-                )
-            cut = at >= limit
-            widths[todo[cut]] = limit + 1  # past any end a caller checks against
-            todo, at = todo[~cut], at[~cut]
-            every = False
-            if not len(todo):
-                return values, widths
-        byte = buf[at]
-        bits = (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        if every:
-            values |= bits
-            widths += 1
-        else:
-            values[todo] |= bits
-            widths[todo] = k + 1
-        todo = todo[byte >= 0x80]
-    if len(todo):
-        if strict:
-            first = int(pos[todo[0]])
-            raise DecodeError(
-                f"a varint is longer than 10 bytes (not an XSpace protobuf), at byte {first}"
-            )
-        widths[todo] = limit + 1
-    return values, widths
+    return Stats(owner, metadata_id, kind, int_value, double_value, text_start, text_stop)
 
 
 # --------------------------------------------------------------------------- small walker
 
 
-def _field_columns(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
-    """The fields of one message as columns: (number, wire type, field start, value start,
-    value stop), as :func:`_fields` walks them (in C when it is built)."""
-    if _native is not None:
-        try:
-            columns = _native.scan_fields(data, start, stop)
-        except ValueError as exc:
-            raise DecodeError(str(exc)) from None
-        number = np.frombuffer(columns[0], dtype=np.int64)
-        if len(number) and not number.all():
-            at = int(np.frombuffer(columns[2], dtype=np.int64)[np.argmin(number != 0)])
-            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {at}")
-        return tuple(np.frombuffer(c, dtype=np.int64) for c in columns)
-    rows = list(_fields(data, start, stop))
-    if not rows:
-        return tuple(np.zeros(0, dtype=np.int64) for _ in range(5))
-    return tuple(np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
-
-
 def _join_fields(data: Any, starts: np.ndarray, stops: np.ndarray) -> bytes:
     return b"".join(bytes(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True))
-
-
-def _fields(data: bytes, start: int, stop: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """Walk one message's fields: (number, wire type, field start, value start, value stop)."""
-    pos = start
-    while pos < stop:
-        field_start = pos
-        tag, pos = _varint(data, pos, stop)
-        number, wire = tag >> 3, tag & 7
-        if number == 0:
-            raise DecodeError(f"field number 0 (not an XSpace protobuf), at byte {field_start}")
-        value_start = pos
-        value, pos = _skip(data, pos, stop, wire)
-        if wire == _WIRE_LEN:
-            value_start = pos - value
-        yield number, wire, field_start, value_start, pos
-
-
-def _varint(data: bytes, pos: int, stop: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= stop:
-            raise DecodeError(
-                f"a varint runs past the end of its message (truncated file?), at byte {pos}"
-            )
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise DecodeError(
-                f"a varint is longer than 10 bytes (not an XSpace protobuf), at byte {pos}"
-            )
-
-
-def _skip(data: bytes, pos: int, stop: int, wire: int) -> tuple[int, int]:
-    """Skip a value of ``wire`` type; return (varint value or length, position after)."""
-    if wire == _WIRE_VARINT:
-        return _varint(data, pos, stop)
-    if wire == _WIRE_LEN:
-        length, pos = _varint(data, pos, stop)
-        if pos + length > stop:
-            raise DecodeError(
-                f"a field runs past the end of its message (truncated file?), at byte {pos}"
-            )
-        return length, pos + length
-    if wire == _WIRE_FIXED64:
-        if pos + 8 > stop:
-            raise DecodeError(
-                f"a fixed64 value runs past the end of its message (truncated file?), at byte {pos}"
-            )
-        return 0, pos + 8
-    if wire == _WIRE_FIXED32:
-        if pos + 4 > stop:
-            raise DecodeError(
-                f"a fixed32 value runs past the end of its message (truncated file?), at byte {pos}"
-            )
-        return 0, pos + 4
-    raise DecodeError(f"invalid wire type (not an XSpace protobuf), at byte {pos}")
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def decode_or_bad_input(data: bytes, path: str) -> Space:

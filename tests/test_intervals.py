@@ -1,0 +1,162 @@
+"""tpuperf.intervals against brute force: sets as masks over the integers.
+
+Every operation is checked on random intervals (overlapping, touching, nested, empty,
+reversed) against the same question asked of a boolean mask with one cell per picosecond:
+cell t is covered when some interval [s, e) has s <= t < e.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tpuperf.intervals import (
+    EMPTY,
+    Intervals,
+    covered_before,
+    first_inside,
+    gaps_in,
+    interior_gaps,
+    intersect,
+    last_inside,
+    measure_in,
+    merge,
+    nonempty,
+    subtract,
+    union,
+)
+
+# The mask covers [LOW, HIGH): every interval and window below lies inside it.
+LOW, HIGH = -100, 1400
+
+spans = st.lists(
+    st.tuples(st.integers(0, 1000), st.integers(-20, 200)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=30,
+)
+windows = st.lists(
+    st.tuples(st.integers(-50, 1300), st.integers(0, 400)).map(lambda t: (t[0], t[0] + t[1])),
+    min_size=1,
+    max_size=8,
+)
+
+
+def mask(pairs: list[tuple[int, int]]) -> np.ndarray:
+    covered = np.zeros(HIGH - LOW, dtype=bool)
+    for s, e in pairs:
+        if e > s:
+            covered[s - LOW : e - LOW] = True
+    return covered
+
+
+def mask_of(a: Intervals) -> np.ndarray:
+    return mask(list(zip(a.starts.tolist(), a.ends.tolist(), strict=True)))
+
+
+def as_set(pairs: list[tuple[int, int]]) -> Intervals:
+    return union(
+        np.array([s for s, _ in pairs], dtype=np.int64),
+        np.array([e for _, e in pairs], dtype=np.int64),
+    )
+
+
+def assert_well_formed(a: Intervals) -> None:
+    """Sorted, disjoint, non-empty, not touching: the form every set keeps."""
+    assert a.starts.dtype == a.ends.dtype == np.int64
+    assert np.all(a.ends > a.starts)
+    assert np.all(a.starts[1:] > a.ends[:-1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans)
+def test_union_covers_what_the_intervals_cover(a: list[tuple[int, int]]) -> None:
+    sa = as_set(a)
+    assert_well_formed(sa)
+    assert np.array_equal(mask_of(sa), mask(a))
+    assert sa.total == int(mask(a).sum())
+    assert sa.cumulative.tolist() == [0, *np.cumsum(sa.ends - sa.starts).tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, spans)
+def test_intersect_subtract_and_merge_are_the_mask_operations(
+    a: list[tuple[int, int]], b: list[tuple[int, int]]
+) -> None:
+    sa, sb = as_set(a), as_set(b)
+    ma, mb = mask(a), mask(b)
+    for result, expected in (
+        (intersect(sa, sb), ma & mb),
+        (subtract(sa, sb), ma & ~mb),
+        (merge(sa, sb), ma | mb),
+        (merge(subtract(sa, sb), subtract(sb, sa)), ma ^ mb),
+    ):
+        assert_well_formed(result)
+        assert np.array_equal(mask_of(result), expected)
+    # overlap <= min(a, b), whatever the sets (STYLE.md's property).
+    assert intersect(sa, sb).total <= min(sa.total, sb.total)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, windows)
+def test_measures_in_windows_count_the_covered_cells(
+    a: list[tuple[int, int]], wins: list[tuple[int, int]]
+) -> None:
+    sa, covered = as_set(a), mask(a)
+    starts = np.array([s for s, _ in wins], dtype=np.int64)
+    ends = np.array([e for _, e in wins], dtype=np.int64)
+    assert covered_before(sa, ends).tolist() == [int(covered[: e - LOW].sum()) for e in ends]
+    assert measure_in(sa, starts, ends).tolist() == [
+        int(covered[s - LOW : e - LOW].sum()) for s, e in wins
+    ]
+    firsts, lasts = [], []
+    for s, e in wins:
+        inside = np.flatnonzero(covered[s - LOW : e - LOW])
+        firsts.append(s + int(inside[0]) if len(inside) else e)
+        lasts.append(s + int(inside[-1]) + 1 if len(inside) else s)
+    assert first_inside(sa, starts, ends).tolist() == firsts
+    assert last_inside(sa, starts, ends).tolist() == lasts
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, windows, st.integers(1, 60))
+def test_interior_gaps_are_the_gaps_between_intervals_inside_each_window(
+    a: list[tuple[int, int]], wins: list[tuple[int, int]], short_ps: int
+) -> None:
+    sa = as_set(a)
+    starts = np.array([s for s, _ in wins], dtype=np.int64)
+    ends = np.array([e for _, e in wins], dtype=np.int64)
+    expected: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for s, e in wins:
+        # A gap (end of one interval, start of the next) inside the window's span.
+        gaps = [
+            nxt - end
+            for end, nxt in zip(sa.ends[:-1].tolist(), sa.starts[1:].tolist(), strict=True)
+            if end > s and nxt < e
+        ]
+        expected[0].append(sum(g for g in gaps if g < short_ps))
+        expected[1].append(sum(1 for g in gaps if g < short_ps))
+        expected[2].append(sum(1 for g in gaps if g >= short_ps))
+    got = interior_gaps(sa, starts, ends, short_ps)
+    assert tuple(column.tolist() for column in got) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.integers(-50, 1300), st.integers(-50, 400))
+def test_gaps_in_a_window_are_what_it_leaves_uncovered(
+    a: list[tuple[int, int]], start: int, length: int
+) -> None:
+    sa = as_set(a)
+    gaps = gaps_in(sa, start, start + length)
+    assert_well_formed(gaps)
+    assert np.array_equal(mask_of(gaps), mask([(start, start + length)]) & ~mask(a))
+
+
+def test_the_empty_set() -> None:
+    some = as_set([(10, 20)])
+    assert len(EMPTY) == 0 and EMPTY.total == 0
+    assert union(np.array([5, 9]), np.array([5, 3])) is EMPTY  # empty and reversed: dropped
+    assert subtract(some, EMPTY) is some and intersect(some, EMPTY) is EMPTY
+    assert merge() is EMPTY and merge(EMPTY, some) is some
+    assert nonempty(np.zeros(0, np.int64), np.zeros(0, np.int64)) is EMPTY
+    assert nonempty(some.starts, some.ends).total == 10
+    assert gaps_in(some, 30, 30) is EMPTY

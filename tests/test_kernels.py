@@ -1,0 +1,321 @@
+"""Every kernel of tpuperf.kernels gives the same result in C and in numpy.
+
+One parametrised test runs each kernel through both implementations on generated inputs:
+well-formed XSpace bytes (event records with every kind of stat, repeated and unknown
+fields, fields of the wrong wire type), the same bytes truncated or with bytes flipped, empty
+inputs and spans outside the buffer. Both must return the same arrays (dtype, shape and
+bytes) or raise the same error with the same message. A kernel without a case here fails
+test_every_kernel_has_a_parity_case.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tpuperf import kernels
+from tpuperf.kernels import _numpy
+from tpuperf.kernels.wire import DecodeError
+
+needs_c = pytest.mark.skipif(
+    not kernels.native_built(), reason="the C module (tpuperf/_wire_native.c) is not built"
+)
+# The implementations here: both where C is built (the hand-computed tests run on each).
+BUILT = [name for name in kernels.IMPLEMENTATIONS if name == "numpy" or kernels.native_built()]
+
+SEEDS = 300
+
+# --------------------------------------------------------------------------- wire bytes
+
+
+def varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def tag(number: int, wire: int) -> bytes:
+    return varint(number << 3 | wire)
+
+
+def len_field(number: int, payload: bytes) -> bytes:
+    return tag(number, 2) + varint(len(payload)) + payload
+
+
+def big(rng: random.Random) -> int:
+    """A varint value: small mostly, sometimes up to 2**64 - 1 (negative as int64)."""
+    return rng.choice([rng.randrange(200), rng.randrange(1 << 40), rng.randrange(1 << 64)])
+
+
+def stat_payload(rng: random.Random) -> bytes:
+    """An XStat: an id (1..5, sometimes none or repeated) and value fields of any kind, in
+    any order, sometimes several, sometimes of the wrong wire type or unknown."""
+    out = b""
+    for _ in range(rng.randrange(4)):
+        choice = rng.randrange(10)
+        if choice < 3:
+            out += tag(1, 0) + varint(rng.randrange(1, 6))
+        elif choice == 3:
+            out += tag(2, 1) + rng.randbytes(8)
+        elif choice in (4, 5):
+            out += tag(rng.choice([3, 4, 7]), 0) + varint(big(rng))
+        elif choice == 6:
+            text = rng.choice([b"name", "\u00e9t\u00e9".encode(), b"\xff\xfe bad", b""])
+            out += len_field(rng.choice([5, 6]), text)
+        elif choice == 7:  # a value field number with another wire type: not that field
+            out += len_field(rng.choice([3, 4, 7]), b"xy")
+        elif choice == 8:
+            out += tag(9, 0) + varint(big(rng))
+        else:
+            out += tag(8, 5) + rng.randbytes(4)
+    if rng.random() < 0.7:
+        out = tag(1, 0) + varint(rng.randrange(1, 6)) + out
+    return out
+
+
+def event_payload(rng: random.Random) -> bytes:
+    fields = [tag(1, 0) + varint(rng.randrange(1, 50))]
+    fields.append(tag(2, 0) + varint(big(rng)))
+    if rng.random() < 0.9:
+        fields.append(tag(3, 0) + varint(big(rng)))
+    fields += [len_field(4, stat_payload(rng)) for _ in range(rng.randrange(4))]
+    if rng.random() < 0.2:
+        fields.append(tag(5, 0) + varint(3))
+    if rng.random() < 0.2:
+        fields.append(tag(2, 0) + varint(big(rng)))  # repeated: the last one wins
+    if rng.random() < 0.1:
+        fields.append(tag(12, 1) + rng.randbytes(8))
+    rng.shuffle(fields)
+    return b"".join(fields)
+
+
+def corrupt(rng: random.Random, data: bytes, low: int, high: int) -> tuple[bytes, int]:
+    """``data`` with one fault between ``low`` and ``high`` (or none), and its new end."""
+    if high <= low or rng.random() < 0.5:
+        return data, len(data)
+    at = rng.randrange(low, high)
+    fault = rng.randrange(3)
+    if fault == 0:  # truncated
+        return data[:at], at
+    if fault == 1:  # a flipped byte
+        flipped = data[:at] + bytes([rng.randrange(256)]) + data[at + 1 :]
+        return flipped, len(data)
+    ten = b"\xff" * 11  # a varint longer than 10 bytes
+    return data[:at] + ten + data[at:], len(data) + len(ten)
+
+
+def line_run(rng: random.Random) -> tuple[bytes, int, int]:
+    """Bytes holding a run of event records from ``first``: a line's other fields before
+    and after, the records possibly corrupted; (data, first, stop)."""
+    before = len_field(2, b"XLA Ops") + tag(1, 0) + varint(7)
+    records = b"".join(len_field(4, event_payload(rng)) for _ in range(rng.randrange(6)))
+    after = len_field(11, b"ops") if rng.random() < 0.5 else b""
+    data, stop = corrupt(rng, before + records + after, len(before), len(before) + len(records))
+    first = len(before)
+    if rng.random() < 0.05:
+        first = rng.randrange(len(data) + 1)  # anywhere: not at a record, or at the end
+    if rng.random() < 0.03:
+        return b"", 0, 0
+    if rng.random() < 0.03:
+        stop = len(data) + 5  # past the buffer
+    return data, first, min(stop, len(data)) if rng.random() < 0.97 else stop
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def _event_records(rng: random.Random) -> tuple[Any, ...]:
+    return line_run(rng)
+
+
+def _int_events(rng: random.Random) -> tuple[Any, ...]:
+    data, first, stop = line_run(rng)
+    n_columns = rng.randrange(5)
+    n_wanted = rng.randrange(6) if n_columns else 0
+    ids = [rng.randrange(0, 7) for _ in range(n_wanted)]
+    columns = [rng.randrange(n_columns) for _ in range(n_wanted)]
+    keep = rng.randrange(-1, n_columns) if n_columns else -1
+    return data, first, stop, np.array(ids, np.int64), np.array(columns, np.int64), n_columns, keep
+
+
+def _stats(rng: random.Random) -> tuple[Any, ...]:
+    payloads = [stat_payload(rng) for _ in range(rng.randrange(8))]
+    data = b"".join(payloads)
+    ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
+    starts = ends - np.array([len(p) for p in payloads], dtype=np.int64)
+    data, _ = corrupt(rng, data, 0, len(data))
+    if len(starts) and rng.random() < 0.1:
+        starts[rng.randrange(len(starts))] = rng.choice([-3, len(data) + 2])
+    return data, starts, ends
+
+
+def _scan_fields(rng: random.Random) -> tuple[Any, ...]:
+    message = b"".join(
+        rng.choice([len_field(1, event_payload(rng)), tag(2, 0) + varint(big(rng))])
+        for _ in range(rng.randrange(6))
+    )
+    if rng.random() < 0.1:
+        message += tag(0, 0) + b"\x01"  # field number 0
+    if rng.random() < 0.1:
+        message += tag(3, 3)  # wire type 3 (a group): not read
+    data, stop = corrupt(rng, message, 0, len(message))
+    return data, 0, stop if rng.random() < 0.97 else stop + 1
+
+
+def _texts(rng: random.Random) -> tuple[Any, ...]:
+    data = rng.choice([b"plain ascii names", "caf\u00e9 \u4e2d".encode(), b"\xff\xfe\x80 bad"])
+    spans = sorted(rng.randrange(len(data) + 1) for _ in range(2 * rng.randrange(6)))
+    starts, stops = np.array(spans[::2], np.int64), np.array(spans[1::2], np.int64)
+    if len(starts) and rng.random() < 0.1:
+        stops[-1] = len(data) + 1
+    return data, starts, stops
+
+
+def _kind_runs(rng: random.Random) -> tuple[Any, ...]:
+    n = rng.randrange(12)
+    gaps = [rng.choice([0, 0, 1, 5, -2 if rng.random() < 0.1 else 3]) for _ in range(n)]
+    durations = [rng.choice([0, 1, 4, 10]) for _ in range(n)]
+    starts, at = [], 0
+    for gap, duration in zip(gaps, durations, strict=True):
+        starts.append(at + gap)
+        at = starts[-1] + duration
+    ends = [s + d for s, d in zip(starts, durations, strict=True)]
+    kinds = [rng.randrange(-1, 4) for _ in range(n)]
+    return np.array(starts, np.int64), np.array(ends, np.int64), np.array(kinds, np.int8), 3
+
+
+def _dense_groups(rng: random.Random) -> tuple[Any, ...]:
+    size = rng.randrange(1, 20)
+    keys = [rng.randrange(size) for _ in range(rng.randrange(30))]
+    if keys and rng.random() < 0.1:
+        keys[rng.randrange(len(keys))] = rng.choice([-1, size])
+    return np.array(keys, np.int64), size
+
+
+def _group_sums(rng: random.Random) -> tuple[Any, ...]:
+    n_groups = rng.randrange(1, 8)
+    n = rng.randrange(40)
+    groups = [rng.randrange(n_groups) for _ in range(n)]
+    if groups and rng.random() < 0.1:
+        groups[rng.randrange(n)] = rng.choice([-1, n_groups])
+    scale = rng.choice([1000, 2**62])
+    values = [rng.randrange(-scale, scale) for _ in range(n)]
+    dtype = rng.choice([np.int32, np.int64])
+    return np.array(groups, dtype), np.array(values, np.int64), n_groups
+
+
+CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
+    "event_records": _event_records,
+    "skip_records": _event_records,
+    "extent": _event_records,
+    "int_events": _int_events,
+    "stats": _stats,
+    "scan_fields": _scan_fields,
+    "texts": _texts,
+    "kind_runs": _kind_runs,
+    "dense_groups": _dense_groups,
+    "group_sums": _group_sums,
+}
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def _comparable(value: Any) -> Any:
+    """Arrays as (dtype, shape, bytes): equal bit for bit (NaNs and -0.0 too)."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, [_comparable(v) for v in value]
+    return value
+
+
+def _outcome(name: str, implementation: str, args: tuple[Any, ...]) -> Any:
+    with kernels.use(implementation):
+        try:
+            return "result", _comparable(getattr(kernels, name)(*args))
+        except (DecodeError, ValueError) as exc:
+            return "error", type(exc).__name__, str(exc)
+
+
+@needs_c
+@pytest.mark.parametrize("name", kernels.KERNELS)
+def test_c_and_numpy_agree(name: str) -> None:
+    faults = 0
+    for seed in range(SEEDS):
+        args = CASES[name](random.Random(f"{name} {seed}"))
+        in_c = _outcome(name, "native", args)
+        assert _outcome(name, "numpy", args) == in_c, f"seed {seed}: {args!r}"
+        faults += in_c[0] == "error" or in_c == ("result", None)
+    # The cases reach both results and faults (an error, or None where the kernel says "not
+    # this way"): a generator that stopped making either would pass without testing them.
+    assert 0 < faults < SEEDS, faults
+
+
+def test_every_kernel_has_a_parity_case() -> None:
+    assert set(CASES) == set(kernels.KERNELS)
+    public = {
+        name
+        for name, value in vars(kernels).items()
+        if inspect.isfunction(value)
+        and value.__module__ == kernels.__name__
+        and not name.startswith("_")
+    }
+    helpers = {"numpy_asked", "load", "implementation", "native_built", "use"}
+    assert public - helpers == set(kernels.KERNELS)
+
+
+@needs_c
+@pytest.mark.parametrize("name", kernels.KERNELS)
+def test_both_implementations_have_each_kernel_with_one_signature(name: str) -> None:
+    in_c = inspect.signature(getattr(kernels.load("native"), name))
+    assert inspect.signature(getattr(_numpy, name)) == in_c
+
+
+def test_a_malformed_record_raises_the_same_decode_error_in_both() -> None:
+    """A record whose length runs past the line: both name the fault and its byte."""
+    data = len_field(4, tag(1, 0) + varint(5))[:-1]  # the record's last byte cut off
+    for implementation in BUILT:
+        with kernels.use(implementation), pytest.raises(DecodeError) as caught:
+            kernels.event_records(data, 0, len(data))
+        assert str(caught.value) == (
+            "an event record runs past the end of its line (truncated file?), at byte 2"
+        )
+
+
+def test_int_events_reads_the_chosen_stats() -> None:
+    """Values computed by hand: stat 3 into column 0, stat 4 into column 1; a later stat of
+    an event wins, a double is no integer, the event without stat 3 is left out by keep."""
+    events = [
+        [tag(1, 0) + varint(3), tag(4, 0) + varint(10)],
+        [tag(1, 0) + varint(3), tag(4, 0) + varint(11)],
+        [tag(1, 0) + varint(4), tag(2, 1) + bytes(8)],
+    ]
+    payloads = [
+        tag(2, 0) + varint(100 * i) + b"".join(len_field(4, b"".join(s)) for s in [stats])
+        for i, stats in enumerate(events)
+    ]
+    payloads[0] += len_field(4, tag(1, 0) + varint(3) + tag(3, 0) + varint(12))
+    data = b"".join(len_field(4, p) for p in payloads)
+    ids, columns = np.array([3, 4], np.int64), np.array([0, 1], np.int64)
+    for implementation in BUILT:
+        with kernels.use(implementation):
+            run_end, found = kernels.int_events(data, 0, len(data), ids, columns, 2)
+            assert run_end == len(data)
+            assert found[1].tolist() == [0, 100, 200]
+            assert found[3].tolist() == [12, 11, kernels.MISSING]
+            assert found[4].tolist() == [kernels.MISSING] * 3
+            _, kept = kernels.int_events(data, 0, len(data), ids, columns, 2, keep_column=0)
+            assert kept[1].tolist() == [0, 100]

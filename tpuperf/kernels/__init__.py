@@ -1,0 +1,229 @@
+"""The hot loops: one boundary between tpuperf and its optional C module.
+
+Each kernel below has two implementations with the same signature: one in C
+(``tpuperf/_wire_native.c``, reached through :mod:`tpuperf.kernels._c`, the only importer of
+the C module) and its numpy twin (:mod:`tpuperf.kernels._numpy`). This module picks one, once:
+C where it is built, numpy where it is not or where ``TPUPERF_DECODER=numpy`` asks for it.
+Callers never ask which they got: arguments are checked and made contiguous here, results are
+numpy arrays, and a malformed profile raises :class:`DecodeError` with the same message either
+way (tests/test_kernels.py checks every kernel's two implementations against each other).
+
+Buffers (``data``) are anything with the buffer protocol: bytes, mmap, a uint8 array.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from tpuperf.kernels.wire import DecodeError
+
+# Every kernel, by name: tests/test_kernels.py fails for one without a parity case.
+KERNELS = (
+    "event_records",
+    "skip_records",
+    "extent",
+    "int_events",
+    "stats",
+    "scan_fields",
+    "texts",
+    "kind_runs",
+    "dense_groups",
+    "group_sums",
+)
+
+# The two implementations: "native" (the C module) and "numpy".
+IMPLEMENTATIONS = ("native", "numpy")
+
+# Integer stats read into event columns (int_events) mark an event without the stat so.
+MISSING = int(np.iinfo(np.int64).min)
+
+# (run_end, metadata_id, offset_ps, duration_ps, stat_owner, stat_start, stat_stop)
+EventRecords = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def numpy_asked() -> bool:
+    """Whether ``TPUPERF_DECODER=numpy`` asks for the numpy kernels where C is built."""
+    return os.environ.get("TPUPERF_DECODER", "").strip().lower() == "numpy"
+
+
+def load(name: str) -> ModuleType:
+    """The implementation ``name`` ("native" or "numpy"): a module with every kernel, of the
+    signatures below (tests/test_kernels.py checks both); ImportError where C is not built."""
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"no kernels {name!r}: one of {', '.join(IMPLEMENTATIONS)}")
+    if name == "native":
+        return importlib.import_module("tpuperf.kernels._c")
+    return importlib.import_module("tpuperf.kernels._numpy")
+
+
+def _choose() -> tuple[str, ModuleType]:
+    if not numpy_asked():
+        try:
+            return "native", load("native")
+        except ImportError:  # pragma: no cover - depends on the build
+            pass
+    return "numpy", load("numpy")
+
+
+_name, _impl = _choose()
+
+
+def implementation() -> str:
+    """Which implementation runs the kernels: ``native`` (C) or ``numpy``."""
+    return _name
+
+
+def native_built() -> bool:
+    """Whether the C module is built (whether or not it is in use)."""
+    try:
+        load("native")
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def use(name: str) -> Iterator[None]:
+    """Run the kernels with the implementation ``name`` for the duration (tests, benchmarks)."""
+    global _name, _impl
+    saved = _name, _impl
+    _name, _impl = name, load(name)
+    try:
+        yield
+    finally:
+        _name, _impl = saved
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _int64(values: Any) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def _span(data: Any, first: int, stop: int, what: str) -> tuple[int, int]:
+    first, stop = int(first), int(stop)
+    if first < 0 or stop > memoryview(data).nbytes or first > stop:
+        raise DecodeError(f"{what} span outside the buffer")
+    return first, stop
+
+
+def _spans(starts: Any, stops: Any) -> tuple[np.ndarray, np.ndarray]:
+    starts, stops = _int64(starts), _int64(stops)
+    if starts.shape != stops.shape or starts.ndim != 1:
+        raise ValueError("starts and stops differ in length")
+    return starts, stops
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def event_records(data: Any, first: int, stop: int) -> EventRecords:
+    """The run of event records (XLine.events) at ``first``, up to ``stop`` at most, as int64
+    columns: (run_end, metadata_id, offset_ps, duration_ps, stat_owner, stat_start,
+    stat_stop), the stats as the event each belongs to and the span of its payload."""
+    return _impl.event_records(data, *_span(data, first, stop, "line"))
+
+
+def skip_records(data: Any, first: int, stop: int) -> tuple[int, int]:
+    """(run_end, n_events): where the run of event records at ``first`` ends, read without
+    decoding the events."""
+    return _impl.skip_records(data, *_span(data, first, stop, "line"))
+
+
+def extent(data: Any, first: int, stop: int) -> tuple[int, int, int, int]:
+    """(run_end, n_events, first_offset_ps, last_end_ps) of the run of event records at
+    ``first``, keeping no event; with no events, (run_end, 0, int64 max, int64 min)."""
+    return _impl.extent(data, *_span(data, first, stop, "line"))
+
+
+# The most integer stats int_events reads at once (the C loop's fixed array).
+MAX_INT_COLUMNS = 16
+
+
+def int_events(
+    data: Any,
+    first: int,
+    stop: int,
+    wanted_ids: Any,
+    wanted_columns: Any,
+    n_columns: int,
+    keep_column: int = -1,
+) -> tuple[int, list[np.ndarray]]:
+    """The run of event records at ``first`` with chosen integer stats (int64, uint64 or ref
+    values) as columns: (run_end, [metadata_id, offset_ps, duration_ps, column 0, ...]).
+
+    The stat with id ``wanted_ids[i]`` goes to column ``wanted_columns[i]`` (the first entry
+    of an id repeated), MISSING where an event lacks it (a later stat of an event wins). With
+    ``keep_column >= 0`` only the events that have that column's stat are kept."""
+    ids, columns = _int64(wanted_ids), _int64(wanted_columns)
+    if not 0 <= n_columns <= MAX_INT_COLUMNS or ids.shape != columns.shape:
+        raise ValueError(f"int_events: 0 to {MAX_INT_COLUMNS} columns, one for each id")
+    if len(columns) and (int(columns.min()) < 0 or int(columns.max()) >= n_columns):
+        raise ValueError("int_events: a wanted column is out of range")
+    if keep_column >= n_columns:
+        raise ValueError("int_events: keep_column is out of range")
+    first, stop = _span(data, first, stop, "line")
+    return _impl.int_events(data, first, stop, ids, columns, int(n_columns), int(keep_column))
+
+
+def stats(data: Any, starts: Any, stops: Any) -> tuple[np.ndarray, ...]:
+    """XStat payloads (at ``starts``/``stops``) decoded into columns: (metadata_id int64,
+    kind uint8 (a STAT_* code: that of the last value field), int_value int64, double_value
+    float64, text_start int64, text_stop int64)."""
+    return _impl.stats(data, *_spans(starts, stops))
+
+
+def scan_fields(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
+    """The fields of one message as int64 columns: (number, wire, field_start, value_start,
+    value_stop); a length-delimited value's span is its payload."""
+    return _impl.scan_fields(data, *_span(data, start, stop, "message"))
+
+
+def texts(data: Any, starts: Any, stops: Any) -> list[str]:
+    """The spans of ``data`` decoded as UTF-8, bad bytes replaced."""
+    return _impl.texts(data, *_spans(starts, stops))
+
+
+def kind_runs(
+    starts: Any, ends: Any, kinds: Any, n_kinds: int
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The interval sets of one line of ops in order: for each kind 0 .. n_kinds - 1 (int8
+    codes; others belong to no kind) and last for all ops, (starts, ends) of its ops with
+    touching ones joined and empty ones (end <= start) left out. None where two ops overlap
+    (the caller then takes the general way)."""
+    starts, ends = _spans(starts, ends)
+    kinds = np.ascontiguousarray(kinds, dtype=np.int8)
+    if kinds.shape != starts.shape or not 0 <= n_kinds <= 100:
+        raise ValueError("kind_runs: columns of different lengths")
+    return _impl.kind_runs(starts, ends, kinds, int(n_kinds))
+
+
+def dense_groups(keys: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(group of each row, first row of each group) for int64 keys in [0, ``size``), groups
+    numbered in order of first appearance; ValueError for a key outside."""
+    return _impl.dense_groups(_int64(keys), int(size))
+
+
+def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+    """int64 sums of int64 ``values`` per group (int32 or int64 ``groups``), wrapping past
+    int64 as numpy's integer sums do; None when a group lies outside [0, n_groups)."""
+    groups, values = np.ascontiguousarray(groups), np.ascontiguousarray(values)
+    if (
+        groups.dtype not in (np.int32, np.int64)
+        or values.dtype != np.int64
+        or groups.shape != values.shape
+        or n_groups < 0
+    ):
+        raise ValueError("group_sums: int32 or int64 groups, one for each int64 value")
+    return _impl.group_sums(groups, values, int(n_groups))
+
+
+__all__ = [*KERNELS, "DecodeError", "MISSING", "implementation", "native_built", "use"]

@@ -1,0 +1,110 @@
+"""The kernels in C (``tpuperf/_wire_native.c``), with numpy arrays in and out.
+
+The only module that imports the C module. It hands back numpy views of the bytearrays the
+C functions return and turns their ValueError into :class:`DecodeError`, so that each
+function here is a drop-in twin of the one of the same name in :mod:`tpuperf.kernels._numpy`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tpuperf import _wire_native as c
+from tpuperf.kernels.wire import DecodeError
+
+
+def _int64(column: bytearray) -> np.ndarray:
+    return np.frombuffer(column, dtype=np.int64)
+
+
+def event_records(data: Any, first: int, stop: int) -> tuple[Any, ...]:
+    try:
+        run_end, *columns = c.event_records(data, first, stop)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    return (run_end, *(_int64(column) for column in columns))
+
+
+def skip_records(data: Any, first: int, stop: int) -> tuple[int, int]:
+    try:
+        return c.skip_records(data, first, stop)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def extent(data: Any, first: int, stop: int) -> tuple[int, int, int, int]:
+    try:
+        return c.extent(data, first, stop)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def int_events(
+    data: Any,
+    first: int,
+    stop: int,
+    wanted_ids: np.ndarray,
+    wanted_columns: np.ndarray,
+    n_columns: int,
+    keep_column: int,
+) -> tuple[int, list[np.ndarray]]:
+    try:
+        run_end, *columns = c.events(
+            data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column
+        )
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    return run_end, [_int64(column) for column in columns]
+
+
+def stats(data: Any, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, ...]:
+    try:
+        metadata_id, kind, int_value, double_value, text_start, text_stop = c.stats(
+            data, starts, stops
+        )
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    return (
+        _int64(metadata_id),
+        np.frombuffer(kind, dtype=np.uint8),
+        _int64(int_value),
+        np.frombuffer(double_value, dtype=np.float64),
+        _int64(text_start),
+        _int64(text_stop),
+    )
+
+
+def scan_fields(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
+    try:
+        columns = c.scan_fields(data, start, stop)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    return tuple(_int64(column) for column in columns)
+
+
+def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
+    try:
+        return c.texts(data, starts, stops)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def kind_runs(
+    starts: np.ndarray, ends: np.ndarray, kinds: np.ndarray, n_kinds: int
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    runs = c.kind_runs(starts, ends, kinds, n_kinds)
+    if runs is None:
+        return None
+    return [(_int64(s), _int64(e)) for s, e in runs]
+
+
+def dense_groups(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    codes, first = c.dense_groups(keys, size)
+    return _int64(codes), _int64(first)
+
+
+def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+    sums = c.group_sums(groups, groups.dtype.itemsize, values, n_groups)
+    return None if sums is None else _int64(sums)
