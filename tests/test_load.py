@@ -12,6 +12,7 @@ import tpuperf
 from fixtures.generate import SCENARIOS, write_run
 from tests.conftest import CPU_FIXTURE, CPU_TRUTH, shared_profile
 from tpuperf import schema
+from tpuperf.errors import BadProfile
 from tpuperf.opstats import aggregate
 
 # XProf 2.24.2, hlo_stats tool on tpu/v6e_4chip_inference.xplane.pb, all chips together
@@ -206,3 +207,34 @@ def test_sparse_core_planes_are_kept_apart(tmp_path) -> None:
     # Analysis leaves SparseCores out of the chip's idle and step figures.
     report = tpuperf.analyze(plain).to_dict()
     assert report["summary"]["devices"] == 4
+
+
+def test_read_space_decodes_the_host_file_again(tmp_path) -> None:
+    # The raw XSpace the Perfetto export reads the lines the tables do not hold from: the same
+    # planes and lines, with the same event counts, as the profile's line table.
+    profile = tpuperf.load(CPU_FIXTURE)
+    (host,) = profile.host_names
+    space = profile.read_space(host)
+    assert space is not None
+    counted = {(plane.name, line.name): len(line) for plane in space.planes for line in plane.lines}
+    table = profile.line_table
+    expected = dict(
+        zip(
+            zip(table.strings("plane").tolist(), table.strings("line").tolist(), strict=True),
+            table.array("events").tolist(),
+            strict=True,
+        )
+    )
+    assert {key: n for key, n in counted.items() if n} == expected
+    # A file that changed into something else since it was loaded is bad input, named.
+    copy = tmp_path / "copy.xplane.pb"
+    copy.write_bytes(CPU_FIXTURE.read_bytes())
+    again = tpuperf.load(copy)
+    copy.write_bytes(b"\xff\xff\xff")
+    with pytest.raises(BadProfile, match=r"copy\.xplane\.pb: not a readable"):
+        again.read_space(again.host_names[0])
+    # Tables not read from a file: nothing to read again.
+    assert (
+        tpuperf.Profile.from_tables(ops=profile.ops, devices=profile.devices).read_space(host)
+        is None
+    )

@@ -212,8 +212,6 @@ class _Recorded:
     def plan(
         cls, profile: Profile, host: str, devices: list[DeviceTables], path: str | None
     ) -> _Recorded:
-        from tpuperf import sources, xspace
-
         in_tables: dict[tuple[str, str], int] = {}
         for device in devices:
             plane = device.row.get("plane") or ""
@@ -240,12 +238,12 @@ class _Recorded:
             lines.setdefault(plane, set()).add(line)
         if not wanted:
             return cls(host, path, {}, 0)
-        if path is None:
+        space = profile.read_space(host)
+        if space is None:
             raise TpuperfError(
                 f"{host}: this profile was not read from a file, so the lines the analysis "
                 "tables do not hold cannot be exported"
             )
-        space = xspace.decode_or_bad_input(sources.read_profile(path), path)
         recorded = cls(host, path, lines, min(first[key] for key in wanted), space)
         # A TPU's lines go on its device clock, which may move them earlier than recorded.
         for plane in space.planes:
@@ -260,19 +258,13 @@ class _Recorded:
         return recorded
 
     def clock(self, plane: Any) -> Any:
-        """The device clock of a TPU plane with lines to write (from its ``XLA Ops`` line's
-        device times, as the analysis tables build it); None for any other plane."""
+        """The device clock of a TPU plane with lines to write (the one its analysis tables are
+        built on); None for any other plane."""
         from tpuperf import tables
 
         if not plane.name.startswith("/device:") or plane.name not in self.lines:
             return None
-        ops = next((line for line in plane.lines if line.name == "XLA Ops" and len(line)), None)
-        if ops is None:
-            return None
-        events = ops.int_events(("device_offset_ps", "device_duration_ps"))
-        _, _, clock = tables.device_clock(events, ops.timestamp_ns)
-        ops.release()
-        return clock
+        return tables.plane_clock(plane)
 
     def times(self, line: Any, clock: Any) -> tuple[np.ndarray, np.ndarray]:
         """Start and end of a line's events: as recorded, or placed on a device ``clock``."""

@@ -15,6 +15,7 @@ from tpuperf.errors import BadInput, BadProfile
 
 if TYPE_CHECKING:
     from tpuperf.tables import DeviceTables
+    from tpuperf.xspace import Space
 
 
 @dataclass
@@ -132,6 +133,20 @@ class Profile:
             if kind in kinds:
                 return kind
         return "unknown"
+
+    def read_space(self, host: str) -> Space | None:
+        """One host's file, read again through the source resolver and decoded as :func:`load`
+        decodes it (its lines decoded on use): the events the tables do not hold (the Perfetto
+        export writes those lines as recorded). None when the profile was not read from a file."""
+        from tpuperf import sources, xspace
+
+        url = next((info.path for info in self.hosts if info.host == host), None)
+        if not url:
+            return None
+        try:
+            return xspace.decode(sources.read_profile(url))
+        except xspace.DecodeError as exc:
+            raise BadProfile(f"{url}: not a readable XSpace profile: {exc}") from None
 
     def summary(self) -> dict[str, Any]:
         return {

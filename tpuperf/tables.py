@@ -940,6 +940,19 @@ def placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray
     return start, end - start
 
 
+def plane_clock(plane: Plane) -> DeviceClock | None:
+    """The device clock a TPU plane's tables are built on (from its op line, as ``_tpu_ops``
+    builds it), to place the plane's other lines when they are read again; None without an op
+    line with events."""
+    line = _line(plane, _TPU_OPS_LINE)
+    if line is None or not len(line):
+        return None
+    events = line.int_events(("device_offset_ps", "device_duration_ps"))
+    _, _, clock = device_clock(events, line.timestamp_ns)
+    line.release()
+    return clock
+
+
 def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
     """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded), with
     an extra last row (NaN) for events whose metadata is unknown."""

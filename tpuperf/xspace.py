@@ -26,7 +26,6 @@ import numpy as np
 
 from tpuperf import kernels
 from tpuperf.columns import first_rows, sorted_codes
-from tpuperf.errors import BadInput
 from tpuperf.kernels.wire import (
     EMPTY,
     STAT_BYTES,
@@ -650,11 +649,3 @@ def _decode_stats(data: Any, owner: np.ndarray, starts: np.ndarray, stops: np.nd
 
 def _join_fields(data: Any, starts: np.ndarray, stops: np.ndarray) -> bytes:
     return b"".join(bytes(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True))
-
-
-def decode_or_bad_input(data: bytes, path: str) -> Space:
-    """:func:`decode`, with a failure turned into a :class:`BadInput` naming ``path``."""
-    try:
-        return decode(data)
-    except DecodeError as exc:
-        raise BadInput(f"{path}: not a readable XSpace profile: {exc}") from None
