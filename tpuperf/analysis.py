@@ -274,6 +274,76 @@ class Report:
 
         return scope_tree(tl.profile, tl)
 
+    # -------------------------------------------------------------- what renderers read
+    # The analyzers' findings a renderer shows, as declared types (below): read from the
+    # results' documented metrics and tables here, so no renderer names an analyzer's keys.
+
+    @property
+    def roofline_peaks(self) -> RooflinePeaks:
+        """The peaks the roofline analyzer used (all None: it did not run or no device ran
+        ops)."""
+        return _declared(RooflinePeaks, self._metrics("roofline").get("peaks") or {})
+
+    @property
+    def roofline_ops(self) -> Table | None:
+        """The roofline analyzer's per-op table (intensity, achieved TFLOP/s, bound, ...)."""
+        return self._table("roofline", "ops")
+
+    @property
+    def stragglers(self) -> list[Straggler]:
+        """Devices that compute longer than the others (steps analyzer), worst first."""
+        return [_declared(Straggler, s) for s in self._metrics("steps").get("stragglers") or []]
+
+    @property
+    def straggler_confidence(self) -> str:
+        """The straggler verdict's confidence: its recommendation's, taken before the report
+        cut advice that saves too little ("low" without one)."""
+        steps = self.results.get("steps")
+        return next(
+            (
+                r.confidence
+                for r in (steps.recommendations if steps else [])
+                if r.kind == "straggler"
+            ),
+            "low",
+        )
+
+    @property
+    def idle(self) -> IdleFigures | None:
+        """How idle the devices were (idle analyzer); None when it did not run or had no steps."""
+        metrics = self._metrics("idle")
+        return _declared(IdleFigures, metrics) if metrics.get("idle_pct") is not None else None
+
+    @property
+    def host_events(self) -> Table | None:
+        """What the host ran while the devices were idle (idle analyzer's host_events table)."""
+        return self._table("idle", "host_events")
+
+    @property
+    def collective_kinds(self) -> list[CollectiveKind]:
+        """Collectives by kind (collectives analyzer), in its order."""
+        by_kind = self._metrics("collectives").get("by_kind") or {}
+        return [_declared(CollectiveKind, {"kind": k, **m}) for k, m in by_kind.items()]
+
+    @property
+    def async_windows(self) -> AsyncWindows:
+        """How far compute hides the async windows (collectives analyzer)."""
+        return _declared(AsyncWindows, self._metrics("collectives").get("async") or {})
+
+    @property
+    def memory_peak(self) -> MemoryPeak | None:
+        """The largest program's peak device memory (memory analyzer); None without one."""
+        metrics = self._metrics("memory")
+        return _declared(MemoryPeak, metrics) if metrics else None
+
+    def _metrics(self, analyzer: str) -> dict[str, Any]:
+        result = self.results.get(analyzer)
+        return result.metrics if result is not None else {}
+
+    def _table(self, analyzer: str, table: str) -> Table | None:
+        result = self.results.get(analyzer)
+        return result.tables.get(table) if result is not None else None
+
 
 @dataclass(frozen=True)
 class StepBreakdown:
@@ -301,6 +371,96 @@ class DeviceBreakdown:
     @property
     def name(self) -> str:
         return f"{self.host}/device:{self.device}"
+
+
+def _declared(cls: Any, values: dict[str, Any] | None) -> Any:
+    """An instance of the dataclass ``cls`` from an analyzer's metrics (its fields' names are
+    the metric names; others are left out); None for None."""
+    if values is None:
+        return None
+    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+
+
+@dataclass(frozen=True)
+class RooflinePeaks:
+    """The roofline analyzer's ``metrics.peaks``."""
+
+    chip: str | None = None
+    peak_tflops: float | None = None
+    peak_hbm_gbps: float | None = None
+    tflops_source: str | None = None
+    hbm_source: str | None = None
+    ridge_flop_per_byte: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.peak_tflops is not None and self.peak_hbm_gbps is not None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """One of the steps analyzer's ``metrics.stragglers``."""
+
+    host: str
+    device: int
+    z: float  # modified z-score of its compute time
+    compute_ms_per_step: float
+    median_compute_ms_per_step: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.host, int(self.device)
+
+
+@dataclass(frozen=True)
+class IdleFigures:
+    """The idle analyzer's metrics a reader sees first."""
+
+    idle_pct: float
+    no_op_pct: float
+    between_steps_idle_pct: float
+    in_step_idle_pct: float
+    micro_gap_us: float
+    micro_idle_pct: float
+    equivalent_idle_chips: float
+    host_bound: bool
+
+
+@dataclass(frozen=True)
+class CollectiveKind:
+    """One kind of the collectives analyzer's ``metrics.by_kind``."""
+
+    kind: str
+    exposed_ms_per_step: float
+    ms_per_step: float
+    ops_per_step: float
+    async_ops_per_step: float
+    replica_group_sizes: list[int]
+
+
+@dataclass(frozen=True)
+class AsyncWindows:
+    """The collectives analyzer's ``metrics.async``: async windows by how compute hides them."""
+
+    windows: int = 0
+    hidden: int = 0
+    partial: int = 0
+    exposed: int = 0
+    overlap_pct: float | None = None  # of async time, weighted by window length
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """The memory analyzer's metrics: the largest program's peak device memory."""
+
+    peak_bytes: int
+    peak_program: str
+    split_bytes: dict[str, int]  # kind -> bytes at the peak
+    by_scope: list[dict[str, Any]]  # scope, bytes, buffers, passes
+    capacity_bytes: int | None = None
+    capacity_source: str | None = None
+    headroom_pct: float | None = None
+    curve_bytes: list[int] = field(default_factory=list)  # bytes in use along the schedule
 
 
 def parse_steps(text: str) -> tuple[int | None, int | None]:

@@ -37,7 +37,6 @@ from tpuperf.render.text import SEGMENTS, fmt_bytes, fmt_ms, fmt_pct, workload_t
 
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
-    from tpuperf.columns import Table
 
 # The split of step time: (breakdown column, label, colour), in stack order; the same
 # segments as the terminal's bar (compute, exposed collective, exposed copy, idle).
@@ -384,17 +383,9 @@ def _devices_section(report: Report, figures: dict[str, Any]) -> str:
     views = report.device_breakdowns
     if len(views) < 2:
         return ""
-    stragglers: dict[tuple[str, int], dict[str, Any]] = {}
-    steps = report.results.get("steps")
-    # The straggler verdict's confidence is its recommendation's (low with few steps or
-    # devices that run different work): taken before the report's cut of tiny savings.
-    confidence = next(
-        (r.confidence for r in (steps.recommendations if steps else []) if r.kind == "straggler"),
-        "low",
-    )
-    if steps is not None:
-        for s in steps.metrics.get("stragglers") or []:
-            stragglers[(s["host"], int(s["device"]))] = s
+    stragglers = {s.key: s for s in report.stragglers}
+    # The straggler verdict's confidence (low with few steps or devices that run different work).
+    confidence = report.straggler_confidence
     # The category values are shown too (in the unified hover's title): escaped as labels.
     names = [_e(v.name) for v in views]
     labels = []
@@ -439,9 +430,9 @@ def _devices_section(report: Report, figures: dict[str, Any]) -> str:
     }
     if stragglers:
         found = "; ".join(
-            f"{_e(host)}/device:{device} computes {_e(fmt_ms(s['compute_ms_per_step']))} per step "
-            f"against a median of {_e(fmt_ms(s['median_compute_ms_per_step']))} "
-            f"(modified z {s['z']:.1f})"
+            f"{_e(host)}/device:{device} computes {_e(fmt_ms(s.compute_ms_per_step))} per step "
+            f"against a median of {_e(fmt_ms(s.median_compute_ms_per_step))} "
+            f"(modified z {s.z:.1f})"
             for (host, device), s in stragglers.items()
         )
         text = f"Straggler (confidence {confidence}): {found}."
@@ -479,23 +470,22 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
         return _section(
             "roofline", title, _note(f"The roofline analyzer failed: {_e(result.error)}")
         )
-    peaks = result.metrics.get("peaks") or {}
-    ops: Table | None = result.tables.get("ops")
+    peaks = report.roofline_peaks
+    ops = report.roofline_ops
     notes = []
-    known = peaks.get("peak_tflops") is not None and peaks.get("peak_hbm_gbps") is not None
-    if not known and ops is not None and ops.n:  # without per-op costs, peaks would not help
+    if not peaks.known and ops is not None and ops.n:  # without per-op costs, peaks would not help
         missing = [
             flag
-            for flag, key in (
-                ("--peak-tflops", "peak_tflops"),
-                ("--peak-hbm-gbps", "peak_hbm_gbps"),
+            for flag, value in (
+                ("--peak-tflops", peaks.peak_tflops),
+                ("--peak-hbm-gbps", peaks.peak_hbm_gbps),
             )
-            if peaks.get(key) is None
+            if value is None
         ]
         notes.append(
             _note(
                 f'<span class="warn">Peaks unknown</span> for chip '
-                f"{_e(peaks.get('chip') or 'unknown')}: the profile records no peak FLOP/s or HBM "
+                f"{_e(peaks.chip or 'unknown')}: the profile records no peak FLOP/s or HBM "
                 "bandwidth and the chip table has no entry for it, so there are no roofs, bounds "
                 f"or efficiencies. Pass {' and '.join(f'<code>{m}</code>' for m in missing)} "
                 "(dense bf16 TFLOP/s, HBM GB/s): <code>tpuperf report PROFILE "
@@ -572,10 +562,10 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     y_lo, y_hi = float(y_values.min()) / 3, float(y_values.max()) * 3
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
-    if known:
-        peak = float(peaks["peak_tflops"])
-        bandwidth_tflops_per_intensity = float(peaks["peak_hbm_gbps"]) / 1000.0
-        ridge = float(peaks["ridge_flop_per_byte"])
+    if peaks.known:
+        peak = float(peaks.peak_tflops)  # type: ignore[arg-type]
+        bandwidth_tflops_per_intensity = float(peaks.peak_hbm_gbps) / 1000.0  # type: ignore[arg-type]
+        ridge = float(peaks.ridge_flop_per_byte)  # type: ignore[arg-type]
         x_lo, x_hi = min(x_lo, ridge / 30), max(x_hi, ridge * 30)
         y_lo, y_hi = min(y_lo, x_lo * bandwidth_tflops_per_intensity), max(y_hi, peak * 2)
         roof_x = [x_lo, ridge, x_hi]
@@ -635,7 +625,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
                 "yref": "y",
                 "xanchor": "left",
                 "yanchor": "top",
-                "text": f"  HBM roof {peaks['peak_hbm_gbps']:g} GB/s",
+                "text": f"  HBM roof {peaks.peak_hbm_gbps:g} GB/s",
                 "showarrow": False,
                 "font": {"size": 11},
             },
@@ -664,15 +654,11 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
         },
     }
     source = (
-        f"Peaks {peaks['peak_tflops']:g} TFLOP/s and {peaks['peak_hbm_gbps']:g} GB/s for "
-        f"{_e(peaks.get('chip') or 'this chip')}, from {_e(peaks.get('tflops_source'))}"
-        + (
-            f" and {_e(peaks.get('hbm_source'))}"
-            if peaks.get("hbm_source") != peaks.get("tflops_source")
-            else ""
-        )
+        f"Peaks {peaks.peak_tflops:g} TFLOP/s and {peaks.peak_hbm_gbps:g} GB/s for "
+        f"{_e(peaks.chip or 'this chip')}, from {_e(peaks.tflops_source)}"
+        + (f" and {_e(peaks.hbm_source)}" if peaks.hbm_source != peaks.tflops_source else "")
         + ". "
-        if known
+        if peaks.known
         else ""
     )
     return _section(
@@ -812,8 +798,7 @@ def _top_ops_section(report: Report) -> str:
 def _host_section(report: Report) -> str:
     """What the host ran while the devices were idle (tpuperf host): the idle analyzer's
     host_events table, its first rows; nothing when the profile has no host events."""
-    idle = report.results.get("idle")
-    table = idle.tables.get("host_events") if idle is not None else None
+    table = report.host_events
     if table is None or not table.n:
         return ""
     records = table.records()[:15]
@@ -971,9 +956,8 @@ def _memory_section(report: Report, figures: dict[str, Any]) -> str:
     """The largest program's peak device memory: a bar of its split by kind against the
     capacity, the bytes live at the peak by scope and pass, and the bytes in use along its
     schedule (from the memory analyzer's metrics)."""
-    result = report.results.get("memory")
-    metrics = result.metrics if result is not None else {}
-    if not metrics:
+    memory = report.memory_peak
+    if memory is None:
         return _section(
             "memory",
             "Memory",
@@ -982,12 +966,12 @@ def _memory_section(report: Report, figures: dict[str, Any]) -> str:
                 "memory analyzer did not run."
             ),
         )
-    peak = metrics["peak_bytes"]
-    capacity = metrics.get("capacity_bytes")
+    peak = memory.peak_bytes
+    capacity = memory.capacity_bytes
     whole = max(capacity or peak, 1)
     parts, legend = [], []
     for kind, label, colour in _MEMORY_KINDS:
-        value = metrics["split_bytes"].get(kind, 0)
+        value = memory.split_bytes.get(kind, 0)
         parts.append(
             f'<span style="width:{100.0 * value / whole:.3f}%;background:{colour}" '
             f'title="{_e(label)} {_e(fmt_bytes(value))}"></span>'
@@ -997,13 +981,13 @@ def _memory_section(report: Report, figures: dict[str, Any]) -> str:
             f"<b>{_e(fmt_bytes(value))}</b></span>"
         )
     of = (
-        f"of {_e(fmt_bytes(capacity))} ({_e(metrics.get('capacity_source'))}), headroom "
-        f"{_e(fmt_pct(metrics.get('headroom_pct')))}"
+        f"of {_e(fmt_bytes(capacity))} ({_e(memory.capacity_source)}), headroom "
+        f"{_e(fmt_pct(memory.headroom_pct))}"
         if capacity
         else "of an unknown capacity"
     )
     bar = (
-        f'<div class="split"><div class="label">{_e(metrics["peak_program"])}: peak '
+        f'<div class="split"><div class="label">{_e(memory.peak_program)}: peak '
         f"{_e(fmt_bytes(peak))} {of}</div>"
         f'<div class="bar">{"".join(parts)}</div><div class="legend">{"".join(legend)}</div></div>'
     )
@@ -1012,13 +996,13 @@ def _memory_section(report: Report, figures: dict[str, Any]) -> str:
         f"<td>{r['buffers']}</td><td>"
         + ", ".join(f"{_e(name)} {_e(fmt_bytes(v))}" for name, v in r["passes"].items() if v)
         + "</td></tr>"
-        for r in metrics["by_scope"]
+        for r in memory.by_scope
     )
     table = (
         "<table><thead><tr><th>scope</th><th>live at the peak</th><th>buffers</th>"
         f"<th>by pass</th></tr></thead><tbody>{rows}</tbody></table>"
     )
-    curve = metrics.get("curve_bytes") or []
+    curve = memory.curve_bytes
     content = [bar, table]
     if curve:
         figures[MEMORY_CHART] = {

@@ -25,7 +25,7 @@ from tpuperf.render.text import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.analysis import Report
+    from tpuperf.analysis import CollectiveKind, Report
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Text:
@@ -254,7 +254,7 @@ def _recommendations(report: Report) -> Group:
     return Group(*parts)
 
 
-def _collectives(metrics: dict[str, Any], width: int | None) -> tuple[Fit, list[list[str]]]:
+def _collectives(kinds: list[CollectiveKind], width: int | None) -> tuple[Fit, list[list[str]]]:
     spec = [
         Column("kind", "key"),
         Column("exposed/step"),
@@ -265,56 +265,53 @@ def _collectives(metrics: dict[str, Any], width: int | None) -> tuple[Fit, list[
     ]
     rows = [
         [
-            kind,
-            fmt_ms(m["exposed_ms_per_step"]),
-            fmt_ms(m["ms_per_step"]),
-            f"{m['ops_per_step']:g}",
-            "yes" if m["async_ops_per_step"] == 0 else "no",
-            ",".join(str(x) for x in m["replica_group_sizes"]) or "-",
+            k.kind,
+            fmt_ms(k.exposed_ms_per_step),
+            fmt_ms(k.ms_per_step),
+            f"{k.ops_per_step:g}",
+            "yes" if k.async_ops_per_step == 0 else "no",
+            ",".join(str(x) for x in k.replica_group_sizes) or "-",
         ]
-        for kind, m in metrics["by_kind"].items()
+        for k in kinds
     ]
     return fit(spec, rows, width), rows
 
 
 def _details(report: Report, console: Console, width: int | None) -> None:
-    idle = report.results.get("idle")
-    if idle and idle.metrics.get("idle_pct") is not None:
-        m = idle.metrics
+    m = report.idle
+    if m is not None:
         console.print(
             Text(
-                f"Idle (not busy): {fmt_pct(m['idle_pct'])}; no op: {fmt_pct(m['no_op_pct'])} — "
+                f"Idle (not busy): {fmt_pct(m.idle_pct)}; no op: {fmt_pct(m.no_op_pct)} — "
                 "between steps "
-                f"{fmt_pct(m['between_steps_idle_pct'])}, "
-                f"inside steps {fmt_pct(m['in_step_idle_pct'])} (micro < {m['micro_gap_us']:g} us: "
-                f"{fmt_pct(m['micro_idle_pct'])}); {m['equivalent_idle_chips']:.2f} equivalent "
-                "idle chips" + ("; host-bound" if m["host_bound"] else "")
+                f"{fmt_pct(m.between_steps_idle_pct)}, "
+                f"inside steps {fmt_pct(m.in_step_idle_pct)} (micro < {m.micro_gap_us:g} us: "
+                f"{fmt_pct(m.micro_idle_pct)}); {m.equivalent_idle_chips:.2f} equivalent "
+                "idle chips" + ("; host-bound" if m.host_bound else "")
             )
         )
-    coll = report.results.get("collectives")
-    if coll and coll.metrics.get("by_kind"):
-        layout, rows = _collectives(coll.metrics, width)
+    kinds = report.collective_kinds
+    if kinds:
+        layout, rows = _collectives(kinds, width)
         layout.print(console, rows, title="Exposed collectives by kind")
-        a = coll.metrics.get("async") or {}
-        if a.get("windows"):
+        a = report.async_windows
+        if a.windows:
             console.print(
                 Text(
-                    f"Async windows: {a['windows']} — {a['hidden']} hidden, {a['partial']} "
-                    f"partial, {a['exposed']} exposed; compute covers "
-                    f"{fmt_pct(a['overlap_pct'])} of async time"
+                    f"Async windows: {a.windows} — {a.hidden} hidden, {a.partial} "
+                    f"partial, {a.exposed} exposed; compute covers "
+                    f"{fmt_pct(a.overlap_pct)} of async time"
                 )
             )
-    steps = report.results.get("steps")
-    if steps:
-        for s in steps.metrics.get("stragglers") or []:
-            console.print(
-                Text(
-                    f"Straggler: {s['host']} device {s['device']} (modified z {s['z']:.1f}): "
-                    f"compute {fmt_ms(s['compute_ms_per_step'])}/step vs median "
-                    f"{fmt_ms(s['median_compute_ms_per_step'])}",
-                    style="red",
-                )
+    for s in report.stragglers:
+        console.print(
+            Text(
+                f"Straggler: {s.host} device {s.device} (modified z {s.z:.1f}): "
+                f"compute {fmt_ms(s.compute_ms_per_step)}/step vs median "
+                f"{fmt_ms(s.median_compute_ms_per_step)}",
+                style="red",
             )
+        )
     for name, result in report.results.items():
         for note in result.notes:
             if note not in report.notes:
@@ -326,13 +323,10 @@ def _details(report: Report, console: Console, width: int | None) -> None:
 
 
 def _has_details(report: Report) -> bool:
-    idle = report.results.get("idle")
-    coll = report.results.get("collectives")
-    steps = report.results.get("steps")
     return bool(
-        (idle and idle.metrics.get("idle_pct") is not None)
-        or (coll and coll.metrics.get("by_kind"))
-        or (steps and steps.metrics.get("stragglers"))
+        report.idle is not None
+        or report.collective_kinds
+        or report.stragglers
         or any(r.notes for r in report.results.values())
         or report.errors
         or report.notes
