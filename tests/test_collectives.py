@@ -111,6 +111,27 @@ def test_ops_by_collective_json_and_table(capsys, monkeypatch) -> None:
     assert sum(1 for line in lines if line.startswith(("all-", "all_"))) == 3
 
 
+def test_collective_table_is_the_report_layers(capsys) -> None:
+    # One row per collective op comes from an analysis: the Report layer's collective_table,
+    # which the op-table module (below the analysis) does not call; it points there instead.
+    import tpuperf
+    from tpuperf.analysis import collective_table
+    from tpuperf.errors import UsageError
+    from tpuperf.opstats import aggregate_table
+
+    profile = tpuperf.load(COLL_FSDP)
+    table = collective_table(profile, top=2)
+    truth = json.loads(COLL_FSDP.with_suffix("").with_suffix(".truth.json").read_text())
+    assert table.n == 2 and set(table.strings("op").tolist()) <= set(truth["collectives"])
+    assert (
+        main(["ops", str(COLL_FSDP), "--by", "collective", "--top", "2", "--format", "json"]) == 0
+    )
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["op"] for r in rows] == table.strings("op").tolist()
+    with pytest.raises(UsageError, match=r"tpuperf\.analysis\.collective_table"):
+        aggregate_table(profile, by="collective")
+
+
 def test_ops_by_collective_refuses_per_device(capsys) -> None:
     assert main(["ops", str(COLL_FSDP), "--by", "collective", "--per-device"]) == 2
     assert "tpuperf: error: --per-device" in capsys.readouterr().err

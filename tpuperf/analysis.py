@@ -874,6 +874,25 @@ def _where_text(ops: list[str], place: tuple[str, ...]) -> str:
     return f"{', '.join(ops)} at {path}" + (f" ({', '.join(details)})" if details else "")
 
 
+def collective_table(profile: Profile, top: int | None = None) -> Table:
+    """One row per collective op over the analysed steps and devices (``tpuperf ops --by
+    collective``): the collectives analyzer's table (op, kind, bytes, group_size,
+    count_per_step, ms_per_step, wait_ms, transfer_ms, algbw_gbps, busbw_gbps, link_peak_pct,
+    arrival_spread_ms, last_arriver, ...), most time first."""
+    report = analyze(profile, analyzers=["collectives"], scopes=False)
+    result = report.results["collectives"]
+    if result.error:
+        raise UsageError(f"--by collective: {result.error}")
+    table = result.tables.get("collectives")
+    if table is None:
+        from tpuperf.analyzers.collectives import collective_columns
+
+        table = collective_columns()
+    if top is not None:
+        table = table.take(np.arange(min(top, table.n)))
+    return table
+
+
 def op_table(tl: Timeline) -> Table:
     """Every op that runs in the selected windows, one row per (module, op) summed over
     devices, in order of first execution (``order``; devices in turn): its attributes as

@@ -84,8 +84,11 @@ def aggregate_table(
     """
     if by in SCOPE_GROUPINGS:
         return scope_groups(profile, by, per_device, sort, top, depth)
-    if by == COLLECTIVE_GROUPING:
-        return collective_table(profile, top)
+    if by == COLLECTIVE_GROUPING:  # a table of the analysis, above this module
+        raise UsageError(
+            f"--by {by}: one row per collective op is the collectives analyzer's table: "
+            "tpuperf.analysis.collective_table(profile)"
+        )
     if by not in GROUPINGS:
         choices = (*GROUPINGS, *SCOPE_GROUPINGS, COLLECTIVE_GROUPING)
         raise UsageError(f"--by {by}: choose one of {', '.join(choices)}")
@@ -410,24 +413,3 @@ def _top_rows(table: Table, per_device: bool, top: int | None) -> Table:
         if seen[h] <= top:
             keep.append(i)
     return table.take(np.array(keep, dtype=np.int64))
-
-
-def collective_table(profile: Profile, top: int | None = None) -> Table:
-    """One row per collective op over the analysed steps and devices: the collectives
-    analyzer's table (op, kind, bytes, group_size, count_per_step, ms_per_step, wait_ms,
-    transfer_ms, algbw_gbps, busbw_gbps, link_peak_pct, arrival_spread_ms, last_arriver, ...),
-    most time first."""
-    from tpuperf.analysis import analyze
-
-    report = analyze(profile, analyzers=["collectives"], scopes=False)
-    result = report.results["collectives"]
-    if result.error:
-        raise UsageError(f"--by collective: {result.error}")
-    table = result.tables.get("collectives")
-    if table is None:
-        from tpuperf.analyzers.collectives import collective_columns
-
-        table = collective_columns()
-    if top is not None:
-        table = table.take(np.arange(min(top, table.n)))
-    return table

@@ -77,7 +77,14 @@ def command(
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
     loaded = load_profile(profile, host, run, cache=not no_cache)
-    table = aggregate_table(loaded, by=by, per_device=per_device, sort=sort, top=top, depth=depth)
+    if by == COLLECTIVE_GROUPING:
+        from tpuperf.analysis import collective_table
+
+        table = collective_table(loaded, top)
+    else:
+        table = aggregate_table(
+            loaded, by=by, per_device=per_device, sort=sort, top=top, depth=depth
+        )
     has_scopes = True
     if by in SCOPE_GROUPINGS:
         from tpuperf.scopes import no_scopes_message, scopes
