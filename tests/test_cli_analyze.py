@@ -248,3 +248,22 @@ def test_each_idle_measure_has_one_name_in_every_output(
     rows = json.loads(capsys.readouterr().out)
     rows = rows["rows"] if isinstance(rows, dict) else rows
     assert rows[0]["idle_pct"] == pytest.approx(idle)
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "tree", "host", "diff"])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--warmup", "-1"), "--warmup must be 0 or more"),
+        (("--steps", "x:y"), "--steps"),
+    ],
+)
+def test_every_command_checks_the_analysis_options_alike(
+    cli, command: str, flags: tuple[str, ...], message: str
+) -> None:
+    # One check of --warmup and --steps (tpuperf.analysis.analysis_config) for every command
+    # that takes them: the same exit code and message.
+    paths = [CPU_FIXTURE, CPU_FIXTURE] if command == "diff" else [CPU_FIXTURE]
+    code, _, err = cli(command, *paths, *flags)
+    assert code == 2, err
+    assert f"tpuperf: error: {message}" in err

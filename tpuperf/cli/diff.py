@@ -80,8 +80,8 @@ def command(
     """
     from tpuperf import gates
     from tpuperf import output as out
+    from tpuperf.analysis import analysis_config
     from tpuperf.cli._common import load_profile
-    from tpuperf.config import AnalysisConfig
     from tpuperf.diffing import (
         GATE_FIELDS,
         GATE_TEXT_FIELDS,
@@ -92,8 +92,7 @@ def command(
     from tpuperf.errors import GateFailed, UsageError
 
     fmt = out.choose_format(format, output, FORMATS)
-    if warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
+    config = analysis_config(warmup=warmup)
     if top < 0:
         raise UsageError("--top must be 0 or more")
     parsed = [
@@ -102,7 +101,6 @@ def command(
         )
         for text in fail_on or []
     ]
-    config = AnalysisConfig(warmup_steps=warmup)
     sides = []
     for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run")):
         profiles = [

@@ -47,22 +47,15 @@ def command(
         tpuperf host run_dir/ --top 50 --format json -o host.json
     """
     from tpuperf import output as out
-    from tpuperf.analysis import parse_steps
+    from tpuperf.analysis import analysis_config
     from tpuperf.cli._common import load_profile
-    from tpuperf.config import AnalysisConfig
     from tpuperf.errors import UsageError
     from tpuperf.hostview import report
 
     fmt = out.choose_format(format, output, FORMATS)
     if top < 1:
         raise UsageError("--top must be at least 1")
-    if warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
-    config = AnalysisConfig(
-        warmup_steps=warmup,
-        steps=parse_steps(steps) if steps is not None else None,
-        host=host,
-    )
+    config = analysis_config(steps=steps, warmup=warmup, host=host)
     loaded = load_profile(profile, host, run, cache=not no_cache)
     document = report(loaded, config, top)
     from tpuperf.render.host import render_host
