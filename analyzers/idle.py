@@ -26,7 +26,7 @@ from tpuperf.analyzers.base import (
 
 from tpuperf import hostview
 from tpuperf.columns import Strings, Table
-from tpuperf.timeline import Timeline
+from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline
 from tpuperf.workload import Workload
 
 # A host-bound verdict needs between-step gaps to be most of the time no op runs, and a
@@ -140,18 +140,10 @@ def _host_metrics(host: hostview.HostActivity) -> dict[str, Any]:
     }
 
 
-# The breakdown columns summed per device, in the devices table's order.
-_SUMMED = (
-    "step_ps",
-    "busy_ps",
-    "idle_ps",
-    "no_op_ps",
-    "leading_idle_ps",
-    "trailing_idle_ps",
-    "interior_idle_ps",
-    "micro_idle_ps",
-    "micro_gaps",
-    "macro_gaps",
+# The breakdown columns summed per device, in the devices table's order: all but the split of
+# busy time.
+_SUMMED = tuple(
+    c for c in BREAKDOWN_COLUMNS if c not in ("compute_ps", "exposed_collective_ps", "other_ps")
 )
 
 

@@ -78,14 +78,7 @@ class RooflineAnalyzer(Analyzer):
                 "not): no per-op roofline"
             )
         elif not peaks.known:
-            missing = [
-                flag
-                for flag, value in (
-                    ("--peak-tflops", peaks.peak_tflops),
-                    ("--peak-hbm-gbps", peaks.peak_hbm_gbps),
-                )
-                if value is None
-            ]
+            missing = peaks.missing_flags
             result.notes.append(
                 f"peaks unknown for chip {peaks.chip or 'unknown'!r}: the profile records no peak "
                 "FLOP/s or HBM bandwidth and the chip table has no entry for it, so there is no "

@@ -148,8 +148,26 @@ def lookup(chip_name: str | None) -> ChipSpec | None:
     return None
 
 
+class PeakPair:
+    """What follows from a pair of peaks (``peak_tflops``, ``peak_hbm_gbps``; None: unknown):
+    for :class:`Peaks` and the Report's view of the roofline analyzer's peaks."""
+
+    peak_tflops: float | None
+    peak_hbm_gbps: float | None
+
+    @property
+    def known(self) -> bool:
+        return self.peak_tflops is not None and self.peak_hbm_gbps is not None
+
+    @property
+    def missing_flags(self) -> list[str]:
+        """The flags that give the peaks not known (``--peak-tflops``, ``--peak-hbm-gbps``)."""
+        given = (("--peak-tflops", self.peak_tflops), ("--peak-hbm-gbps", self.peak_hbm_gbps))
+        return [flag for flag, value in given if value is None]
+
+
 @dataclass(frozen=True)
-class Peaks:
+class Peaks(PeakPair):
     """The peaks an analysis uses, and where each came from (one of the SOURCE_* values)."""
 
     peak_tflops: float | None
@@ -157,10 +175,6 @@ class Peaks:
     tflops_source: str
     hbm_source: str
     chip: str = ""
-
-    @property
-    def known(self) -> bool:
-        return self.peak_tflops is not None and self.peak_hbm_gbps is not None
 
     @property
     def source(self) -> str:

@@ -24,7 +24,8 @@ from tpuperf.columns import Strings, Table, group_index, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
-from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline, build_timeline, stats_ms
+from tpuperf.roofline.chips import PeakPair
+from tpuperf.timeline import BREAKDOWN_COLUMNS, OfDevice, Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
     from tpuperf.profiles import Profile
@@ -357,20 +358,12 @@ class StepBreakdown:
 
 
 @dataclass(frozen=True)
-class DeviceBreakdown:
+class DeviceBreakdown(OfDevice):
     """One device's time by breakdown column, ms per step (mean over its analysed windows)."""
 
     host: str
     device: int
     ms: dict[str, float]  # BREAKDOWN_COLUMNS -> ms per step
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.host, self.device
-
-    @property
-    def name(self) -> str:
-        return f"{self.host}/device:{self.device}"
 
 
 def _declared(cls: Any, values: dict[str, Any] | None) -> Any:
@@ -382,7 +375,7 @@ def _declared(cls: Any, values: dict[str, Any] | None) -> Any:
 
 
 @dataclass(frozen=True)
-class RooflinePeaks:
+class RooflinePeaks(PeakPair):
     """The roofline analyzer's ``metrics.peaks``."""
 
     chip: str | None = None
@@ -392,13 +385,9 @@ class RooflinePeaks:
     hbm_source: str | None = None
     ridge_flop_per_byte: float | None = None
 
-    @property
-    def known(self) -> bool:
-        return self.peak_tflops is not None and self.peak_hbm_gbps is not None
-
 
 @dataclass(frozen=True)
-class Straggler:
+class Straggler(OfDevice):
     """One of the steps analyzer's ``metrics.stragglers``."""
 
     host: str
@@ -406,10 +395,6 @@ class Straggler:
     z: float  # modified z-score of its compute time
     compute_ms_per_step: float
     median_compute_ms_per_step: float
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.host, int(self.device)
 
 
 @dataclass(frozen=True)

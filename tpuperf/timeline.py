@@ -123,8 +123,24 @@ class Windows:
         return cls(step[order], start[order], end[order])
 
 
+class OfDevice:
+    """``key`` and ``name`` of what belongs to one device: a class with ``host`` and ``device``
+    (a DeviceView, the Report's per-device breakdowns and stragglers)."""
+
+    host: str
+    device: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.host, self.device
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}/device:{self.device}"
+
+
 @dataclass(frozen=True)
-class DeviceView:
+class DeviceView(OfDevice):
     """One analysed device: its ops, disjoint time sets, step windows and their breakdown."""
 
     host: str
@@ -152,14 +168,6 @@ class DeviceView:
     outside_steps: dict[str, np.ndarray]  # outside_ps, outside_no_op_ps per iteration
     span_breakdown: dict[str, np.ndarray]  # the same over the span (XProf's window)
     outside: dict[str, int]  # span totals less step totals: time outside every step
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.host, self.device
-
-    @property
-    def name(self) -> str:
-        return f"{self.host}/device:{self.device}"
 
     def selected_ops(self, *columns: str) -> Table:
         """``columns`` of the ops that start in a selected window (only those are copied)."""

@@ -474,14 +474,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     ops = report.roofline_ops
     notes = []
     if not peaks.known and ops is not None and ops.n:  # without per-op costs, peaks would not help
-        missing = [
-            flag
-            for flag, value in (
-                ("--peak-tflops", peaks.peak_tflops),
-                ("--peak-hbm-gbps", peaks.peak_hbm_gbps),
-            )
-            if value is None
-        ]
+        missing = peaks.missing_flags
         notes.append(
             _note(
                 f'<span class="warn">Peaks unknown</span> for chip '
