@@ -1,0 +1,114 @@
+"""The timeline (tpuperf/timeline.py) on generated profiles, against the generator's ground truth:
+the step windows each device is analysed over, their breakdown, and the step selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixtures.generate import write_run
+from tpuperf.config import AnalysisConfig
+from tpuperf.profiles import Profile, load
+from tpuperf.timeline import build_timeline, stats_ms
+
+SCENARIOS = ("collective_training", "gpu_training", "straggler", "host_bound")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Profile, Any]]:
+    out = {}
+    for scenario in SCENARIOS:
+        run_dir, truth = write_run(scenario, tmp_path_factory.mktemp(scenario))
+        out[scenario] = (load(str(run_dir)), truth)
+    return out
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_windows_are_the_truths_steps(runs: dict, scenario: str) -> None:
+    profile, truth = runs[scenario]
+    tl = build_timeline(profile, AnalysisConfig(warmup_steps=0))
+    assert tl.has_steps
+    assert tl.platform == truth.platform
+    assert sorted(v.key for v in tl.devices) == sorted((d.host, d.device) for d in truth.devices)
+    assert tl.n_windows == sum(len(d.steps) for d in truth.devices)
+    for view in tl.devices:
+        steps = truth.device(view.host, view.device).steps
+        assert view.windows.step.tolist() == [n for n, _, _ in steps]
+        # Each window as long as the truth's step (the truth is on the device clock too).
+        lengths = view.windows.end_ps - view.windows.start_ps
+        assert lengths.tolist() == [end - start for _, start, end in steps]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_breakdown_sums_to_the_truth(runs: dict, scenario: str) -> None:
+    profile, truth = runs[scenario]
+    tl = build_timeline(profile, AnalysisConfig(warmup_steps=0))
+    for view in tl.devices:
+        dev = truth.device(view.host, view.device)
+        b = {column: int(values.sum()) for column, values in view.breakdown.items()}
+        assert view.window_ps() == b["step_ps"] == dev.window_ps
+        assert b["busy_ps"] == pytest.approx(dev.busy_ps, rel=1e-9)
+        assert b["idle_ps"] == pytest.approx(dev.idle_ps, rel=1e-9, abs=1)
+        assert b["compute_ps"] == pytest.approx(dev.compute_ps, rel=1e-9)
+        assert b["exposed_collective_ps"] == pytest.approx(dev.collective_ps, rel=1e-9, abs=1)
+        # Busy and idle partition every window; on a TPU (one op line) busy is compute,
+        # exposed collective and other.
+        assert b["busy_ps"] + b["idle_ps"] == b["step_ps"]
+        if truth.platform == "TPU":
+            assert b["compute_ps"] + b["exposed_collective_ps"] + b["other_ps"] == b["busy_ps"]
+
+
+def test_warmup_and_steps_select_windows(runs: dict) -> None:
+    profile, truth = runs["collective_training"]
+    numbers = [n for n, _, _ in truth.devices[0].steps]
+    tl = build_timeline(profile, AnalysisConfig(warmup_steps=2))
+    assert tl.steps_selected == tuple(numbers[2:])
+    assert tl.steps_excluded == tuple(numbers[:2])
+    assert all(view.windows.step.tolist() == numbers[2:] for view in tl.devices)
+    tl = build_timeline(profile, AnalysisConfig(steps=(3, 6)))  # A <= n < B; warm-up ignored
+    assert tl.steps_selected == (3, 4, 5)
+    assert tl.steps_excluded == tuple(n for n in numbers if not 3 <= n < 6)
+    for view in tl.devices:
+        steps = {n: (s, e) for n, s, e in truth.device(view.host, view.device).steps}
+        assert view.windows.start_ps.tolist()[0] - view.all_windows.start_ps.tolist()[0] == (
+            steps[3][0] - steps[numbers[0]][0]
+        )
+
+
+def test_the_timeline_is_built_once_per_profile_and_config(runs: dict) -> None:
+    profile, _ = runs["host_bound"]
+    config = AnalysisConfig(warmup_steps=0)
+    assert build_timeline(profile, config) is build_timeline(
+        profile, AnalysisConfig(warmup_steps=0)
+    )
+    assert build_timeline(profile, config) is not build_timeline(profile, AnalysisConfig())
+
+
+def test_stats_ms_by_hand() -> None:
+    # 1, 2, 3, 4 and 10 ms: median 3, mean 4, p90 by linear interpolation 4 + 0.6 * 6 = 7.6.
+    stats = stats_ms(np.array([2, 1, 10, 4, 3]) * 1_000_000_000)
+    assert stats == {
+        "median": 3.0,
+        "mean": 4.0,
+        "p90": pytest.approx(7.6),
+        "min": 1.0,
+        "max": 10.0,
+        "count": 5,
+    }
+    assert stats_ms(np.array([], dtype=np.int64))["count"] == 0
+    assert stats_ms(np.array([], dtype=np.int64))["median"] is None
+
+
+def test_a_profile_without_steps_takes_its_dominant_modules_periods(tmp_path: Path) -> None:
+    # No Steps line and no step markers: a step is a period of the dominant module.
+    run_dir, truth = write_run("no_steps", tmp_path)
+    tl = build_timeline(load(str(run_dir)), AnalysisConfig(warmup_steps=0))
+    assert tl.step_source == "module_period"
+    for view in tl.devices:
+        steps = truth.device(view.host, view.device).steps
+        assert view.windows.step.tolist() == [n for n, _, _ in steps]
+        lengths = view.windows.end_ps - view.windows.start_ps
+        assert lengths.tolist() == [end - start for _, start, end in steps]
