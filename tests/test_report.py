@@ -332,3 +332,44 @@ def test_the_page_data_comes_from_the_report_only_when_asked(tmp_path) -> None:
     total = sum(p["ms_per_step"] for p in passes.values())
     assert tree["ms_per_step"] == pytest.approx(total, rel=1e-9)
     assert page_only <= set(vars(report))  # computed once, kept
+
+
+def test_the_report_gives_renderers_typed_findings() -> None:
+    """The findings renderers show (peaks, stragglers, idle, collectives, memory) are the
+    Report's declared fields, equal to the analyzers' documented JSON, and the straggler is the
+    capture's slowed device (fixtures/make_coll_fixtures.py)."""
+    import dataclasses
+
+    from conftest import REPO
+
+    path = REPO / "fixtures" / "data" / "coll_straggler.xplane.pb"
+    truth = json.loads(path.with_suffix("").with_suffix(".truth.json").read_text())
+    report = analyze(str(path))
+    document = report.to_dict()["analyzers"]
+    assert [s.device for s in report.stragglers][:1] == [truth["slow_device"]]
+    assert [dataclasses.asdict(s) for s in report.stragglers] == [
+        {
+            k: s[k]
+            for k in ("host", "device", "z", "compute_ms_per_step", "median_compute_ms_per_step")
+        }
+        for s in document["steps"]["metrics"]["stragglers"]
+    ]
+    assert report.straggler_confidence in ("high", "medium", "low")
+    peaks = document["roofline"]["metrics"]["peaks"]
+    assert dataclasses.asdict(report.roofline_peaks) == pytest.approx(peaks, nan_ok=True)
+    idle = report.idle
+    assert idle is not None
+    assert dataclasses.asdict(idle) == {
+        k: document["idle"]["metrics"][k] for k in dataclasses.asdict(idle)
+    }
+    kinds = document["collectives"]["metrics"]["by_kind"]
+    assert [k.kind for k in report.collective_kinds] == list(kinds)
+    for kind in report.collective_kinds:
+        assert kind.exposed_ms_per_step == kinds[kind.kind]["exposed_ms_per_step"]
+    windows = document["collectives"]["metrics"]["async"]
+    assert report.async_windows.windows == windows["windows"]
+    memory = report.memory_peak
+    assert memory is not None
+    assert memory.peak_bytes == document["memory"]["metrics"]["peak_bytes"]
+    assert report.roofline_ops is report.results["roofline"].tables.get("ops")
+    assert report.host_events is report.results["idle"].tables.get("host_events")
