@@ -383,23 +383,20 @@ def activity(
 
 
 def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
-    """Each TPU device's clock, (host, device) -> DeviceClock, rebuilt from its file as the
-    tables built it (:func:`tpuperf.tables.device_clock` on its ``XLA Ops`` line) and
-    dropped once its steps were placed."""
-    from tpuperf import sources, tables, xspace
+    """Each TPU device's clock, (host, device) -> DeviceClock, rebuilt from its file (read
+    again through :meth:`Profile.read_space`) as the tables built it
+    (:func:`tpuperf.tables.plane_clock`) and dropped once its steps were placed."""
+    from tpuperf import tables
 
     clocks: dict[tuple[str, int], DeviceClock] = {}
     hosts = {v for v in profile.devices.loc[profile.devices["kind"] == "TPU", "host"]}
     for info in profile.hosts:
-        if info.host not in hosts:
-            continue
-        for plane in xspace.decode(sources.read_profile(info.path)).planes:
+        space = profile.read_space(info.host) if info.host in hosts else None
+        for plane in space.planes if space is not None else []:
             match = re.fullmatch(r"/device:TPU:(\d+)", plane.name)
-            line = next((ln for ln in plane.lines if ln.name == "XLA Ops"), None)
-            if match is None or line is None or not len(line):
-                continue
-            events = line.int_events(("device_offset_ps", "device_duration_ps"))
-            clocks[info.host, int(match[1])] = tables.device_clock(events, line.timestamp_ns)[2]
+            clock = tables.plane_clock(plane) if match is not None else None
+            if match is not None and clock is not None:
+                clocks[info.host, int(match[1])] = clock
     return clocks
 
 
@@ -624,9 +621,7 @@ def _one_space(profile: Any, platform: str) -> Space | None:
     and the loaded tables do not keep); None on other platforms or with several hosts."""
     if profile.platform != platform or len(profile.hosts) != 1:
         return None
-    from tpuperf import sources, xspace
-
-    return xspace.decode(sources.read_profile(profile.hosts[0].path))
+    return profile.read_space(profile.hosts[0].host)
 
 
 def xprof_input_pipeline(profile: Any) -> dict[str, Any] | None:
