@@ -48,6 +48,7 @@ from tpuperf.schema import PASS_BACKWARD, PASS_OPTIMIZER, PASSES
 
 if TYPE_CHECKING:
     from tpuperf.profiles import Profile
+    from tpuperf.xspace import Space
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -525,16 +526,13 @@ _ALLOCATION_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _CURVE_POINTS = 400
 
 
-def allocator_memory(data: bytes) -> list[AllocatorMemory]:
+def allocator_memory(space: Space) -> list[AllocatorMemory]:
     """Per allocator, memory over time from the host plane's allocator events (empty when
     the profile has none), read as XProf's memory profile reads them: the peak is the last
     event at the highest ``bytes_reserved + bytes_allocated`` (events in the order of the
     host plane's lines), its capacity adds ``bytes_available``."""
     import numpy as np
 
-    from tpuperf import xspace
-
-    space = xspace.decode(data)
     found: dict[str, dict[str, Any]] = {}
     for plane in space.planes:
         if plane.name != "/host:CPU":
@@ -634,8 +632,6 @@ def memory_report(
     :func:`tpuperf.load` reads): every program's plan (``program``: only those whose module
     name or program id is this), capacity and headroom per device kind, and the allocator
     events where the profile has them. ``tpuperf.memory_report(path)`` is ``tpuperf memory``."""
-    from tpuperf.sources import read_profile
-
     if isinstance(profile, (str, os.PathLike)):
         from tpuperf.profiles import load
 
@@ -668,8 +664,9 @@ def memory_report(
     allocator_list: list[AllocatorMemory] = []
     if allocators:
         for info in profile.hosts:
-            if info.path:
-                allocator_list.extend(allocator_memory(read_profile(info.path)))
+            space = profile.read_space(info.host)  # the events the tables do not keep
+            if space is not None:
+                allocator_list.extend(allocator_memory(space))
 
     capacity: dict[str, int | None] = {}
     capacity_source: dict[str, str] = {}
