@@ -38,13 +38,13 @@ from tpuperf.columns import (
     median,
     sum_by,
 )
-from tpuperf.tables import (
+from tpuperf.hlo_collectives import (
     EVERY_DEVICE,
     HloCollective,
     collective_facts,
-    split_module_name,
     text_collective,
 )
+from tpuperf.tables import split_module_name
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 from tpuperf.workload import Workload
 

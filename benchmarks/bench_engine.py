@@ -65,7 +65,7 @@ _STAGES = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 import numpy
-from tpuperf import sources, xspace, tables, timeline, profiles, schema, analysis
+from tpuperf import sources, xspace, build, timeline, profiles, schema, analysis
 from tpuperf.analyzers import base
 from tpuperf.columns import Strings
 from tpuperf.config import AnalysisConfig
@@ -73,7 +73,7 @@ out = {"imports": time.perf_counter() - t0}
 path = sys.argv[1]
 t = time.perf_counter(); data = sources.read_profile(path); space = xspace.decode(data)
 out["decode"] = time.perf_counter() - t
-t = time.perf_counter(); host = tables.build_host("h", space)
+t = time.perf_counter(); host = build.build_host("h", space)
 lines = host.lines.with_columns(host=Strings.constant("h", host.lines.n))
 info = profile.HostInfo("h", path)
 part = profile.HostPart(host.devices, lines.select(schema.TABLES["lines"]), info, [])
