@@ -31,7 +31,7 @@ import numpy as np
 
 from tpuperf.build_cpu import HOST_PLANE, host_devices
 from tpuperf.build_gpu import HostExecutions, stream_ops
-from tpuperf.build_tpu import TPU_MODULES_LINE, tpu_ops
+from tpuperf.build_tpu import TPU_MODULES_LINE, Factorized, tpu_ops
 from tpuperf.columns import Strings, Table, distinct
 from tpuperf.step_windows import dominant_module_steps, window_of
 from tpuperf.tables import (
@@ -78,10 +78,11 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
     )
 
     markers = _step_markers(host_plane) if host_plane is not None else None
+    shared: Factorized = {}  # name columns the host's chips have in common (build_tpu)
 
     def build(item: tuple[Plane, str, int, bool]) -> DeviceTables:
         plane, kind, device_id, sparse = item
-        device = _device(plane, kind, device_id, sparse, host, module_names, executions)
+        device = _device(plane, kind, device_id, sparse, host, module_names, executions, shared)
         _place_steps(device, markers)
         return device
 
@@ -157,11 +158,12 @@ def _device(
     host: str,
     module_names: dict[str, str],
     executions: HostExecutions,
+    shared: Factorized | None = None,
 ) -> DeviceTables:
     clock = None
     untimed = 0
     if kind == "TPU":
-        ops, modules, async_ops, clock = tpu_ops(plane, module_names)
+        ops, modules, async_ops, clock = tpu_ops(plane, module_names, shared)
     else:
         ops, modules, untimed = stream_ops(plane, module_names, executions)
         async_ops = EMPTY_ASYNC

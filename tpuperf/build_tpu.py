@@ -59,7 +59,16 @@ def _costs(values: np.ndarray | list[Any]) -> np.ndarray:
 _COST_STATS = ("flops", "model_flops", "bytes_accessed")
 
 
-def tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, Table, DeviceClock]:
+# Factorized strings by the values they were made from, shared by the TPU planes of one host:
+# chips that run one program have the same metadata, so their name columns are equal.
+Factorized = dict[tuple[str, ...], tuple[np.ndarray, tuple[str, ...]]]
+
+
+def tpu_ops(
+    plane: Plane, module_names: dict[str, str], factorized: Factorized | None = None
+) -> tuple[Table, Table, Table, DeviceClock]:
+    """The plane's ops, module executions and async windows, on its device clock.
+    ``factorized`` holds the name columns already made for other chips of the host."""
     meta = plane.metadata
     n_meta = len(meta.ids)
     line = find_line(plane, _TPU_OPS_LINE)
@@ -86,7 +95,7 @@ def tpu_ops(plane: Plane, module_names: dict[str, str]) -> tuple[Table, Table, T
         assert rows is not None
 
         def per_meta(values: list[str], default: str = "") -> Strings:
-            return _meta_strings([*values, default], rows, used)
+            return _meta_strings([*values, default], rows, used, factorized)
 
         costs = {
             name: Lookup(
@@ -184,13 +193,25 @@ class _OpMeta:
         return out
 
 
-def _meta_strings(values: list[str], rows: np.ndarray, used: list[int] | None = None) -> Strings:
+def _meta_strings(
+    values: list[str],
+    rows: np.ndarray,
+    used: list[int] | None = None,
+    factorized: Factorized | None = None,
+) -> Strings:
     """The strings of metadata rows ``rows``, from one value per metadata row. Only the rows
     in use are factorized: a plane's metadata also names every step and module execution,
-    thousands on a long capture."""
+    thousands on a long capture. Where ``factorized`` already holds the same values (another
+    chip's), they are not factorized again."""
     if used is None:
         used = distinct(rows).tolist()
-    codes, unique = factorize([values[row] for row in used])
+    picked = tuple([values[row] for row in used])
+    found = factorized.get(picked) if factorized is not None else None
+    if found is None:
+        found = factorize(picked)
+        if factorized is not None:
+            factorized[picked] = found
+    codes, unique = found
     mapping = np.zeros(len(values), dtype=np.int32)
     mapping[used] = codes
     return Strings(rows, unique, mapping)
