@@ -8,6 +8,7 @@ Run by hand (never as a timed test), after `pip install -e ".[dev]" xprof-rs`:
     python benchmarks/bench_engine.py --sizes 80 --only tpuperf xprof-rs --no-small
     python benchmarks/bench_engine.py --sizes --repeat 5    # the small profile only
     python benchmarks/bench_engine.py --sizes 4600 --repeat 1 --only tpuperf   # past 4 GiB
+    python benchmarks/bench_engine.py --sizes 80 --before /tmp/main-tree    # before/after
 
 It prints, in this order:
 
@@ -59,6 +60,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 BIN = Path(sys.executable).parent
+BEFORE = "tpuperf before"
 SMALL = REPO.parent / "shared" / "profiles" / "tpu" / "v6e_4chip_inference.xplane.pb"
 
 FIRST = {
@@ -185,6 +187,13 @@ def main() -> None:
     parser.add_argument("--no-small", action="store_true")
     parser.add_argument("--small-profile", type=Path, default=SMALL)
     parser.add_argument(
+        "--before",
+        type=Path,
+        help="also time `tpuperf analyze` of this source tree (another commit: `git archive REV "
+        "| tar -x -C DIR`, the built tpuperf/_wire_native*.so copied into DIR/tpuperf, and "
+        "DIR/tpuperf/analyzers, DIR/tpuperf/roofline linked to ../analyzers, ../roofline)",
+    )
+    parser.add_argument(
         "--bin-dir", type=Path, action="append", default=[], help="where else to find the tools"
     )
     args = parser.parse_args()
@@ -192,15 +201,29 @@ def main() -> None:
     for folder in ("tpuperf", "analyzers", "roofline"):
         compileall.compile_dir(REPO / folder, quiet=1)
     find = _finder(args.bin_dir)
+    commands = dict(FIRST)
+    if args.before is not None:
+        commands[BEFORE] = [
+            "env",
+            f"PYTHONPATH={args.before.resolve()}",
+            sys.executable,
+            "-m",
+            "tpuperf",
+            *FIRST["tpuperf"][1:],
+        ]
+        for folder in ("tpuperf", "analyzers", "roofline"):
+            compileall.compile_dir(args.before / folder, quiet=1)
     rows: list[dict[str, float]] = []
     for size in args.sizes:
         source = profile_path(size, args.shape)
         mb = source.stat().st_size / 1e6
         tools = [t for t in args.only if find(t) and (t != "xprof" or mb <= args.xprof_max_mb)]
+        if args.before is not None:  # another checkout's tpuperf, alternating with this one's
+            tools.insert(1, BEFORE)
         runs: dict[str, list[dict[str, float]]] = {t: [] for t in tools}
         for _ in range(args.repeat):
             for tool in tools:  # alternate, so every tool sees the same machine
-                runs[tool].append(in_scratch(source, [FIRST[tool]], find)[0])
+                runs[tool].append(in_scratch(source, [commands[tool]], find)[0])
         here = [_row(tool, runs[tool], mb) for tool in tools]
         rows += here
         print(_first_table(here, mb))
