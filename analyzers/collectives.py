@@ -38,13 +38,13 @@ from tpuperf.columns import (
     median,
     sum_by,
 )
-from tpuperf.tables import (
+from tpuperf.hlo_collectives import (
     EVERY_DEVICE,
     HloCollective,
     collective_facts,
-    split_module_name,
     text_collective,
 )
+from tpuperf.tables import split_module_name
 from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
 from tpuperf.workload import Workload
 
@@ -962,6 +962,9 @@ def _async_line(view: DeviceView) -> _Windows | None:
 def _pair_async(view: DeviceView) -> _Windows | None:
     """Async windows from ``-start``/``-done`` op pairs of the selected ops: each start to
     the end of the next done of the same name (``x-start.3`` with ``x-done.3``)."""
+    role = view.ops.strings("async_role")
+    if role.code("start") < 0 or role.code("done") < 0:
+        return None  # no async op at all: nothing to take out of the device's ops
     ops = view.selected_ops("op", "collective", "async_role", "start_ps", "dur_ps")
     found = pair_async(ops)
     if found is None:

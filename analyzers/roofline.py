@@ -272,7 +272,8 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
         flops = ops.array_at("flops", rows).astype("float64", copy=False)
         nbytes = ops.array_at("bytes_accessed", rows).astype("float64", copy=False)
         costed = ~np.isnan(flops) | ~np.isnan(nbytes)
-        rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
+        if not costed.all():  # (on TPU every op is costed, as a rule: no copies then)
+            rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
         if not len(rows):
             continue
         dur = ops.array_at("dur_ps", rows)

@@ -34,7 +34,7 @@ import json, resource, sys, time
 sys.path.insert(0, {repo!r})
 path, stage = sys.argv[1], sys.argv[2]
 import tpuperf  # imports below are not timed
-from tpuperf import profiles as _profile, analysis, kernels, tables as _tables, xspace
+from tpuperf import profiles as _profile, analysis, kernels, build as _tables, xspace
 if stage == "numpy":
     kernels._name, kernels._impl = "numpy", kernels.load("numpy")
 t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tpuperf.roofline import chips
 
-from tpuperf.columns import Strings
+from tpuperf.columns import Lookup, Strings, Table
 
 if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
@@ -116,13 +116,32 @@ def utilization(
         if not len(rows) or peak is None or peak.peak_tflops is None or window_ps <= 0:
             continue
         # FLOPs per picosecond is TFLOP/s.
-        flops = view.ops.nansum_at("flops", rows)
+        flops, model = _nansums_at(view.ops, ("flops", "model_flops"), rows)
         if flops is not None:
             util.append(100.0 * flops / window_ps / peak.peak_tflops)
-        model = view.ops.nansum_at("model_flops", rows)
         if model is not None:
             mfu.append(100.0 * model / window_ps / peak.peak_tflops)
     return {
         "flops_utilization_pct": float(np.mean(util)) if util else None,
         "mfu_pct": float(np.mean(mfu)) if mfu else None,
     }
+
+
+def _nansums_at(table: Table, names: tuple[str, ...], rows: np.ndarray) -> list[float | None]:
+    """``table.nansum_at(name, rows)`` of each of ``names``; columns stored once per shared
+    index value (a TPU op's costs, per metadata row) count the rows of that index once."""
+    counts: dict[tuple[int, int], np.ndarray] = {}
+    out: list[float | None] = []
+    for name in names:
+        column = table[name]
+        if not isinstance(column, Lookup):
+            out.append(table.nansum_at(name, rows))
+            continue
+        key = (id(column.index), len(column.values))
+        if key not in counts:
+            counts[key] = np.bincount(column.index[rows], minlength=len(column.values))
+        count = counts[key]
+        values = column.values.astype(np.float64, copy=False)
+        known = ~np.isnan(values) & (count > 0)
+        out.append(float(np.dot(count[known], values[known])) if known.any() else None)
+    return out

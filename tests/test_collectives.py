@@ -11,8 +11,9 @@ from tpuperf.analyzers.collectives import bus_factor
 
 from tests.conftest import REPO
 from tpuperf.cli import main
+from tpuperf.hlo_collectives import EVERY_DEVICE, text_collective
 from tpuperf.schema import KIND_COLLECTIVE, KIND_COMPUTE
-from tpuperf.tables import EVERY_DEVICE, classify_op, text_collective
+from tpuperf.tables import classify_op
 
 COLL_FSDP = REPO / "fixtures" / "data" / "coll_fsdp.xplane.pb"
 
@@ -215,7 +216,7 @@ def _hlo_proto() -> bytes:
 
 
 def test_hlo_proto_facts_slices_and_repeats() -> None:
-    from tpuperf.tables import hlo_collectives
+    from tpuperf.hlo_collectives import hlo_collectives
 
     facts = hlo_collectives(_hlo_proto())
     assert set(facts) == {"all-reduce.1", "all-gather.1", "all-gather.2", "all-reduce.2"}

@@ -161,7 +161,7 @@ _NAME = st.one_of(
 @given(st.lists(_NAME, max_size=30), st.booleans())
 @settings(max_examples=300, deadline=None)
 def test_decimal_names_read_as_int_reads_them(names: list[str], numbers_only: bool) -> None:
-    from tpuperf.tables import _decimal_names
+    from tpuperf.build import _decimal_names
 
     if numbers_only:  # the fast path: every name a number
         names = [n for n in names if n.isdecimal() and len(n) <= 18]

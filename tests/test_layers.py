@@ -28,6 +28,8 @@ MODEL_STAGES = (
     "tpuperf.scopes",
     "tpuperf.columns",
     "tpuperf.tables",
+    "tpuperf.build",  # and build_tpu, build_gpu, build_cpu: the builders of the tables
+    "tpuperf.hlo_collectives",
     "tpuperf.xspace",
     "tpuperf.analyzers",
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures.generate import generate
-from tpuperf import tables, xspace
+from tpuperf import build_tpu, tables, xspace
 
 
 @pytest.mark.parametrize("scenario", ["collective_training", "clock_drift", "straggler"])
@@ -55,8 +55,8 @@ def test_plane_clock_only_for_tpu_planes() -> None:
     # The clock a TPU plane's tables are built on (read again by the Perfetto export).
     tpu = xspace.decode(next(iter(generate("collective_training").xspaces.values())))
     gpu = xspace.decode(next(iter(generate("gpu_training").xspaces.values())))
-    assert all(tables.plane_clock(p) is not None for p in tpu.planes if "TPU" in p.name)
-    assert all(tables.plane_clock(p) is None for p in gpu.planes)
+    assert all(build_tpu.plane_clock(p) is not None for p in tpu.planes if "TPU" in p.name)
+    assert all(build_tpu.plane_clock(p) is None for p in gpu.planes)
 
 
 @pytest.mark.parametrize(

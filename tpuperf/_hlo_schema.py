@@ -8,7 +8,7 @@ every other field is skipped by the protobuf runtime as unknown. As with
 :mod:`tpuperf._xspace_schema`, nothing is generated or checked in, and the types
 live in a pool of their own, apart from a jaxlib or XProf copy of the same schema.
 
-Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.tables` (the opcode, shape and
+Only :mod:`tpuperf.scopes` (scope data), :mod:`tpuperf.hlo_collectives` (the opcode, shape and
 replica groups of collectives) and :mod:`tpuperf.memory_plan` import this module, and only when
 they are asked for. :data:`HloProto` reads what scopes need; :data:`HloBufferProto` reads the
 same message with the module's buffer assignment (``HloProto.buffer_assignment``: logical
@@ -48,7 +48,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("metadata", 7, _F.TYPE_MESSAGE, _OPTIONAL, "OpMetadata"),
         ("id", 35, _F.TYPE_INT64, _OPTIONAL, None),
         ("called_computation_ids", 38, _F.TYPE_INT64, _REPEATED, None),
-        # What a collective moves and among whom (tpuperf.tables.hlo_collectives).
+        # What a collective moves and among whom (tpuperf.hlo_collectives).
         ("shape", 3, _F.TYPE_MESSAGE, _OPTIONAL, "ShapeProto"),
         ("operand_ids", 36, _F.TYPE_INT64, _REPEATED, None),
         ("replica_groups", 49, _F.TYPE_MESSAGE, _REPEATED, "ReplicaGroup"),

@@ -884,48 +884,42 @@ def op_table(tl: Timeline) -> Table:
     recorded on the first device that ran it, ``self_ps`` in all windows, and self time and
     count per step per device."""
     names: dict[tuple[str, str], int] = {}
-    attributes: list[tuple[str, ...]] = []
-    counts: list[int] = []
-    self_ps: list[int] = []
+    attributes: list[list[str]] = [[] for _ in _OP_ATTRIBUTES]
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per device: rows, sums
     for view in tl.devices:
         ops = view.selected_ops("module", "op", "self_ps")
         if not ops.n:
             continue
         module, op = ops.strings("module"), ops.strings("op")
         group, first = group_index([module, op])
-        count = np.bincount(group, minlength=len(first))
-        total = sum_by(group, len(first), ops.array("self_ps"))
-        # The attributes of each group's first row only: cheap even for millions of ops.
-        rows = view.selected[first]
-        values = [view.ops.strings(c).take(rows).tolist() for c in _OP_ATTRIBUTES]
-        for m, o, c, t, *attrs in zip(
-            module.take(first).tolist(),
-            op.take(first).tolist(),
-            count.tolist(),
-            total.tolist(),
-            *values,
-            strict=True,
-        ):
-            index = names.setdefault((m, o), len(names))
-            if index == len(attributes):
-                attributes.append(tuple(attrs))
-                counts.append(0)
-                self_ps.append(0)
-            counts[index] += c
-            self_ps[index] += t
+        k = len(first)
+        seen = len(names)
+        pairs = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
+        at = np.fromiter((names.setdefault(pair, len(names)) for pair in pairs), np.int64, k)
+        # The attributes of each (module, op) as the first device that ran it recorded them,
+        # read for the groups new on this device only: the others have theirs.
+        rows = view.selected[first[at >= seen]]
+        for values, column in zip(attributes, _OP_ATTRIBUTES, strict=True):
+            values += view.ops.strings(column).take(rows).tolist()
+        total = sum_by(group, k, ops.array("self_ps"))
+        parts.append((at, np.bincount(group, minlength=k), total))
+    counts = np.zeros(len(names), dtype=np.int64)
+    total = np.zeros(len(names), dtype=np.int64)
+    for at, count, self_ps in parts:  # a device's groups are distinct: no index repeats
+        counts[at] += count
+        total[at] += self_ps
     windows = max(tl.n_windows, 1)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     keys = list(names)
-    total = np.array(self_ps, dtype=np.int64)
     columns: dict[str, Any] = {
         "op": Strings.from_list([o for _, o in keys]),
         "module": Strings.from_list([m for m, _ in keys]),
     }
-    for i, name in enumerate(_OP_ATTRIBUTES):
-        columns[name] = Strings.from_list([a[i] for a in attributes])
+    for name, values in zip(_OP_ATTRIBUTES, attributes, strict=True):
+        columns[name] = Strings.from_list(values)
     columns["order"] = np.arange(len(keys), dtype=np.int64)
     columns["self_ps"] = total
-    columns["count_per_step"] = np.array(counts, dtype=np.int64) / windows
+    columns["count_per_step"] = counts / windows
     columns["ms_per_step"] = total / windows / 1e9
     columns["pct_of_busy"] = 100.0 * total / busy_ps if busy_ps else np.full(len(keys), np.nan)
     return Table(columns, n=len(keys))

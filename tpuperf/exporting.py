@@ -6,7 +6,7 @@ profile's size, and every event is written: there is no event cap (XProf's trace
 stops at 1M events). README, "Export", says why this format and not Chrome's JSON.
 
 Layout: one track per host, under it one per device, and under each device one track per
-line as the analysis reads it (:mod:`tpuperf.tables`): ``Steps``, ``XLA Modules`` (module
+line as the analysis reads it (:mod:`tpuperf.build`): ``Steps``, ``XLA Modules`` (module
 executions), each op line (``XLA Ops`` on TPU, the ``Stream #N`` lines on GPU, host threads
 for CPU-only profiles) and ``Async XLA Ops`` (async windows; a device without that line gets
 ``Async XLA Ops (from -start/-done)``, the windows the analysis pairs from its ops, so every
@@ -260,11 +260,11 @@ class _Recorded:
     def clock(self, plane: Any) -> Any:
         """The device clock of a TPU plane with lines to write (the one its analysis tables are
         built on); None for any other plane."""
-        from tpuperf import tables
+        from tpuperf import build_tpu
 
         if not plane.name.startswith("/device:") or plane.name not in self.lines:
             return None
-        return tables.plane_clock(plane)
+        return build_tpu.plane_clock(plane)
 
     def times(self, line: Any, clock: Any) -> tuple[np.ndarray, np.ndarray]:
         """Start and end of a line's events: as recorded, or placed on a device ``clock``."""

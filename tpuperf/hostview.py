@@ -385,8 +385,8 @@ def activity(
 def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
     """Each TPU device's clock, (host, device) -> DeviceClock, rebuilt from its file (read
     again through :meth:`Profile.read_space`) as the tables built it
-    (:func:`tpuperf.tables.plane_clock`) and dropped once its steps were placed."""
-    from tpuperf import tables
+    (:func:`tpuperf.build_tpu.plane_clock`) and dropped once its steps were placed."""
+    from tpuperf import build_tpu
 
     clocks: dict[tuple[str, int], DeviceClock] = {}
     hosts = {v for v in profile.devices.loc[profile.devices["kind"] == "TPU", "host"]}
@@ -394,7 +394,7 @@ def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
         space = profile.read_space(info.host) if info.host in hosts else None
         for plane in space.planes if space is not None else []:
             match = re.fullmatch(r"/device:TPU:(\d+)", plane.name)
-            clock = tables.plane_clock(plane) if match is not None else None
+            clock = build_tpu.plane_clock(plane) if match is not None else None
             if match is not None and clock is not None:
                 clocks[info.host, int(match[1])] = clock
     return clocks

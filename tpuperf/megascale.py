@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.tables import _TEXT_ELEMENT_BYTES, text_collective
+from tpuperf.hlo_collectives import _TEXT_ELEMENT_BYTES, text_collective
 
 HOST_CATEGORIES = ("host send", "host recv")
 OPCODES = ("send", "recv", "send-done", "recv-done")

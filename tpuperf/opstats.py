@@ -3,6 +3,7 @@ program, computed on the profile's columns (no pandas; ``aggregate`` gives a Dat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,34 +115,52 @@ def aggregate_table(
         names = list(zip(*(k.take(first).tolist() for k in keys), strict=True))
         prefix = (device.host, device.device) if per_device else ()
         rows = [groups.setdefault((*prefix, *name), _Group()) for name in names]
-        for i, row in enumerate(rows):
-            row.occurrences += int(occurrences[i])
-            row.total_ps += int(total[i])
-            row.self_ps += int(self_[i])
-            row.flops = _add(row.flops, float(flops[i]))
-            row.bytes_accessed = _add(row.bytes_accessed, float(nbytes[i]))
+        # Python numbers from lists: indexing numpy arrays one scalar at a time costs more.
+        for row, n, t, s, f, b in zip(
+            rows,
+            occurrences.tolist(),
+            total.tolist(),
+            self_.tolist(),
+            flops.tolist(),
+            nbytes.tolist(),
+            strict=True,
+        ):
+            row.occurrences += n
+            row.total_ps += t
+            row.self_ps += s
+            row.flops = _add(row.flops, f)
+            row.bytes_accessed = _add(row.bytes_accessed, b)
         dur = ops.array("dur_ps")
         for label in labels:
-            _label_time(rows, group, ops.strings(label), dur, label)
+            _label_time(rows, group, keys, ops.strings(label), dur, label)
         if by == "op":
+            # The programs of each group: its distinct (group, program) pairs, not every op.
             program = ops.strings("program_id")
-            for i, value in zip(group.tolist(), program.tolist(), strict=True):
+            _, firsts = group_index([group, program])
+            for i, value in zip(group[firsts].tolist(), program.take(firsts).tolist(), strict=True):
                 rows[i].programs.add(value)
     return _table(groups, by, key, labels, per_device, sort, top)
 
 
 def _add(total: float, value: float) -> float:
     """Sum of two sums that skip NaN, NaN only while neither has a value (min_count=1)."""
-    if np.isnan(value):
+    if math.isnan(value):
         return total
-    return value if np.isnan(total) else total + value
+    return value if math.isnan(total) else total + value
 
 
 def _label_time(
-    rows: list[_Group], group: np.ndarray, label: Strings, dur: np.ndarray, column: str
+    rows: list[_Group],
+    group: np.ndarray,
+    keys: list[Strings],
+    label: Strings,
+    dur: np.ndarray,
+    column: str,
 ) -> None:
-    """Add each group's op time per value of ``label`` (to pick the value with most time)."""
-    pairs, first = group_index([group, label])
+    """Add each group's op time per value of ``label`` (to pick the value with most time).
+    ``group`` is each op's group by ``keys``: the (group, label) pairs are grouped by the keys
+    and the label, which on TPU share one index (by metadata row, no sort of the ops)."""
+    pairs, first = group_index([*keys, label])
     time = sum_by(pairs, len(first), dur)
     values = label.take(first).tolist()
     for g, value, t in zip(group[first].tolist(), values, time.tolist(), strict=True):

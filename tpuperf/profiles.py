@@ -286,12 +286,12 @@ class HostPart:
 
 def read_host(url: str, host: str, data: Any) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables."""
-    from tpuperf import hostview, tables, xspace
+    from tpuperf import build, hostview, xspace
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
         space = xspace.decode(data)
-        built = tables.build_host(host, space)
+        built = build.build_host(host, space)
         host_events = hostview.events_of(space)
         del space
     except xspace.DecodeError as exc:

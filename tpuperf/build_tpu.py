@@ -1,0 +1,382 @@
+"""A TPU device plane's tables: ops of the ``XLA Ops`` line (per-op costs from the event
+metadata, spread to the events by index), module executions, ``Async XLA Ops`` windows, all
+on the device clock (:class:`~tpuperf.tables.DeviceClock`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tpuperf.columns import Lookup, Strings, Table, distinct, factorize
+from tpuperf.schema import KIND_COMPUTE
+from tpuperf.tables import (
+    EMPTY_ASYNC,
+    EMPTY_MODULES,
+    IDENTITY_CLOCK,
+    DeviceClock,
+    classify_op,
+    device_clock,
+    empty_ops,
+    find_line,
+    instruction_name,
+    placed_times,
+    self_time,
+    split_module_name,
+)
+from tpuperf.xspace import Line, Plane
+
+# Line names on TensorCore planes, then on SparseCore planes ("/device:TPU:N SparseCore M").
+_TPU_OPS_LINE = ("XLA Ops", "Sparse Core Ops")
+TPU_MODULES_LINE = ("XLA Modules", "Sparse Core Modules")
+_TPU_ASYNC_LINE = ("Async XLA Ops",)
+
+# memory_access_breakdown entries: operation 1 read, 2 write; memory space 1 HBM,
+# 2 CMEM, 3 VMEM (XProf's MemoryAccessed enums).
+_MEMORY_SPACES = {1: "hbm", 2: "cmem", 3: "vmem"}
+_MEMORY_OPERATIONS = {1: "read", 2: "write"}
+
+
+def _costs(values: np.ndarray | list[Any]) -> np.ndarray:
+    """A cost stat (FLOPs, bytes) per metadata row as float64: NaN (unknown) where it is not
+    a number from 0 up to 2**64 (XLA writes them as 64-bit integers; 1e308 is a broken writer's,
+    and would make every sum infinite)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":
+        costs = values.astype(np.float64)
+    else:
+        costs = np.array(
+            [
+                v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan
+                for v in values
+            ],
+            dtype=np.float64,
+        )
+    costs[~np.isfinite(costs) | (costs < 0) | (costs >= 2.0**64)] = np.nan
+    return costs
+
+
+_COST_STATS = ("flops", "model_flops", "bytes_accessed")
+
+
+# Factorized strings by the values they were made from, shared by the TPU planes of one host:
+# chips that run one program have the same metadata, so their name columns are equal.
+Factorized = dict[tuple[str, ...], tuple[np.ndarray, tuple[str, ...]]]
+
+
+def tpu_ops(
+    plane: Plane, module_names: dict[str, str], factorized: Factorized | None = None
+) -> tuple[Table, Table, Table, DeviceClock]:
+    """The plane's ops, module executions and async windows, on its device clock.
+    ``factorized`` holds the name columns already made for other chips of the host."""
+    meta = plane.metadata
+    n_meta = len(meta.ids)
+    line = find_line(plane, _TPU_OPS_LINE)
+    async_line = find_line(plane, _TPU_ASYNC_LINE)
+    async_rows = _metadata_rows(plane, async_line.metadata_id) if async_line is not None else None
+    async_used = distinct(async_rows).tolist() if async_rows is not None else []
+    clock = IDENTITY_CLOCK
+    host_times: tuple[np.ndarray, np.ndarray] | None = None
+    rows, used = None, []
+    if line is not None:
+        events = line.int_events(("device_offset_ps", "device_duration_ps"))
+        rows = _metadata_rows(plane, events.metadata_id).astype(np.int32)
+        start, dur, clock = device_clock(events, line.timestamp_ns)
+        # The ops' host-clock times: what async windows are matched to them by.
+        host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
+        del events
+        used = distinct(rows).tolist()
+    # Names and classes of the metadata rows the two lines use, only: a plane's metadata also
+    # names every step and module execution, thousands on a long capture.
+    op_meta = _OpMeta.of(plane, sorted({*used, *async_used} - {n_meta}))
+    if line is None:
+        ops = empty_ops()
+    else:
+        assert rows is not None
+
+        def per_meta(values: list[str], default: str = "") -> Strings:
+            return _meta_strings([*values, default], rows, used, factorized)
+
+        costs = {
+            name: Lookup(
+                rows,
+                np.append(_costs(plane.metadata_stat(name, np.nan)), np.nan),
+            )
+            for name in _COST_STATS
+        }
+        memory = {
+            name: Lookup(rows, values) for name, values in _memory_breakdown(plane, n_meta).items()
+        }
+        classes = op_meta.classes
+        ops = Table(
+            {
+                "line": Strings(rows, (line.name,), np.zeros(n_meta + 1, dtype=np.int32)),
+                "module": per_meta([module_names.get(p, "") for p in op_meta.program_ids]),
+                "program_id": per_meta(op_meta.program_ids),
+                "op": per_meta(op_meta.op_names),
+                "hlo_text": per_meta(meta.names),
+                "category": per_meta(op_meta.categories),
+                "kind": per_meta([c[0] for c in classes], KIND_COMPUTE),
+                "collective": per_meta([c[1] for c in classes]),
+                "async_role": per_meta([c[2] for c in classes]),
+                "start_ps": start,
+                "dur_ps": dur,
+                "self_ps": self_time(start, dur),
+                **costs,
+                **memory,
+                "tf_op": per_meta(op_meta.texts(plane, "tf_op")),
+                "source": per_meta(op_meta.texts(plane, "source")),
+                "step": np.full(len(rows), -1, dtype=np.int64),
+            }
+        )
+    modules = _tpu_modules(plane, clock)
+    if line is not None:
+        module = ops.strings("module")
+        missing = module.eq("")
+        if missing.any():
+            names = np.array(module.tolist(), dtype=object)
+            names[missing] = _modules_by_time(modules, ops.array_at("start_ps", missing))
+            ops = ops.with_columns(module=Strings.from_list(names.tolist()))
+    async_ops = (
+        _tpu_async(plane, async_line, async_rows, async_used, op_meta, clock, ops, host_times)
+        if async_line is not None and async_rows is not None
+        else EMPTY_ASYNC
+    )
+    return ops, modules, async_ops, clock
+
+
+def _metadata_rows(plane: Plane, metadata_id: np.ndarray) -> np.ndarray:
+    """The metadata row of each event; an unknown id points at the extra last row ("", NaN)."""
+    rows = plane.metadata.rows(metadata_id)
+    rows[rows < 0] = len(plane.metadata.ids)
+    return rows
+
+
+_COMPUTE = (KIND_COMPUTE, "", "")
+
+
+@dataclass(frozen=True)
+class _OpMeta:
+    """Per metadata row of a TPU plane, for the rows its op lines use (``rows``; the others
+    hold "" and are never read): the op's name, hlo_category, program id and classes."""
+
+    rows: list[int]
+    op_names: list[str]
+    categories: list[str]
+    program_ids: list[str]
+    classes: list[tuple[str, str, str]]
+
+    @classmethod
+    def of(cls, plane: Plane, rows: list[int]) -> _OpMeta:
+        meta = plane.metadata
+        n = len(meta.ids)
+        op_names, categories, program_ids = [""] * n, [""] * n, [""] * n
+        classes = [_COMPUTE] * n
+        category_stat = plane.metadata_stat("hlo_category", "")
+        program_stat = plane.metadata_stat("program_id")
+        for row in rows:
+            name = op_names[row] = meta.display_names[row] or meta.names[row]
+            category = category_stat[row]
+            category = categories[row] = category if isinstance(category, str) else ""
+            program = program_stat[row]
+            program_ids[row] = str(program) if program is not None else ""
+            classes[row] = classify_op(name, category)
+        return cls(rows, op_names, categories, program_ids, classes)
+
+    def texts(self, plane: Plane, stat: str) -> list[str]:
+        """A text stat of the metadata at ``rows`` ("" where it is not text)."""
+        values = plane.metadata_stat(stat, "")
+        out = [""] * len(self.op_names)
+        for row in self.rows:
+            value = values[row]
+            out[row] = value if isinstance(value, str) else ""
+        return out
+
+
+def _meta_strings(
+    values: list[str],
+    rows: np.ndarray,
+    used: list[int] | None = None,
+    factorized: Factorized | None = None,
+) -> Strings:
+    """The strings of metadata rows ``rows``, from one value per metadata row. Only the rows
+    in use are factorized: a plane's metadata also names every step and module execution,
+    thousands on a long capture. Where ``factorized`` already holds the same values (another
+    chip's), they are not factorized again."""
+    if used is None:
+        used = distinct(rows).tolist()
+    picked = tuple([values[row] for row in used])
+    found = factorized.get(picked) if factorized is not None else None
+    if found is None:
+        found = factorize(picked)
+        if factorized is not None:
+            factorized[picked] = found
+    codes, unique = found
+    mapping = np.zeros(len(values), dtype=np.int32)
+    mapping[used] = codes
+    return Strings(rows, unique, mapping)
+
+
+def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
+    """HBM / VMEM / CMEM read and write bytes per metadata row (NaN where not recorded), with
+    an extra last row (NaN) for events whose metadata is unknown."""
+    rows, operation, memory_space, size = plane.metadata_memory_breakdown()
+    recorded = np.zeros(n + 1, dtype=bool)
+    recorded[np.flatnonzero(_has_stat(plane, "memory_access_breakdown"))] = True
+    columns = {}
+    for space_code, space in _MEMORY_SPACES.items():
+        for operation_code, direction in _MEMORY_OPERATIONS.items():
+            column = np.where(recorded, 0.0, np.nan)
+            pick = (memory_space == space_code) & (operation == operation_code)
+            np.add.at(column, rows[pick], size[pick].astype(np.float64))
+            columns[f"{space}_{direction}_bytes"] = column
+    return columns
+
+
+def _has_stat(plane: Plane, name: str) -> np.ndarray:
+    """Whether each metadata row carries the stat ``name``."""
+    stats = plane.metadata.stats
+    has = np.zeros(len(plane.metadata.ids), dtype=bool)
+    has[stats.owner[np.isin(stats.metadata_id, plane.stat_ids(name))]] = True
+    return has
+
+
+def _modules_by_time(modules: Table, starts: np.ndarray) -> list[str]:
+    """Module of each op start, by which module execution contains it ("" for none)."""
+    if not modules.n:
+        return [""] * len(starts)
+    module_start = modules.array("start_ps")
+    order = np.argsort(module_start, kind="stable")
+    module_start = module_start[order]
+    module_end = module_start + modules.array_at("dur_ps", order)
+    names = modules.strings("module").take(order).tolist()
+    index = np.searchsorted(module_start, starts, side="right") - 1
+    return [
+        names[i] if i >= 0 and s < module_end[i] else ""
+        for i, s in zip(index.tolist(), np.asarray(starts).tolist(), strict=True)
+    ]
+
+
+def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
+    """Executions of the `XLA Modules` line, on the device clock: each runs from about its
+    first op's start to its last op's end (see DeviceClock.place)."""
+    line = find_line(plane, TPU_MODULES_LINE)
+    if line is None:
+        return EMPTY_MODULES
+    rows = _metadata_rows(plane, line.metadata_id)
+    n_meta = len(plane.metadata.names)
+    names = [""] * (n_meta + 1)
+    program_ids = [""] * (n_meta + 1)
+    for row in distinct(rows[rows < n_meta]).tolist():  # only the module entries
+        name = plane.metadata.names[row]
+        names[row], program_ids[row] = split_module_name(name) or (name, "")
+    start, dur = placed_times(line, clock)
+    used = distinct(rows).tolist()
+    return Table(
+        {
+            "module": _meta_strings(names, rows, used),
+            "program_id": _meta_strings(program_ids, rows, used),
+            "start_ps": start,
+            "dur_ps": dur,
+        }
+    )
+
+
+def _tpu_async(
+    plane: Plane,
+    line: Line,
+    rows: np.ndarray,
+    used: list[int],
+    op_meta: _OpMeta,
+    clock: DeviceClock,
+    ops: Table,
+    host_times: tuple[np.ndarray, np.ndarray] | None,
+) -> Table:
+    """Windows of the `Async XLA Ops` line (``line``, its events' metadata ``rows``, the
+    distinct ones ``used``), on the device clock: each from its start op's start to its done
+    op's end, the ops it names (see _nearest_named). ``host_times`` are the ops' host-clock
+    starts and durations."""
+    n_meta = len(plane.metadata.names)
+    done_codes, done_names = line.stat_strings("hlo_op")
+    done = Strings.from_values(done_names, done_codes)
+    start, dur = placed_times(line, clock)
+    # The event's display name is generic ("async-copy"); its HLO text names the start op.
+    names = plane.metadata.names
+    per_row = ["" for _ in range(n_meta + 1)]
+    for row in used:
+        if row < n_meta:
+            text = names[row]
+            per_row[row] = (
+                instruction_name(text) if text.lstrip().startswith("%") else op_meta.op_names[row]
+            )
+    start_op = _meta_strings(per_row, rows, used)
+    if host_times is not None and len(clock.host_start) and ops.n:
+        op_host_start, op_host_dur = host_times
+        op_name = ops.strings("op")
+        op_start = ops.array("start_ps")
+        op_end = op_start + ops.array("dur_ps")
+        host_start = line.start_ps
+        host_end = host_start + line.duration_ps
+        found_start = _nearest_named(start_op, host_start, op_name, op_host_start, op_start)
+        found_end = _nearest_named(done, host_end, op_name, op_host_start + op_host_dur, op_end)
+        end = np.where(found_end >= 0, found_end, start + dur)
+        start = np.where(found_start >= 0, found_start, start)
+        dur = np.maximum(end - start, 0)
+    return Table(
+        {
+            "op": start_op,
+            "done_op": done,
+            "category": _meta_strings([*op_meta.categories, ""], rows, used),
+            "collective": _meta_strings([*(c[1] for c in op_meta.classes), ""], rows, used),
+            "start_ps": start,
+            "dur_ps": dur,
+        }
+    )
+
+
+def _nearest_named(
+    names: Strings,
+    host_times: np.ndarray,
+    op_names: Strings,
+    op_host_times: np.ndarray,
+    op_placed_times: np.ndarray,
+) -> np.ndarray:
+    """For each (name, host time), the placed time of the op so named whose host time is
+    nearest; -1 where no op has the name. Host times of one event and the ops it names agree,
+    while several ops can share one host instant, so the name decides."""
+    out = np.full(len(names), -1, dtype=np.int64)
+    name_codes = names.codes
+    op_codes = op_names.codes
+    for code in distinct(name_codes).tolist():
+        name = names.values[code]
+        op_code = op_names.code(name)
+        if not name or op_code < 0:
+            continue
+        ask = np.flatnonzero(name_codes == code)
+        have = np.flatnonzero(op_codes == op_code)
+        order = np.argsort(op_host_times[have], kind="stable")
+        times = op_host_times[have][order]
+        placed = op_placed_times[have][order]
+        at = np.searchsorted(times, host_times[ask])
+        before = np.clip(at - 1, 0, len(times) - 1)
+        after = np.clip(at, 0, len(times) - 1)
+        pick = np.where(
+            np.abs(times[before] - host_times[ask]) <= np.abs(times[after] - host_times[ask]),
+            before,
+            after,
+        )
+        out[ask] = placed[pick]
+    return out
+
+
+def plane_clock(plane: Plane) -> DeviceClock | None:
+    """The device clock a TPU plane's tables are built on (from its op line, as ``_tpu_ops``
+    builds it), to place the plane's other lines when they are read again; None without an op
+    line with events."""
+    line = find_line(plane, _TPU_OPS_LINE)
+    if line is None or not len(line):
+        return None
+    events = line.int_events(("device_offset_ps", "device_duration_ps"))
+    _, _, clock = device_clock(events, line.timestamp_ns)
+    line.release()
+    return clock
