@@ -47,7 +47,7 @@ class RooflineAnalyzer(Analyzer):
     def analyze(self, timeline: Timeline, config: AnalysisConfig) -> AnalyzerResult:
         tl = timeline
         result = AnalyzerResult(self.name, notes=list(tl.notes))
-        peaks_by_device = rl.device_peaks(tl, config)
+        peaks_by_device = tl.peaks
         peaks = rl.common_peaks(peaks_by_device)
         if peaks is None:
             result.metrics = {"peaks": None}

@@ -16,7 +16,6 @@ from tpuperf.roofline import chips
 from tpuperf.columns import Lookup, Strings, Table
 
 if TYPE_CHECKING:
-    from tpuperf.config import AnalysisConfig
     from tpuperf.timeline import Timeline
 
 BOUND_COMPUTE = "compute"
@@ -79,20 +78,6 @@ def ideal_time_ps(
 
 
 # --------------------------------------------------------------------------- per device
-
-
-def device_peaks(tl: Timeline, config: AnalysisConfig) -> dict[tuple[str, int], chips.Peaks]:
-    """Each analysed device's peaks, by DESIGN.md's order: profile, chip table, flags."""
-    return {
-        view.key: chips.resolve_peaks(
-            view.chip or None,
-            view.peak_tflops,
-            view.peak_hbm_gbps,
-            config.peak_tflops,
-            config.peak_hbm_gbps,
-        )
-        for view in tl.devices
-    }
 
 
 def common_peaks(peaks_by_device: dict[tuple[str, int], chips.Peaks]) -> chips.Peaks | None:

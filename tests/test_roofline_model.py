@@ -69,7 +69,7 @@ def memory_bound(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, obje
 
 def test_device_peaks_are_the_profiles(memory_bound) -> None:
     tl, truth = memory_bound
-    peaks = rl.device_peaks(tl, AnalysisConfig())
+    peaks = tl.peaks
     assert sorted(peaks) == sorted((d.host, d.device) for d in truth.devices)
     for p in peaks.values():
         assert (p.peak_tflops, p.peak_hbm_gbps) == (
@@ -83,7 +83,7 @@ def test_device_peaks_are_the_profiles(memory_bound) -> None:
 
 def test_utilization_is_flops_over_window_time_at_peak(memory_bound) -> None:
     tl, truth = memory_bound
-    peaks = rl.device_peaks(tl, AnalysisConfig())
+    peaks = tl.peaks
     expected = []
     for view in tl.devices:
         # The FLOPs of the leaf ops that start in the windows, over window time at the peak.
@@ -95,3 +95,21 @@ def test_utilization_is_flops_over_window_time_at_peak(memory_bound) -> None:
     # Unknown peaks: no utilization.
     unknown = {key: chips.Peaks(None, None, "unknown", "unknown") for key in peaks}
     assert rl.utilization(tl, unknown) == {"flops_utilization_pct": None, "mfu_pct": None}
+
+
+def test_one_analysis_resolves_its_peaks_once(memory_bound) -> None:
+    """The summary and the roofline analyzer read the peaks the timeline resolved: one place."""
+    from tpuperf.analysis import analyze
+
+    tl, _ = memory_bound
+    report = analyze(tl.profile, config=AnalysisConfig(warmup_steps=0))
+    common = rl.common_peaks(tl.peaks)
+    assert common is not None and common.known
+    assert (report.summary["peak_tflops"], report.summary["peak_hbm_gbps"]) == (
+        common.peak_tflops,
+        common.peak_hbm_gbps,
+    )
+    assert (report.roofline_peaks.peak_tflops, report.roofline_peaks.peak_hbm_gbps) == (
+        common.peak_tflops,
+        common.peak_hbm_gbps,
+    )

@@ -664,7 +664,7 @@ def _summary(
 ) -> dict[str, Any]:
     # Computed here from the shared timeline, not read from analyzers, so the summary is the
     # same whichever analyzers were selected (fleet scans flatten it).
-    peaks_by_device = rl.device_peaks(tl, config)
+    peaks_by_device = tl.peaks
     views = tl.devices
     # Shares of the iteration (a step's start to the next's), so host time between steps counts.
     pct: dict[str, float | None] = {name: tl.iteration_mean_pct(col) for name, col in _SUMMARY_PCTS}

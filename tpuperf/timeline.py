@@ -58,6 +58,7 @@ from tpuperf.intervals import (
     subtract,
     union,
 )
+from tpuperf.roofline import chips
 from tpuperf.step_windows import (
     SOURCE_MODULE_PERIOD,
     dominant_module_steps,
@@ -67,6 +68,7 @@ from tpuperf.step_windows import (
 
 if TYPE_CHECKING:
     from tpuperf.profiles import Profile
+    from tpuperf.roofline.chips import Peaks
     from tpuperf.tables import DeviceTables
     from tpuperf.workload import Workload
 
@@ -200,6 +202,10 @@ class Timeline:
     # What ran (framework, platform, training): the analyzers choose fixes from it. Set by
     # report.analyze; analyzers read it through tpuperf.analyzers.fixes.workload_of.
     workload: Workload | None = field(default=None, compare=False)
+    # Each device's peak FLOP/s and HBM bandwidth, resolved once by DESIGN.md's order (the
+    # profile, the chip table, the --peak-* flags): the roofline analyzer and the summary read
+    # these, so every number of one analysis uses the same peaks.
+    peaks: dict[tuple[str, int], Peaks] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def has_steps(self) -> bool:
@@ -434,6 +440,16 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
         notes=tuple(notes),
         platform=profile.platform,
         profile=profile,
+        peaks={
+            v.key: chips.resolve_peaks(
+                v.chip or None,
+                v.peak_tflops,
+                v.peak_hbm_gbps,
+                config.peak_tflops,
+                config.peak_hbm_gbps,
+            )
+            for v in views
+        },
     )
 
 
