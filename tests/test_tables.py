@@ -1,19 +1,20 @@
-"""The table builder (tpuperf/tables.py) through its public entry points, on generated profiles
-against the generator's ground truth, and its name helpers by hand."""
+"""The table builder (tpuperf/build.py, over the model types of tpuperf/tables.py) through its
+public entry points, on generated profiles against the generator's ground truth, and its name
+helpers by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from fixtures.generate import generate
-from tpuperf import build_tpu, tables, xspace
+from tpuperf import build, build_tpu, tables, xspace
 
 
 @pytest.mark.parametrize("scenario", ["collective_training", "clock_drift", "straggler"])
 def test_tpu_devices_ops_and_steps_are_the_truths(scenario: str) -> None:
     run = generate(scenario)
     for host, data in run.xspaces.items():
-        built = tables.build_host(host, xspace.decode(data))
+        built = build.build_host(host, xspace.decode(data))
         assert sorted(d.device for d in built.devices) == sorted(
             d.device for d in run.truth.devices if d.host == host
         )
@@ -40,7 +41,7 @@ def test_tpu_devices_ops_and_steps_are_the_truths(scenario: str) -> None:
 def test_gpu_devices_and_steps_are_the_truths() -> None:
     run = generate("gpu_training")
     ((host, data),) = run.xspaces.items()
-    built = tables.build_host(host, xspace.decode(data))
+    built = build.build_host(host, xspace.decode(data))
     assert len(built.devices) == len(run.truth.devices)
     for device in built.devices:
         truth = run.truth.device(host, device.device)
