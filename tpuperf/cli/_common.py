@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -225,3 +226,95 @@ def wide_option() -> Any:
         "--wide",
         help="Full names and every column, however wide (lines may wrap in the terminal).",
     )
+
+
+# The profile-reading commands (info, ops, memory, tree, host): one way to declare and read
+# the PROFILE argument and the options they all take.
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileRequest:
+    """What a profile-reading command is asked beside its own options: the PROFILE, where and
+    how to write (``--format``, ``-o``, ``--wide``; ``fmt`` is the format chosen from them) and
+    what to read (``--host``, ``--run``, ``--no-cache``)."""
+
+    profile: str
+    fmt: Format
+    output: str | None
+    wide: bool
+    host: str | None
+    run: str | None
+    no_cache: bool
+
+    def load(self) -> Profile:
+        """The profile, through the shared loader (:func:`load_profile`)."""
+        loaded: Profile = load_profile(self.profile, self.host, self.run, cache=not self.no_cache)
+        return loaded
+
+    def emit(self, view: Any) -> None:
+        """Write ``view`` as asked (:func:`tpuperf.output.emit`)."""
+        from tpuperf import output
+
+        output.emit(view, self.fmt, self.output, wide=self.wide)
+
+
+def profile_command(
+    *formats: Format, then: tuple[str, ...] = ()
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a profile-reading command offering ``formats``: the decorated
+    ``command(request, **own)`` takes a :class:`ProfileRequest` first and then its own options.
+    Typer reads the signature of the command this returns, which is, in the order of the help:
+    PROFILE, the own options, ``--format --output --wide``, the own options named in ``then``,
+    ``--host --run --no-cache``."""
+    import inspect
+
+    def parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+        )
+
+    def decorate(function: Callable[..., None]) -> Callable[..., None]:
+        own = list(inspect.signature(function).parameters.values())[1:]  # after ``request``
+        shared = {
+            "profile": parameter("profile", str, profile_argument()),
+            "format": parameter("format", Format | None, format_option(*formats)),
+            "output": parameter("output", str | None, output_option()),
+            "wide": parameter("wide", bool, wide_option()),
+            "host": parameter("host", str, host_option()),
+            "run": parameter("run", str, run_option()),
+            "no_cache": parameter("no_cache", bool, no_cache_option()),
+        }
+        order = [
+            shared["profile"],
+            *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.name not in then),
+            shared["format"],
+            shared["output"],
+            shared["wide"],
+            *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own if p.name in then),
+            shared["host"],
+            shared["run"],
+            shared["no_cache"],
+        ]
+
+        @functools.wraps(function)
+        def command(**values: Any) -> None:
+            from tpuperf.output import choose_format
+
+            given = {name: values.pop(name) for name in shared}
+            output = given["output"]
+            request = ProfileRequest(
+                profile=given["profile"],
+                fmt=choose_format(given["format"], output, formats),
+                output=output,
+                wide=given["wide"],
+                host=given["host"],
+                run=given["run"],
+                no_cache=given["no_cache"],
+            )
+            function(request, **values)
+
+        command.__signature__ = inspect.Signature(order, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in order} | {"return": None}
+        return command
+
+    return decorate
