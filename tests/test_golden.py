@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from fixtures.generate import SCENARIOS, write_run
-from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli
+from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli, shared_profile
 from tpuperf import cache as cache_mod
 from tpuperf.cli import main
 
@@ -148,10 +148,7 @@ def test_real_profiles(
     warm_cache: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = SHARED_PROFILES / relative
-    if not path.exists():
-        pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
-    arguments = [args[0], str(path), *args[1:]]
+    arguments = [args[0], str(shared_profile(relative)), *args[1:]]
     document = _run_mode(cli, arguments, str(SHARED_PROFILES), mode, warm_cache, monkeypatch)
     _check(request, f"{Path(relative).name.split('.')[0]}.{command}", document)
 
