@@ -34,6 +34,31 @@ def shared_profile(relative: str) -> Path:
     return path
 
 
+def xprof_tool(tool: str, session_dir: Path) -> Any:
+    """The JSON that XProf's command line (``xprof.cli.xprof_cli TOOL``) prints for the session
+    ``session_dir`` (LOGDIR/SESSION), read again from the file; skips the test without xprof."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("xprof.cli.xprof_cli", reason="xprof (the dev extra) is not installed")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xprof.cli.xprof_cli",
+            tool,
+            f"--session_id={session_dir.name}",
+            f"--logdir={session_dir.parent}",
+            "--bypass_cache=True",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return json.loads(done.stdout[done.stdout.index("{") :])
+
+
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test's commands cache decoded tables in a fresh folder of their own, never in

@@ -19,26 +19,18 @@ from tpuperf.profiles import load
 
 REL = 0.01  # the bar: within 1% (relative) of the truth
 
+SCENARIOS = ["collective_training", "host_bound", "memory_bound", "straggler", "no_steps"]
+ALL = [*SCENARIOS, "gpu_training"]
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Report, Any]]:
     out = {}
-    for scenario in (
-        "collective_training",
-        "host_bound",
-        "memory_bound",
-        "straggler",
-        "no_steps",
-        "gpu_training",
-    ):
+    for scenario in ALL:
         run_dir, truth = write_run(scenario, tmp_path_factory.mktemp(scenario))
         report = analyze(load(str(run_dir)), config=AnalysisConfig(warmup_steps=0))
         out[scenario] = (report, truth)
     return out
-
-
-SCENARIOS = ["collective_training", "host_bound", "memory_bound", "straggler", "no_steps"]
-ALL = [*SCENARIOS, "gpu_training"]
 
 
 @pytest.mark.parametrize("scenario", ALL)

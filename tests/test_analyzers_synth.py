@@ -207,19 +207,24 @@ def test_no_steps_uses_each_devices_op_span() -> None:
     assert report.summary["idle_pct"] == pytest.approx(50.0)  # 200 of 400 us
 
 
-def test_module_periods_stand_in_for_steps() -> None:
-    per_device = {("h0", 0): [op("a", s * 100.0, 60) for s in range(5)]}
-    modules = pd.DataFrame(
+def module_calls(n: int, program_id: str) -> pd.DataFrame:
+    """``n`` calls of the program ``jit_f`` (``program_id``) on device h0/0, the modules of
+    :func:`build`: one every 100 us, each 60 us long."""
+    return pd.DataFrame(
         {
-            "host": ["h0"] * 5,
-            "device": np.zeros(5, dtype="int64"),
-            "module": ["jit_f"] * 5,
-            "program_id": ["1"] * 5,
-            "start_ps": np.arange(5, dtype="int64") * 100 * US,
-            "dur_ps": np.full(5, 60 * US, dtype="int64"),
+            "host": ["h0"] * n,
+            "device": np.zeros(n, dtype="int64"),
+            "module": ["jit_f"] * n,
+            "program_id": [program_id] * n,
+            "start_ps": np.arange(n, dtype="int64") * 100 * US,
+            "dur_ps": np.full(n, 60 * US, dtype="int64"),
         }
     )
-    profile = build(per_device, modules=modules)
+
+
+def test_module_periods_stand_in_for_steps() -> None:
+    per_device = {("h0", 0): [op("a", s * 100.0, 60) for s in range(5)]}
+    profile = build(per_device, modules=module_calls(5, "1"))
     report = analyze(profile, config=AnalysisConfig(warmup_steps=0))
     assert report.summary["step_source"] == "module_period"
     assert report.summary["step_time_ms"]["median"] == pytest.approx(0.1)

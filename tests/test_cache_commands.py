@@ -105,13 +105,22 @@ def test_no_cache_neither_reads_nor_writes(
     assert cli.json("ops", run, "--format", "json", "--no-cache") == expected
 
 
+def _stored(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, cache_dir: Path, command: str, profile: Path
+) -> tuple[Any, Path]:
+    """``tpuperf COMMAND PROFILE --format json`` with the cache in ``cache_dir`` (empty
+    before): its JSON and the one cache entry it stored."""
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(cache_dir))
+    document = cli.json(command, profile, "--format", "json")
+    (entry,) = _entries(cache_dir)
+    return document, entry
+
+
 def test_tpuperf_cache_dir_is_where_entries_go(
     cli: Cli, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "here"))
     host_file = runs["host_bound"] / "tpu-host-0.xplane.pb"
-    expected = cli.json("info", host_file, "--format", "json")
-    (entry,) = _entries(tmp_path / "here")
+    expected, entry = _stored(cli, monkeypatch, tmp_path / "here", "info", host_file)
     assert entry.relative_to(tmp_path / "here").parts[:2] == (cache_mod.FORMAT, "tables")
     assert {p.name for p in entry.iterdir()} == {"columns.bin", "host.json"}
     # Deleting it is safe: the next command decodes again and fills it again.
@@ -265,10 +274,8 @@ def test_processes_filling_one_cache_at_once_agree(runs: dict[str, Path], tmp_pa
 def test_a_damaged_entry_is_one_note_then_rebuilt(
     cli: Cli, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "c"))
     host_file = runs["host_bound"] / "tpu-host-0.xplane.pb"
-    expected = cli.json("ops", host_file, "--format", "json")
-    (entry,) = _entries(tmp_path / "c")
+    expected, entry = _stored(cli, monkeypatch, tmp_path / "c", "ops", host_file)
     blob = entry / "columns.bin"
     blob.write_bytes(blob.read_bytes()[:100])  # cut short
     code, out, err = cli("ops", host_file, "--format", "json")

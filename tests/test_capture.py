@@ -284,28 +284,30 @@ def test_demo_runs_and_stops_its_job(tmp_path: Path, capsys: pytest.CaptureFixtu
         socket.create_connection(("localhost", port), timeout=2).close()
 
 
-def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
-    port = _free_port()
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    )
-    args = ["demo", "-d", "30s", "--port", str(port), "--logdir", str(tmp_path)]
-    # SIGINT handled as Python does by default, even when this test runs in the background
-    # (where SIGINT is inherited as ignored).
+def _start_demo(args: list[str], **env: str) -> subprocess.Popen[str]:
+    """``tpuperf ARGS`` (a demo) in a child Python, stderr piped, ``env`` added to its
+    environment. SIGINT is handled as Python does by default, even when this test runs in the
+    background (where SIGINT is inherited as ignored); the child has its own session, so a
+    SIGINT sent to it reaches tpuperf alone (a terminal's Ctrl-C also reaches the job, which
+    then stops by itself)."""
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     script = (
         "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
         f"from tpuperf.cli import main; sys.exit(main({args!r}))"
     )
-    demo = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", script],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
-        env=env,
-        # Its own session, so the SIGINT below reaches tpuperf alone (a terminal's Ctrl-C
-        # also reaches the job, which then stops by itself).
+        env=dict(os.environ, PYTHONPATH=path, **env),
         start_new_session=True,
     )
+
+
+def test_demo_stops_its_job_on_ctrl_c(tmp_path: Path) -> None:
+    port = _free_port()
+    demo = _start_demo(["demo", "-d", "30s", "--port", str(port), "--logdir", str(tmp_path)])
     try:
         assert demo.stderr is not None
         for line in demo.stderr:
@@ -351,23 +353,7 @@ def _gone(pid: int) -> bool:
 def test_ctrl_c_while_the_demo_job_starts_ends_at_once_and_leaves_nothing(tmp_path: Path) -> None:
     """Ctrl-C while the job imported JAX took 5 s (the job stopped only once ready), and the
     demo left an empty /tmp/tpuperf-demo-* behind."""
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        TMPDIR=str(tmp_path),
-    )
-    script = (
-        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from tpuperf.cli import main; sys.exit(main(['demo', '-d', '1s']))"
-    )
-    demo = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    demo = _start_demo(["demo", "-d", "1s"], TMPDIR=str(tmp_path))
     try:
         deadline = time.monotonic() + 30
         while not _children(demo.pid) and time.monotonic() < deadline:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fixtures.generate import SCENARIOS, write_run
-from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli
+from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli, shared_profile
 from tpuperf import cache as cache_mod
 from tpuperf.cli import main
 
@@ -135,61 +136,57 @@ def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+Golden = Callable[[list[str], Path, Path, str, str], None]
+
+
+@pytest.fixture
+def golden(
+    request: pytest.FixtureRequest,
+    cli: Cli,
+    warm_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Golden:
+    """``golden(args, profile, root, mode, name)``: run ``tpuperf ARGS[0] PROFILE ARGS[1:]``
+    in ``mode`` (cold or warm) and check its JSON, paths under ``root`` written <profiles>,
+    against the golden file ``name``."""
+
+    def check(args: list[str], profile: Path, root: Path, mode: str, name: str) -> None:
+        arguments = [args[0], str(profile), *args[1:]]
+        document = _run_mode(cli, arguments, str(root), mode, warm_cache, monkeypatch)
+        _check(request, name, document)
+
+    return check
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("relative", REAL)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_real_profiles(
-    request: pytest.FixtureRequest,
-    cli: Cli,
-    relative: str,
-    command: str,
-    args: list[str],
-    mode: str,
-    warm_cache: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    golden: Golden, relative: str, command: str, args: list[str], mode: str
 ) -> None:
-    path = SHARED_PROFILES / relative
-    if not path.exists():
-        pytest.skip(f"real profile {relative} not available ({SHARED_PROFILES} is absent)")
-    arguments = [args[0], str(path), *args[1:]]
-    document = _run_mode(cli, arguments, str(SHARED_PROFILES), mode, warm_cache, monkeypatch)
-    _check(request, f"{Path(relative).name.split('.')[0]}.{command}", document)
+    name = f"{Path(relative).name.split('.')[0]}.{command}"
+    golden(args, shared_profile(relative), SHARED_PROFILES, mode, name)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
 def test_generated_scenarios(
-    request: pytest.FixtureRequest,
-    cli: Cli,
+    golden: Golden,
     scenario_runs: dict[str, Path],
     scenario: str,
     command: str,
     args: list[str],
     mode: str,
-    warm_cache: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run_dir = scenario_runs[scenario]
-    arguments = [args[0], str(run_dir), *args[1:]]
-    document = _run_mode(cli, arguments, str(run_dir.parents[2]), mode, warm_cache, monkeypatch)
-    _check(request, f"scenario_{scenario}.{command}", document)
+    golden(args, run_dir, run_dir.parents[2], mode, f"scenario_{scenario}.{command}")
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
-def test_cpu_fixture(
-    request: pytest.FixtureRequest,
-    cli: Cli,
-    command: str,
-    args: list[str],
-    mode: str,
-    warm_cache: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    arguments = [args[0], str(CPU_FIXTURE), *args[1:]]
-    document = _run_mode(cli, arguments, str(CPU_FIXTURE.parent), mode, warm_cache, monkeypatch)
-    _check(request, f"cpu_train_steps.{command}", document)
+def test_cpu_fixture(golden: Golden, command: str, args: list[str], mode: str) -> None:
+    golden(args, CPU_FIXTURE, CPU_FIXTURE.parent, mode, f"cpu_train_steps.{command}")
 
 
 def test_scan(

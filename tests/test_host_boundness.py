@@ -5,8 +5,6 @@ generated host-bound TPU run: against the generator's truth, and number by numbe
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from tpuperf.analyzers.base import AnalysisConfig
 
 import tpuperf
 from fixtures.generate import generate_tpu_counters, write_run
-from tests.conftest import shared_profile
+from tests.conftest import shared_profile, xprof_tool
 from tpuperf import hostview, xprof_compat, xspace
 
 
@@ -49,29 +47,9 @@ def test_quantities_equal_the_generators_truth(run) -> None:  # type: ignore[no-
     assert ours["idle_above_threshold"] is True
 
 
-def _xprof_check_host_boundness(run_dir) -> dict:  # type: ignore[no-untyped-def]
-    pytest.importorskip("xprof.cli.xprof_cli", reason="xprof (the dev extra) is not installed")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "xprof.cli.xprof_cli",
-            "check_host_boundness",
-            f"--session_id={run_dir.name}",
-            f"--logdir={run_dir.parent}",
-            "--bypass_cache=True",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return json.loads(done.stdout[done.stdout.index("{") :])
-
-
 def test_quantities_equal_xprof_check_host_boundness(run) -> None:  # type: ignore[no-untyped-def]
     run_dir, _ = run
-    xprof = _xprof_check_host_boundness(run_dir)
+    xprof = xprof_tool("check_host_boundness", run_dir)
     ours = hostview.xprof_host_boundness(tpuperf.load(run_dir))
     assert ours is not None
     metrics = xprof["metrics"]
@@ -240,7 +218,7 @@ def test_counters_against_the_generators_samples(counters_run) -> None:  # type:
 
 def test_host_bound_equals_xprof_check_host_boundness(counters_run) -> None:  # type: ignore[no-untyped-def]
     run_dir, _ = counters_run
-    xprof = _xprof_check_host_boundness(run_dir)
+    xprof = xprof_tool("check_host_boundness", run_dir)
     ours = hostview.xprof_host_boundness(tpuperf.load(run_dir))
     assert ours is not None
     assert xprof["status"] == ours["status"] == "HOST_BOUND"

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from tpuperf.analyzers.base import AnalysisConfig
 
 import tpuperf
 from fixtures.generate import generate_gpu_input
-from tests.conftest import REPO, shared_profile
+from tests.conftest import REPO, shared_profile, xprof_tool
 from tpuperf import hostview, xprof_compat, xspace
 
 # (generator arguments, XProf's classification): one profile per branch of the verdict.
@@ -153,26 +151,6 @@ def test_v100_equals_xprof_and_differs_from_tpuperfs_own_verdict(tmp_path: Path)
     assert [r[1:] for r in mine] == [pytest.approx(r[1:], abs=1e-9) for r in rows]
 
 
-def _xprof_step_trace(path: Path) -> dict:  # type: ignore[type-arg]
-    pytest.importorskip("xprof.cli.xprof_cli", reason="xprof (the dev extra) is not installed")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "xprof.cli.xprof_cli",
-            "get_step_trace",
-            f"--session_id={path.parent.name}",
-            f"--logdir={path.parent.parent}",
-            "--bypass_cache=True",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return json.loads(done.stdout[done.stdout.index("{") :])
-
-
 @pytest.mark.parametrize("which", ["generated", "v100"])
 def test_equal_to_xprof_get_step_trace(tmp_path: Path, which: str) -> None:
     if which == "v100":
@@ -184,7 +162,7 @@ def test_equal_to_xprof_get_step_trace(tmp_path: Path, which: str) -> None:
         path = _write(generate_gpu_input(), tmp_path / "generated")
     ours = xprof_compat.input_pipeline(xspace.decode(path.read_bytes()))
     assert ours is not None
-    steps = _xprof_step_trace(path)["step_breakdown"]
+    steps = xprof_tool("get_step_trace", path.parent)["step_breakdown"]
     assert [s["step_num"] for s in steps] == [s["step"] for s in ours["steps"]]
     # The CLI groups XProf's categories and rounds to 4 decimals; its idle is the larger of
     # the other categories and the rounded step time less the four grouped ones.

@@ -163,12 +163,21 @@ def test_allocator_peak_capacity_and_fragmentation_equal_xprof_memory_profile(
 # --------------------------------------------------------------------------- against the compiler
 
 
-@pytest.mark.parametrize("name", CAPTURES)
-def test_captured_programs_equal_their_memory_analysis(name: str) -> None:
+def _compiled_programs(name: str) -> list[tuple[dict[str, Any], Any]]:
+    """Each program the capture ``name`` compiled (its truth file: what the compiler said),
+    with the memory report's program of that module."""
     truth = json.loads((DATA / f"{name}.truth.json").read_text())
     report = memory_report(tpuperf.load(DATA / f"{name}.xplane.pb"), allocators=False)
+    pairs = []
     for compiled in truth["programs"]:
-        [program] = [p for p in report.programs if p.module == compiled["module"]]
+        [program] = [p for p in report.programs if p.module == compiled["module"]]  # one each
+        pairs.append((compiled, program))
+    return pairs
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_captured_programs_equal_their_memory_analysis(name: str) -> None:
+    for compiled, program in _compiled_programs(name):
         split = program.split
         assert split["parameter"] == compiled["argument_size_in_bytes"]
         assert split["temporary"] == compiled["temp_size_in_bytes"]
@@ -187,10 +196,7 @@ def _element_types(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", CAPTURES)
 def test_buffers_live_at_the_peak_are_the_compiled_programs_values(name: str) -> None:
-    truth = json.loads((DATA / f"{name}.truth.json").read_text())
-    report = memory_report(tpuperf.load(DATA / f"{name}.xplane.pb"), allocators=False)
-    for compiled in truth["programs"]:
-        [program] = [p for p in report.programs if p.module == compiled["module"]]
+    for compiled, program in _compiled_programs(name):
         types = compiled["hlo_types"]
         assert program.buffers
         for buffer in program.buffers:

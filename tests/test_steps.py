@@ -4,9 +4,8 @@ tables."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
-from test_analyzers_synth import US, build, op
+from test_analyzers_synth import US, build, module_calls, op
 from tpuperf.analyzers.base import AnalysisConfig
 
 from tpuperf.analysis import analyze
@@ -62,17 +61,8 @@ def test_idle_after_the_final_call_is_no_step_gap() -> None:
     # the last call was a step of the median period (100 us), so its 40 us idle tail counted
     # as between-steps idle; now only the three full periods are steps.
     per_device = {("h0", 0): [op("a", s * 100.0, 60) for s in range(4)] + [op("b", 800.0, 1)]}
-    frame = pd.DataFrame(
-        {
-            "host": ["h0"] * 4,
-            "device": np.zeros(4, dtype="int64"),
-            "module": ["jit_f"] * 4,
-            "program_id": ["7"] * 4,
-            "start_ps": np.arange(4, dtype="int64") * 100 * US,
-            "dur_ps": np.full(4, 60 * US, dtype="int64"),
-        }
-    )
-    report = analyze(build(per_device, modules=frame), config=AnalysisConfig(warmup_steps=0))
+    modules = module_calls(4, "7")
+    report = analyze(build(per_device, modules=modules), config=AnalysisConfig(warmup_steps=0))
     assert report.summary["steps_analyzed"] == 3
     assert report.summary["step_time_ms"]["median"] == pytest.approx(0.1)
     assert report.summary["step_time_ms"]["max"] == pytest.approx(0.1)

@@ -49,6 +49,7 @@ import numpy as np
 from tpuperf import jsonout
 from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
+from tpuperf.kernels.wire import read_varint
 
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
@@ -518,31 +519,18 @@ _COMPUTATION_INSTRUCTIONS = 2  # HloComputationProto.instructions
 _INSTR_NAME, _INSTR_OPCODE, _INSTR_SHAPE, _INSTR_ID, _INSTR_OPERANDS = 1, 2, 3, 35, 36
 
 
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if i >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
-
-
 def wire_fields(data: bytes) -> list[tuple[int, int, bytes | int]]:
     """The top-level fields of a protobuf message: (number, wire type, bytes or integer)."""
     out: list[tuple[int, int, bytes | int]] = []
     i = 0
     while i < len(data):
-        tag, i = _varint(data, i)
+        tag, i = read_varint(data, i, len(data))
         number, kind = tag >> 3, tag & 7
         if kind == 0:
-            value, i = _varint(data, i)
+            value, i = read_varint(data, i, len(data))
             out.append((number, kind, value))
         elif kind == 2:
-            length, i = _varint(data, i)
+            length, i = read_varint(data, i, len(data))
             if i + length > len(data):
                 raise ValueError("truncated field")
             out.append((number, kind, data[i : i + length]))
@@ -619,7 +607,7 @@ def _packed(value: bytes | int) -> list[int]:
         return [value]
     out, i = [], 0
     while i < len(value):
-        number, i = _varint(value, i)
+        number, i = read_varint(value, i, len(value))
         out.append(number)
     return out
 

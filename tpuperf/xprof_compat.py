@@ -56,6 +56,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf.kernels.wire import read_varint
+
 if TYPE_CHECKING:
     from tpuperf.xspace import Line, Plane, Space
 
@@ -304,28 +306,17 @@ def _local_chip_id(core_details: Any) -> int | None:
         return None
     pos, chip = 0, 0
     while pos < len(core_details):
-        key, pos = _varint(core_details, pos)
+        key, pos = read_varint(core_details, pos, len(core_details))
         if key & 7 == 0:
-            value, pos = _varint(core_details, pos)
+            value, pos = read_varint(core_details, pos, len(core_details))
             if key >> 3 == 4:
                 chip = value
         elif key & 7 == 2:
-            length, pos = _varint(core_details, pos)
+            length, pos = read_varint(core_details, pos, len(core_details))
             pos += length
         else:
             return None
     return chip
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
 
 
 def _merged_length(starts: np.ndarray, ends: np.ndarray) -> int:

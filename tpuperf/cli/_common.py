@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -225,3 +226,191 @@ def wide_option() -> Any:
         "--wide",
         help="Full names and every column, however wide (lines may wrap in the terminal).",
     )
+
+
+# The commands that read a profile (info, ops, memory, tree, host; analyze and report): one
+# way to declare and read the PROFILE argument and the options they all take.
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileRequest:
+    """What a profile-reading command is asked beside its own options: the PROFILE, where and
+    how to write (``--format``, ``-o``, ``--wide``; ``fmt`` is the format chosen from them) and
+    what to read (``--host``, ``--run``, ``--no-cache``)."""
+
+    profile: str
+    fmt: Format
+    output: str | None
+    wide: bool
+    host: str | None
+    run: str | None
+    no_cache: bool
+
+    def load(self) -> Profile:
+        """The profile, through the shared loader (:func:`load_profile`)."""
+        loaded: Profile = load_profile(self.profile, self.host, self.run, cache=not self.no_cache)
+        return loaded
+
+    def emit(self, view: Any) -> None:
+        """Write ``view`` as asked (:func:`tpuperf.output.emit`)."""
+        from tpuperf import output
+
+        output.emit(view, self.fmt, self.output, wide=self.wide)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalysisRequest(ProfileRequest):
+    """A :class:`ProfileRequest` of analyze and report, with the analysis options
+    (``--analyzer``, ``--steps``, ``--warmup``, the peaks); ``--host`` picks the host in the
+    analysis, not at load."""
+
+    analyzers: list[str] | None
+    steps: str | None
+    warmup: int
+    peak_tflops: float | None
+    peak_hbm_gbps: float | None
+
+    def analyze(self, top: int, notices: bool = True) -> Report:
+        """The report (:func:`analyze_profile`) listing ``top`` top ops; ``notices``: the
+        profile's notes on stderr too (see :func:`load_profile`)."""
+        loaded = load_profile(
+            self.profile, None, self.run, notices=notices, cache=not self.no_cache
+        )
+        return analyze_profile(
+            loaded,
+            analyzers=self.analyzers,
+            steps=self.steps,
+            warmup=self.warmup,
+            host=self.host,
+            peak_tflops=self.peak_tflops,
+            peak_hbm_gbps=self.peak_hbm_gbps,
+            top=top,
+        )
+
+
+def profile_command(
+    *formats: Format, then: tuple[str, ...] = ()
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare a profile-reading command offering ``formats``: the decorated
+    ``command(request, **own)`` takes a :class:`ProfileRequest` first and then its own options.
+    Typer reads the signature of the command this returns, which is, in the order of the help:
+    PROFILE, the own options, ``--format --output --wide``, the own options named in ``then``,
+    ``--host --run --no-cache``."""
+
+    def decorate(function: Callable[..., None]) -> Callable[..., None]:
+        return _declare(
+            function, ProfileRequest, formats, None, then, [], ["host", "run", "no_cache"]
+        )
+
+    return decorate
+
+
+def analysis_command(
+    *formats: Format, output: Any = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Declare analyze or report: as :func:`profile_command`, with an
+    :class:`AnalysisRequest`. The signature is PROFILE, the own options but ``top``, ``--format
+    --output --wide`` (or only ``output``, this option, for a command writing one format),
+    ``--analyzer --steps --warmup --host --run --peak-tflops --peak-hbm-gbps``, ``top``,
+    ``--no-cache``."""
+    analysis = [
+        "analyzer",
+        "steps",
+        "warmup",
+        "host",
+        "run",
+        "peak_tflops",
+        "peak_hbm_gbps",
+    ]
+
+    def decorate(function: Callable[..., None]) -> Callable[..., None]:
+        return _declare(
+            function, AnalysisRequest, formats, output, ("top",), analysis, ["no_cache"]
+        )
+
+    return decorate
+
+
+def _declare(
+    function: Callable[..., None],
+    request_type: type[ProfileRequest],
+    formats: tuple[Format, ...],
+    output_option_: Any,
+    then: tuple[str, ...],
+    before_then: list[str],
+    after_then: list[str],
+) -> Callable[..., None]:
+    """The command of :func:`profile_command` and :func:`analysis_command`: ``function`` with
+    the shared options spliced into its signature (after ``request``, its first parameter),
+    called with the request built from them."""
+    import inspect
+
+    def parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+        )
+
+    peak_tflops, peak_hbm_gbps = peak_options()
+    declared = {
+        "profile": parameter("profile", str, profile_argument()),
+        "format": parameter("format", Format | None, format_option(*formats)),
+        "output": parameter("output", str | None, output_option_ or output_option()),
+        "wide": parameter("wide", bool, wide_option()),
+        "analyzer": parameter("analyzer", list[str], analyzer_option()),
+        "steps": parameter("steps", str, steps_option()),
+        "warmup": parameter("warmup", int, warmup_option()),
+        "host": parameter(
+            "host",
+            str,
+            host_option("Analyse only this host of a multi-host run.")
+            if request_type is AnalysisRequest
+            else host_option(),
+        ),
+        "run": parameter("run", str, run_option()),
+        "peak_tflops": parameter("peak_tflops", float, peak_tflops),
+        "peak_hbm_gbps": parameter("peak_hbm_gbps", float, peak_hbm_gbps),
+        "no_cache": parameter("no_cache", bool, no_cache_option()),
+    }
+    outputs = ["output"] if output_option_ is not None else ["format", "output", "wide"]
+    shared = ["profile", *outputs, *before_then, *after_then]
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in list(inspect.signature(function).parameters.values())[1:]  # after ``request``
+    ]
+    order = [
+        declared["profile"],
+        *(p for p in own if p.name not in then),
+        *(declared[name] for name in outputs),
+        *(declared[name] for name in before_then),
+        *(p for p in own if p.name in then),
+        *(declared[name] for name in after_then),
+    ]
+
+    @functools.wraps(function)
+    def command(**values: Any) -> None:
+        from tpuperf.output import choose_format
+
+        given = {name: values.pop(name) for name in shared}
+        fields = {
+            "profile": given["profile"],
+            # -o with a suffix of a format not offered is refused (report -o x.json).
+            "fmt": choose_format(given.get("format"), given["output"], formats),
+            "output": given["output"],
+            "wide": given.get("wide", False),
+            "host": given["host"],
+            "run": given["run"],
+            "no_cache": given["no_cache"],
+        }
+        if request_type is AnalysisRequest:
+            fields |= {
+                "analyzers": given["analyzer"] or None,
+                "steps": given["steps"],
+                "warmup": given["warmup"],
+                "peak_tflops": given["peak_tflops"],
+                "peak_hbm_gbps": given["peak_hbm_gbps"],
+            }
+        function(request_type(**fields), **values)
+
+    command.__signature__ = inspect.Signature(order, return_annotation=None)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in order} | {"return": None}
+    return command

@@ -42,8 +42,11 @@ VERSION_HELP = "Print the version and exit."
 HELP_HELP = "Show this message and exit."  # click's own words for -h/--help
 USAGE = "Usage: tpuperf [OPTIONS] COMMAND [ARGS]..."
 
-# `def command(...) -> ...:` and the docstring under it.
-_DOCSTRING = re.compile(r'^def command\(.*?^\)[^\n]*:\n[ ]+"""(.*?)"""', re.DOTALL | re.MULTILINE)
+# `def command(...) -> ...:` (on one line, or its parameters on lines of their own) and the
+# docstring under it.
+_DOCSTRING = re.compile(
+    r'^def command\((?:[^\n]*|.*?^\)[^\n]*):\n[ ]+"""(.*?)"""', re.DOTALL | re.MULTILINE
+)
 
 
 def reflow(doc: str | None) -> str:

@@ -6,19 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from tpuperf.cli._common import (
-    analyzer_option,
-    format_option,
-    host_option,
-    no_cache_option,
-    output_option,
-    peak_options,
-    profile_argument,
-    run_option,
-    steps_option,
-    warmup_option,
-    wide_option,
-)
+from tpuperf.cli._common import AnalysisRequest, analysis_command
 from tpuperf.output import Format
 
 if TYPE_CHECKING:
@@ -27,23 +15,10 @@ if TYPE_CHECKING:
 FORMATS = (Format.table, Format.json, Format.md, Format.html)
 
 
-PEAK_TFLOPS, PEAK_HBM_GBPS = peak_options()
-
-
+@analysis_command(*FORMATS)
 def command(
-    profile: str = profile_argument(),
-    format: Format | None = format_option(*FORMATS),
-    output: str | None = output_option(),
-    wide: bool = wide_option(),
-    analyzer: list[str] = analyzer_option(),
-    steps: str = steps_option(),
-    warmup: int = warmup_option(),
-    host: str = host_option("Analyse only this host of a multi-host run."),
-    run: str = run_option(),
-    peak_tflops: float = PEAK_TFLOPS,
-    peak_hbm_gbps: float = PEAK_HBM_GBPS,
+    request: AnalysisRequest,
     top: int = typer.Option(10, "--top", help="How many top ops to show."),
-    no_cache: bool = no_cache_option(),
 ) -> None:
     """Analyze a profile: step time, idle, collectives, roofline, and ranked recommendations.
 
@@ -60,21 +35,10 @@ def command(
         tpuperf analyze /tmp/logdir --format html -o report.html
     """
     from tpuperf import output as out
-    from tpuperf.cli._common import analyze_profile, html_page, load_profile
+    from tpuperf.cli._common import html_page
 
-    fmt = out.choose_format(format, output, FORMATS)
     # The profile's notes are in the report, not on stderr.
-    loaded = load_profile(profile, None, run, notices=False, cache=not no_cache)
-    report = analyze_profile(
-        loaded,
-        analyzers=analyzer or None,
-        steps=steps,
-        warmup=warmup,
-        host=host,
-        peak_tflops=peak_tflops,
-        peak_hbm_gbps=peak_hbm_gbps,
-        top=top,
-    )
+    report = request.analyze(top, notices=False)
 
     def markdown() -> str:
         from tpuperf.render.markdown import render_markdown
@@ -93,4 +57,4 @@ def command(
         html=lambda: html_page(report),
         table=table,
     )
-    out.emit(view, fmt, output, wide=wide)
+    request.emit(view)

@@ -2,33 +2,18 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import (
-    format_option,
-    host_option,
-    no_cache_option,
-    output_option,
-    profile_argument,
-    run_option,
-    steps_option,
-    warmup_option,
-    wide_option,
-)
+from tpuperf.cli._common import ProfileRequest, profile_command, steps_option, warmup_option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
 
 
+@profile_command(*FORMATS)
 def command(
-    profile: str = profile_argument(),
+    request: ProfileRequest,
     top: int = typer.Option(20, "--top", help="Show this many host events."),
     steps: str = steps_option(),
     warmup: int = warmup_option(),
-    format: Format | None = format_option(*FORMATS),
-    output: str | None = output_option(),
-    wide: bool = wide_option(),
-    host: str = host_option(),
-    run: str = run_option(),
-    no_cache: bool = no_cache_option(),
 ) -> None:
     """What the host did while the devices waited: host events ranked by device-idle time.
 
@@ -48,15 +33,13 @@ def command(
     """
     from tpuperf import output as out
     from tpuperf.analysis import analysis_config
-    from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.hostview import report
 
-    fmt = out.choose_format(format, output, FORMATS)
     if top < 1:
         raise UsageError("--top must be at least 1")
-    config = analysis_config(steps=steps, warmup=warmup, host=host)
-    loaded = load_profile(profile, host, run, cache=not no_cache)
+    config = analysis_config(steps=steps, warmup=warmup, host=request.host)
+    loaded = request.load()
     document = report(loaded, config, top)
     from tpuperf.render.host import render_host
 
@@ -64,4 +47,4 @@ def command(
         document=lambda: document,
         table=lambda console, wide: render_host(document, console, wide=wide),
     )
-    out.emit(view, fmt, output, wide=wide)
+    request.emit(view)

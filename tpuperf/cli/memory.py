@@ -2,22 +2,15 @@ from __future__ import annotations
 
 import typer
 
-from tpuperf.cli._common import (
-    format_option,
-    host_option,
-    no_cache_option,
-    output_option,
-    profile_argument,
-    run_option,
-    wide_option,
-)
+from tpuperf.cli._common import ProfileRequest, profile_command
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
 
 
+@profile_command(*FORMATS)
 def command(
-    profile: str = profile_argument(),
+    request: ProfileRequest,
     program: str = typer.Option(
         None, "--program", help="Only this program (module name or program id)."
     ),
@@ -29,12 +22,6 @@ def command(
         "--hbm-gib",
         help="Device memory in GiB, used when the profile and chip table do not know it.",
     ),
-    format: Format | None = format_option(*FORMATS),
-    output: str | None = output_option(),
-    wide: bool = wide_option(),
-    host: str = host_option(),
-    run: str = run_option(),
-    no_cache: bool = no_cache_option(),
 ) -> None:
     """Peak device memory (HBM) per program, the buffers live at the peak and the code that
     made them, and the headroom left.
@@ -54,21 +41,19 @@ def command(
         tpuperf memory run_dir/ --program jit_train_step -o memory.json
     """
     from tpuperf import output as out
-    from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.memory_plan import memory_report, to_document
 
-    fmt = out.choose_format(format, output, FORMATS)
     if top < 0:
         raise UsageError("--top must be 0 or more")
     if hbm_gib is not None and not hbm_gib > 0:
         raise UsageError("--hbm-gib must be more than 0")
-    loaded = load_profile(profile, host, run, cache=not no_cache)
+    loaded = request.load()
     report = memory_report(loaded, program=program, hbm_gib=hbm_gib)
     if program is not None and not report.programs and report.hlo_protos:
         raise UsageError(f"--program {program}: no program of {loaded.source} has that name or id")
     document = to_document(report, top=top or None)
-    if fmt is not Format.json:
+    if request.fmt is not Format.json:
         for note in document["notes"]:  # what the profile lacks, one line each
             out.note(note)
         if not report.programs and not report.allocators:
@@ -80,4 +65,4 @@ def command(
         table=lambda console, wide: render_memory(document, console, wide=wide),
         markdown=lambda: render_memory_markdown(document),
     )
-    out.emit(view, fmt, output, wide=wide)
+    request.emit(view)

@@ -6,22 +6,15 @@ from typing import Any
 
 import typer
 
-from tpuperf.cli._common import (
-    format_option,
-    host_option,
-    no_cache_option,
-    output_option,
-    profile_argument,
-    run_option,
-    wide_option,
-)
+from tpuperf.cli._common import ProfileRequest, profile_command
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
 
 
+@profile_command(*FORMATS)
 def command(
-    profile: str = profile_argument(),
+    request: ProfileRequest,
     by: str = typer.Option(
         "program_op",
         "--by",
@@ -45,12 +38,6 @@ def command(
         "--sort",
         help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name.",
     ),
-    format: Format | None = format_option(*FORMATS),
-    output: str | None = output_option(),
-    wide: bool = wide_option(),
-    host: str = host_option(),
-    run: str = run_option(),
-    no_cache: bool = no_cache_option(),
 ) -> None:
     """The op table: time, count, FLOPs and bytes per op (or category, module, program).
 
@@ -65,18 +52,16 @@ def command(
         tpuperf ops run_dir/ --by collective
     """
     from tpuperf import output as out
-    from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.opstats import COLLECTIVE_GROUPING, SCOPE_GROUPINGS, aggregate_table
 
-    fmt = out.choose_format(format, output, FORMATS)
     if depth is not None and by != "scope":
         raise UsageError("--depth goes with --by scope")
     if per_device and by == COLLECTIVE_GROUPING:
         raise UsageError("--per-device does not go with --by collective (its rows span devices)")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1")
-    loaded = load_profile(profile, host, run, cache=not no_cache)
+    loaded = request.load()
     if by == COLLECTIVE_GROUPING:
         from tpuperf.analysis import collective_table
 
@@ -112,10 +97,10 @@ def command(
             rows=lambda: out.Rows.from_table(table),
             table=lambda console, wide: _listings().render_collectives(table, console, wide=wide),
         )
-        out.emit(view, fmt, output, wide=wide)
+        request.emit(view)
         return
 
-    if by in SCOPE_GROUPINGS and fmt is out.Format.table and not has_scopes:
+    if by in SCOPE_GROUPINGS and request.fmt is out.Format.table and not has_scopes:
         return  # said in one line above; an empty table adds nothing
     view = out.View(
         document=lambda: {
@@ -129,7 +114,7 @@ def command(
             _listings().render_scope_ops if by in SCOPE_GROUPINGS else _listings().render_ops
         )(table, by, console, wide=wide, per_device=per_device),
     )
-    out.emit(view, fmt, output, wide=wide)
+    request.emit(view)
 
 
 def _listings() -> Any:
