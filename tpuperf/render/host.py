@@ -23,7 +23,7 @@ def render_host(document: dict[str, Any], console: Console, wide: bool = False) 
     if it.get("median") is not None:
         head.append(
             f"{document['iterations']} (step start to next step start): median "
-            f"{fmt_ms(it['median'])}, step median {fmt_ms(st.get('median'))}"
+            f"{fmt_ms(it['median'])}; step {fmt_ms(st.get('median'))}"
         )
     else:
         head.append("none")
@@ -31,18 +31,22 @@ def render_host(document: dict[str, Any], console: Console, wide: bool = False) 
     if document.get("idle_ms_per_iteration") is not None:
         console.print(
             Text(
-                f"Device idle {fmt_ms(document['idle_ms_per_iteration'])} per iteration: "
-                f"between steps {fmt_ms(document['between_steps_idle_ms_per_iteration'])} "
-                f"(outside steps {fmt_ms(document['outside_steps_idle_ms_per_iteration'])}); "
-                f"user code explains {fmt_ms(document['explained_ms_per_iteration'])}"
+                f"Device idle {fmt_ms(document['idle_ms_per_iteration'])} per iteration; "
+                f"user code explains {fmt_ms(document['explained_ms_per_iteration'])}\n"
+                f"  between steps {fmt_ms(document['between_steps_idle_ms_per_iteration'])} "
+                f"(outside steps {fmt_ms(document['outside_steps_idle_ms_per_iteration'])})"
             )
         )
     verdict = document.get("input")
     if verdict:
-        source = "input events" if verdict["source"] == "input_events" else "data-loading code"
+        source = (
+            "input events overlap"
+            if verdict["source"] == "input_events"
+            else "data-loading code overlaps"
+        )
         console.print(
             Text(
-                f"Input: {verdict['classification']}: {source} overlap "
+                f"Input: {verdict['classification']}: {source} "
                 f"{fmt_ms(verdict['input_ms_per_iteration'])} of device idle per iteration "
                 f"({fmt_pct(verdict['input_pct_of_iteration'])} of the iteration)"
             )
