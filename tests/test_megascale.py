@@ -154,3 +154,19 @@ def test_ops_by_collective_names_the_dcn_collectives(tmp_path: Path, capsys) -> 
     if MI300.exists():
         assert main(["ops", str(MI300), "--by", "collective"]) == 0
         assert "megascale" not in capsys.readouterr().err
+
+
+def test_an_fp8_buffer_has_one_byte_an_element_as_collectives_size_it() -> None:
+    """The recv-done buffer of an fp8 transfer: 1 byte an element, as the collectives' sizes
+    (tpuperf.hlo_collectives) count it; it read as 0 bytes, so its bandwidth was 0."""
+    from tpuperf import megascale
+    from tpuperf.hlo_collectives import text_collective
+
+    text = "%recv-done.1 = (f8e4m3fn[1024,8]{1,0}, token[]) recv-done(%recv.1), channel_id=3"
+    assert megascale.result_bytes(text) == 1024 * 8
+    mixed = "%recv-done.2 = (f8e5m2[16]{0}, bf16[16]{0}, token[]) recv-done(%recv.2)"
+    assert megascale.result_bytes(mixed) == 16 + 16 * 2
+    gathered = "%all-gather.1 = f8e4m3fn[1024,8]{1,0} all-gather(f8e4m3fn[128,8]{1,0} %p)"
+    assert text_collective(gathered)[0] == megascale.result_bytes(
+        "%recv-done.3 = (f8e4m3fn[1024,8]{1,0}, token[]) recv-done(%recv.3)"
+    )

@@ -43,7 +43,15 @@ _TEXT_ELEMENT_BYTES: dict[str, float] = {
 }
 _TEXT_ELEMENT_BYTES |= {"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8}
 _TEXT_ELEMENT_BYTES |= {"c128": 16, "s4": 0.5, "u4": 0.5}
-_TEXT_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+# An array in HLO text: its element type (fp8 types such as f8e4m3fn included) and dimensions.
+TEXT_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+
+
+def element_bytes(dtype: str) -> float | None:
+    """Bytes of one element of an HLO element type (every fp8 type 1); None when unknown."""
+    return _TEXT_ELEMENT_BYTES.get(dtype, 1 if "f8" in dtype else None)
+
+
 _TEXT_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([\w\-]+)\(")
 _TEXT_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([\d,\s]*)\}")
 _TEXT_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
@@ -179,10 +187,10 @@ def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
     dtype = ""
     if match:
         shape, opcode = match.groups()
-        arrays = _TEXT_ARRAY.findall(shape)
+        arrays = TEXT_ARRAY.findall(shape)
         if opcode.endswith("-start") and shape.startswith("(") and len(arrays) >= 2:
             arrays = arrays[1:2]  # (operand, result, ...): the result
-        sizes = [_TEXT_ELEMENT_BYTES.get(t, 1 if "f8" in t else None) for t, _ in arrays]
+        sizes = [element_bytes(t) for t, _ in arrays]
         types = {t for t, _ in arrays}
         dtype = types.pop() if len(types) == 1 else ("mixed" if types else "")
         if arrays and None not in sizes:

@@ -30,13 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.hlo_collectives import _TEXT_ELEMENT_BYTES, text_collective
+from tpuperf.hlo_collectives import TEXT_ARRAY, element_bytes, text_collective
 
 HOST_CATEGORIES = ("host send", "host recv")
 OPCODES = ("send", "recv", "send-done", "recv-done")
 
 _INSTRUCTION = re.compile(r"^\s*%?[\w.\-]+\s*=\s*(\(.*?\)|\S+)\s+([a-z][\w\-]*)\(")
-_ARRAY = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
 _RENDEZVOUS = re.compile(r'_xla_host_transfer_rendezvous="?([^",}]+)"?')
 _TRANSFER_TYPE = re.compile(r'_xla_megascale_transfer_type="?([A-Z_]+)"?')
 _CHANNEL = re.compile(r"channel_id=(\d+)")
@@ -99,10 +98,10 @@ def result_bytes(hlo_text: str) -> float:
     if not match:
         return float("nan")
     total = 0.0
-    for dtype, dims in _ARRAY.findall(match.group(1)):
+    for dtype, dims in TEXT_ARRAY.findall(match.group(1)):
         if dtype == "token":
             continue
-        size = _TEXT_ELEMENT_BYTES.get(dtype)
+        size = element_bytes(dtype)
         if size is None:
             return float("nan")
         total += math.prod(int(d) for d in dims.split(",") if d) * size
