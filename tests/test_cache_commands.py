@@ -218,19 +218,24 @@ def test_two_writers_of_one_entry_leave_one_whole_entry(
 ) -> None:
     """Both write the whole entry and rename it into place at the same moment: one rename
     wins, the other's copy is dropped, and both get the right tables."""
-    source = runs["collective_training"] / "tpu-host-0.xplane.pb"
+    # Settled (an mtime in the past), so each writer also notes the file's stat, as it does for
+    # any file older than a few seconds.
+    source = _settled_copy(
+        runs["collective_training"] / "tpu-host-0.xplane.pb", tmp_path / "h.xplane.pb"
+    )
     barrier = threading.Barrier(2, timeout=60)
     real_write = cache_mod.write_atomic
 
-    def write_then_wait(*args: Any, **kwargs: Any) -> None:
-        real_write(*args, **kwargs)  # host.json, the last file before the rename
-        barrier.wait()
+    def write_then_wait(path: Path, *args: Any, **kwargs: Any) -> None:
+        real_write(path, *args, **kwargs)
+        if path.name == "host.json":  # the last file of the entry before its rename
+            barrier.wait()  # (a settled file's stat note is written too, and must not wait)
 
     monkeypatch.setattr(cache_mod, "write_atomic", write_then_wait)
     results: list[Any] = [None, None]
 
     def load(i: int) -> None:
-        results[i] = cache_mod.host_tables(str(source), "h", Cache(tmp_path))[0]
+        results[i] = cache_mod.host_tables(str(source), "h", Cache(tmp_path / "cache"))[0]
 
     threads = [threading.Thread(target=load, args=(i,)) for i in range(2)]
     for thread in threads:
@@ -239,9 +244,9 @@ def test_two_writers_of_one_entry_leave_one_whole_entry(
         thread.join()
     monkeypatch.undo()
     assert all(r is not None for r in results)
-    (entry,) = _entries(tmp_path)
+    (entry,) = _entries(tmp_path / "cache")
     assert [p for p in entry.parent.iterdir()] == [entry]  # no temporary left behind
-    cache = Cache(tmp_path)
+    cache = Cache(tmp_path / "cache")
     monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
     served, _ = cache_mod.host_tables(str(source), "h", cache)
     assert cache.hits == 1
