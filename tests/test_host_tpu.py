@@ -68,3 +68,23 @@ def test_readme_states_the_drift() -> None:
     readme = " ".join((REPO / "README.md").read_text().split())
     section = readme[readme.index("## Host: `tpuperf host`") :]
     assert f"fall {TPU_HOST_GAP_DRIFT_PS / 1e9:.0f} ms further behind the host's" in section
+
+
+def test_tpu_clocks_read_no_pandas(tmp_path: Path) -> None:
+    """The clocks come from the device tables and the file, not from the pandas frames (which
+    the commands never build: building them imports pandas)."""
+    import subprocess
+    import sys
+
+    generated = generate_tpu_host_gaps()
+    host, data = next(iter(generated.xspaces.items()))
+    path = tmp_path / f"{host}.xplane.pb"
+    path.write_bytes(data)
+    code = (
+        "import sys, tpuperf\n"
+        "from tpuperf import hostview\n"
+        f"clocks = hostview.tpu_clocks(tpuperf.load({str(path)!r}))\n"
+        "print(len(clocks), 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "False"]

@@ -389,7 +389,7 @@ def tpu_clocks(profile: Any) -> dict[tuple[str, int], DeviceClock]:
     from tpuperf import build_tpu
 
     clocks: dict[tuple[str, int], DeviceClock] = {}
-    hosts = {v for v in profile.devices.loc[profile.devices["kind"] == "TPU", "host"]}
+    hosts = {d.host for d in profile.device_tables if d.row.get("kind") == "TPU"}
     for info in profile.hosts:
         space = profile.read_space(info.host) if info.host in hosts else None
         for plane in space.planes if space is not None else []:
