@@ -26,7 +26,7 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline.chips import lookup
 
-from tpuperf import megascale, schema
+from tpuperf import hlo_patterns, megascale, schema
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Strings,
@@ -61,10 +61,6 @@ COLLECTIVE_KINDS = (
 HIDDEN_MIN = 0.9
 EXPOSED_MAX = 0.1
 
-# replica_groups={{0,1,2,3},{4,5,6,7}} (explicit) or replica_groups=[2,4]<=[8] (iota).
-_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([^}]*)\}")
-_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
-
 _TPU_FLAGS = {
     "all-gather": (
         "--xla_tpu_enable_async_collective_fusion=true "
@@ -94,11 +90,9 @@ _GPU_FLAGS = {
 
 def replica_group_size(hlo_text: str) -> int | None:
     """The size of the first replica group named in an HLO instruction, or None."""
-    match = _GROUPS_EXPLICIT.search(hlo_text)
-    if match:
+    if match := hlo_patterns.GROUPS_EXPLICIT.search(hlo_text):
         return len([x for x in match.group(1).split(",") if x.strip()])
-    match = _GROUPS_IOTA.search(hlo_text)
-    if match:
+    if match := hlo_patterns.GROUPS_IOTA.search(hlo_text):
         return int(match.group(2))
     return None
 
