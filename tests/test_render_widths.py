@@ -74,6 +74,12 @@ def data(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return _DATA[key]
 
 
+@pytest.fixture(params=WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def width(request: pytest.FixtureRequest) -> int | None:
+    """The width each table test renders at (None: --wide)."""
+    return request.param  # type: ignore[no-any-return]
+
+
 def _render(draw: Callable[[Console, bool], None], width: int | None) -> list[str]:
     buffer = io.StringIO()
     draw(Console(file=buffer, width=width or 80, color_system=None), width is None)
@@ -99,30 +105,17 @@ def _ms(value: float) -> str:
     return f"{value * 1000:.1f} us"
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_info(data: Data, width: int | None) -> None:
     from tpuperf.render.listings import render_info
 
     lines = _render(lambda c, wide: render_info(data.info, c, wide=wide), width)
-    devices = data.info["devices"]
-    check_table(
-        lines,
-        _one(lines, "chip"),
-        [d["chip"] for d in devices],
-        [[f"{d['ops']:,}"] for d in devices],
-        width,
-    )
     shown = [r for r in data.info["lines"] if r["events"]][:40]
-    check_table(
-        lines,
-        _one(lines, "line"),
-        [r["line"] for r in shown],
-        [[f"{r['events']:,}"] for r in shown],
-        width,
-    )
+    # Each table: its key column, its rows, and the count every row shows.
+    for key, rows, count in (("chip", data.info["devices"], "ops"), ("line", shown, "events")):
+        keys, counts = [r[key] for r in rows], [[f"{r[count]:,}"] for r in rows]
+        check_table(lines, _one(lines, key), keys, counts, width)
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 @pytest.mark.parametrize("by", ["program_op", "op"])
 def test_ops(data: Data, width: int | None, by: str) -> None:
     from tpuperf.render.listings import render_ops
@@ -139,7 +132,6 @@ def test_ops(data: Data, width: int | None, by: str) -> None:
     )
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | None) -> None:
     from tpuperf.render.listings import render_ops
 
@@ -168,7 +160,6 @@ def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | Non
         )
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_analyze(data: Data, width: int | None) -> None:
     from tpuperf.render.terminal import render_report
 
@@ -198,7 +189,6 @@ def test_analyze(data: Data, width: int | None) -> None:
         assert any(f"({rec.est_savings_pct:.1f}%)" in line for line in lines)
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_analyzers(width: int | None) -> None:
     from tpuperf.analyzers import base
 
@@ -230,7 +220,6 @@ def _scan_number(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
     from tpuperf.render.listings import render_scan
 
@@ -261,7 +250,6 @@ def pair_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_scan_tells_runs_of_one_name_apart(
     pair_rows: list[dict[str, Any]], width: int | None
 ) -> None:
