@@ -31,6 +31,17 @@ class HostInfo:
     size_bytes: int = 0
 
 
+class _Frame:
+    """A Profile attribute that is the pandas DataFrame of the table of its name (built on
+    first access and kept)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.table = name
+
+    def __get__(self, profile: Profile | None, owner: type | None = None) -> Any:
+        return self if profile is None else profile._frame(self.table)
+
+
 class Profile:
     """One profile (one host, or all hosts of a run).
 
@@ -68,33 +79,13 @@ class Profile:
             self._frames[table] = _to_frame(self, table)
         return self._frames[table]
 
-    @property
-    def devices(self) -> Any:
-        return self._frame("devices")
-
-    @property
-    def ops(self) -> Any:
-        return self._frame("ops")
-
-    @property
-    def modules(self) -> Any:
-        return self._frame("modules")
-
-    @property
-    def async_ops(self) -> Any:
-        return self._frame("async_ops")
-
-    @property
-    def steps(self) -> Any:
-        return self._frame("steps")
-
-    @property
-    def waits(self) -> Any:
-        return self._frame("waits")
-
-    @property
-    def lines(self) -> Any:
-        return self._frame("lines")
+    devices = _Frame()
+    ops = _Frame()
+    modules = _Frame()
+    async_ops = _Frame()
+    steps = _Frame()
+    waits = _Frame()
+    lines = _Frame()
 
     @property
     def scopes(self) -> Any:
