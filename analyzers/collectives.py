@@ -29,13 +29,14 @@ from tpuperf.roofline.chips import lookup
 from tpuperf import hlo_patterns, megascale, schema
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
+    Column,
     Strings,
     Table,
-    concat_strings,
     distinct,
     factorize,
     group_index,
     median,
+    stack,
     sum_by,
 )
 from tpuperf.hlo_collectives import (
@@ -801,15 +802,7 @@ def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
     """The non-compute ops among ``rows`` of each device, with ``exposed_ps``: their time in
     the device's exposed collective (collectives) or other (copies) set, the part no compute
     covered. One table over the devices, in device order."""
-    hosts: list[Strings] = []
-    device: list[np.ndarray] = []
-    strings: dict[str, list[Strings]] = {name: [] for name in _EXPOSURE_STRINGS}
-    numbers: dict[str, list[np.ndarray]] = {
-        "start_ps": [],
-        "dur_ps": [],
-        "bytes_accessed": [],
-        "exposed_ps": [],
-    }
+    parts: list[Table] = []
     for view in tl.devices:
         picked = rows.get(view.key)
         if picked is None or not len(picked):
@@ -827,24 +820,27 @@ def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
             measure_in(view.sets.collective, start, end),
             measure_in(view.sets.other, start, end),
         )
-        hosts.append(Strings.constant(view.host, ops.n))
-        device.append(np.full(ops.n, view.device, dtype=np.int64))
-        for name in _EXPOSURE_STRINGS:
-            strings[name].append(ops.strings(name))
-        numbers["start_ps"].append(start)
-        numbers["dur_ps"].append(ops.array("dur_ps"))
-        numbers["bytes_accessed"].append(ops.array("bytes_accessed").astype("float64"))
-        numbers["exposed_ps"].append(exposed)
+        part: dict[str, Column] = {
+            "host": Strings.constant(view.host, ops.n),
+            "device": np.full(ops.n, view.device, dtype=np.int64),
+            **{name: ops.strings(name) for name in _EXPOSURE_STRINGS},
+            "start_ps": start,
+            "dur_ps": ops.array("dur_ps"),
+            "bytes_accessed": ops.array("bytes_accessed").astype("float64"),
+            "exposed_ps": exposed,
+        }
+        parts.append(Table(part))
+    if parts:
+        return stack(parts)
     empty = np.zeros(0, dtype=np.int64)
+    none = Strings(empty, ())
+    numbers = ("start_ps", "dur_ps", "bytes_accessed", "exposed_ps")
     return Table(
         {
-            "host": concat_strings(hosts) if hosts else Strings(empty, ()),
-            "device": np.concatenate(device) if device else empty,
-            **{
-                name: concat_strings(parts) if parts else Strings(empty, ())
-                for name, parts in strings.items()
-            },
-            **{name: np.concatenate(parts) if parts else empty for name, parts in numbers.items()},
+            "host": none,
+            "device": empty,
+            **dict.fromkeys(_EXPOSURE_STRINGS, none),
+            **dict.fromkeys(numbers, empty),
         }
     )
 
@@ -877,10 +873,7 @@ def _async_windows(tl: Timeline) -> Table:
     from pairing its ``-start``/``-done`` ops, each start with the next matching done
     (as XProf does: on the v6e profile only TPU:0 has the line).
     """
-    hosts: list[Strings] = []
-    parts: dict[str, list[Any]] = {
-        name: [] for name in ("device", "op", "kind", "start_ps", "dur_ps", "overlap_pct")
-    }
+    parts: list[Table] = []
     for view in tl.devices:
         found = _async_line(view) or _pair_async(view)
         if found is None:
@@ -889,14 +882,17 @@ def _async_windows(tl: Timeline) -> Table:
         inside = np.flatnonzero(window_of(s, view.windows.start_ps, view.windows.end_ps) >= 0)
         s, e = s[inside], e[inside]
         covered = measure_in(view.sets.compute, s, e)
-        hosts.append(Strings.constant(view.host, len(inside)))
-        parts["device"].append(np.full(len(inside), view.device, dtype=np.int64))
-        parts["op"].append(op.take(inside))
-        parts["kind"].append(kind.take(inside))
-        parts["start_ps"].append(s)
-        parts["dur_ps"].append(e - s)
-        parts["overlap_pct"].append(100.0 * covered / np.maximum(e - s, 1))
-    if not hosts:
+        part: dict[str, Column] = {
+            "host": Strings.constant(view.host, len(inside)),
+            "device": np.full(len(inside), view.device, dtype=np.int64),
+            "op": op.take(inside),
+            "kind": kind.take(inside),
+            "start_ps": s,
+            "dur_ps": e - s,
+            "overlap_pct": 100.0 * covered / np.maximum(e - s, 1),
+        }
+        parts.append(Table(part))
+    if not parts:
         empty = np.zeros(0, dtype=np.int64)
         none = Strings(empty, ())
         return Table(
@@ -911,22 +907,12 @@ def _async_windows(tl: Timeline) -> Table:
                 "class": none,
             }
         )
-    overlap = np.concatenate(parts["overlap_pct"])
-    fraction = overlap / 100.0
+    windows = stack(parts)
+    fraction = windows.array("overlap_pct") / 100.0
     # overlap_class, vectorised: 0 hidden, 1 exposed, 2 partial.
     classes = np.where(fraction >= HIDDEN_MIN, 0, np.where(fraction <= EXPOSED_MAX, 1, 2))
-    return Table(
-        {
-            "host": concat_strings(hosts),
-            "device": np.concatenate(parts["device"]),
-            "op": concat_strings(parts["op"]),
-            "kind": concat_strings(parts["kind"]),
-            "start_ps": np.concatenate(parts["start_ps"]),
-            "dur_ps": np.concatenate(parts["dur_ps"]),
-            "overlap_pct": overlap,
-            "class": Strings(classes.astype(np.int32), ("hidden", "exposed", "partial")).compact(),
-        }
-    )
+    names = ("hidden", "exposed", "partial")
+    return Table({**windows, "class": Strings(classes.astype(np.int32), names).compact()})
 
 
 # A device's async windows: start op, kind, start and end.

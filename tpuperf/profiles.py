@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, concat_strings, from_pandas, to_pandas
+from tpuperf.columns import Strings, Table, concat_strings, from_pandas, stack, to_pandas
 from tpuperf.errors import BadInput, BadProfile
 
 if TYPE_CHECKING:
@@ -332,14 +332,7 @@ def assemble(parts: list[HostPart], source: str, notices: list[str] | None = Non
 def _stack_lines(parts: list[Table]) -> Table:
     if len(parts) == 1:
         return parts[0]
-    columns: dict[str, Any] = {}
-    for name in schema.TABLES["lines"]:
-        pieces = [part[name] for part in parts]
-        if isinstance(pieces[0], Strings):
-            columns[name] = concat_strings(pieces)  # type: ignore[arg-type]
-        else:
-            columns[name] = np.concatenate(pieces)  # type: ignore[arg-type]
-    return Table(columns)
+    return stack([part.select(schema.TABLES["lines"]) for part in parts])
 
 
 def load(
