@@ -28,6 +28,7 @@ from rich.console import Console
 from tests._tables import check_table, is_shortening, key_cell, tables
 from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES, Cli
 from tpuperf.cli import main
+from tpuperf.render.text import fmt_ms
 
 GOLDEN_TEXT = Path(__file__).resolve().parent / "golden_text"
 WIDTHS = [80, 100, 120, 200, None]  # None: --wide
@@ -96,13 +97,22 @@ def _one(lines: list[str], header: str, first_column: bool = False) -> Any:
     return found[0]
 
 
-def _ms(value: float) -> str:
-    """Milliseconds as the report prints them (the rule in README: 3 significant places)."""
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.1f} us"
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (1234.56, "1,235 ms"),
+        (123.4, "123 ms"),
+        (12.345678, "12.35 ms"),
+        (1.0, "1.00 ms"),
+        (0.1234, "123.4 us"),
+        (None, "-"),
+        (float("nan"), "-"),
+    ],
+)
+def test_milliseconds_are_printed_with_three_significant_places(ms: float, text: str) -> None:
+    """The rule the tables below are checked with (fmt_ms, as test_terminal uses it): three
+    significant places or more, microseconds under 1 ms, '-' for no value."""
+    assert fmt_ms(ms) == text
 
 
 def test_info(data: Data, width: int | None) -> None:
@@ -171,7 +181,7 @@ def test_analyze(data: Data, width: int | None) -> None:
             lines,
             _one(lines, "op", first_column=True),
             [r["op"] for r in top],
-            [[_ms(r["ms_per_step"])] for r in top],
+            [[fmt_ms(r["ms_per_step"])] for r in top],
             width,
         )
     collectives = report.results.get("collectives")
@@ -181,7 +191,7 @@ def test_analyze(data: Data, width: int | None) -> None:
             lines,
             _one(lines, "kind", first_column=True),
             list(by_kind),
-            [[_ms(m["exposed_ms_per_step"])] for m in by_kind.values()],
+            [[fmt_ms(m["exposed_ms_per_step"])] for m in by_kind.values()],
             width,
         )
     for i, rec in enumerate(report.recommendations, 1):
