@@ -23,7 +23,7 @@ Time is per step per device over the analysed step windows, as the other analyze
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf.analyzers import fixes
@@ -31,11 +31,11 @@ from tpuperf.analyzers.base import (
     KIND_NEAR_OOM,
     KIND_OFFLOAD_HEADROOM,
     KIND_REMAT_HEADROOM,
+    Advice,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
     Recommendation,
-    savings_pct,
 )
 
 if TYPE_CHECKING:
@@ -170,36 +170,15 @@ def _program_times(tl: Timeline) -> dict[tuple[str, str], _Times]:
     return out
 
 
-@dataclass
-class _Advice:
-    """What the remat and the offload advice say; _spend_headroom adds what they share."""
-
-    kind: str
-    title: str
-    evidence: str
-    fix: dict[str, str]
-    savings_ms: float
-    ops: list[str]
-    values: dict[str, Any]
-
-
 def _spend_headroom(
-    program: ProgramMemory, advice: _Advice, step_ms: float, has_steps: bool
+    program: ProgramMemory, advice: Advice, step_ms: float, has_steps: bool
 ) -> Recommendation:
-    """``advice`` to spend ``program``'s free device memory: medium confidence with steps,
-    else low; the first ops cited; its values after the program's name and id."""
-    return Recommendation(
-        analyzer="memory",
-        kind=advice.kind,
-        title=advice.title,
-        evidence=advice.evidence,
-        fix=advice.fix,
-        est_savings_ms=advice.savings_ms,
-        est_savings_pct=savings_pct(advice.savings_ms, step_ms),
-        confidence="medium" if has_steps else "low",
-        ops=advice.ops[:_OPS_CITED],
-        values={"program": program.module, "program_id": program.program_id, **advice.values},
-    )
+    """``advice`` to spend ``program``'s free device memory (remat or offload): medium
+    confidence with steps, else low; the first ops cited; its values after the program's name
+    and id."""
+    identity = {"program": program.module, "program_id": program.program_id}
+    cited = replace(advice, ops=advice.ops[:_OPS_CITED], values={**identity, **advice.values})
+    return cited.recommendation("memory", step_ms, "medium" if has_steps else "low")
 
 
 def _near_oom(
@@ -242,12 +221,12 @@ def _near_oom(
     )
 
 
-def _remat(program: ProgramMemory, headroom: int, spent: _Times) -> _Advice:
+def _remat(program: ProgramMemory, headroom: int, spent: _Times) -> Advice:
     remat_ms = spent.remat_ms
     fits = min(1.0, headroom / program.remat_bytes)
     savings = remat_ms * fits
     kept = min(program.remat_bytes, headroom)
-    return _Advice(
+    return Advice(
         kind=KIND_REMAT_HEADROOM,
         title=(
             f"{program.module} recomputes checkpointed activations for {remat_ms:.3f} ms a "
@@ -282,7 +261,7 @@ def _remat(program: ProgramMemory, headroom: int, spent: _Times) -> _Advice:
     )
 
 
-def _offload(program: ProgramMemory, headroom: int, spent: _Times, workload: Workload) -> _Advice:
+def _offload(program: ProgramMemory, headroom: int, spent: _Times, workload: Workload) -> Advice:
     copy_ms = spent.copy_ms
     total = sum(program.offloaded_bytes)
     kept: list[int] = []
@@ -293,7 +272,7 @@ def _offload(program: ProgramMemory, headroom: int, spent: _Times, workload: Wor
             room -= size
     kept_bytes = sum(kept)
     savings = copy_ms * kept_bytes / total if total else 0.0
-    return _Advice(
+    return Advice(
         kind=KIND_OFFLOAD_HEADROOM,
         title=(
             f"{program.module} offloads {_gib(total)} to host memory and waits "
