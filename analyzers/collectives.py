@@ -17,6 +17,7 @@ from tpuperf.analyzers.base import (
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
     KIND_REDUCE_COPIES,
+    Advice,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
@@ -514,7 +515,7 @@ class CollectivesAnalyzer(Analyzer):
     def _avoidable_recs(self, extra: dict[str, Any], step_ms: float) -> list[Recommendation]:
         """Collective work the program need not do: an all-reduce whose result is only
         sliced (a reduce-scatter moves half), the same all-gather twice per step."""
-        recs = []
+        found = []
         for row in extra["rows"]:
             fact = row["_fact"]
             if row["kind"] != "all-reduce" or fact is None or not fact.sliced:
@@ -523,10 +524,9 @@ class CollectivesAnalyzer(Analyzer):
             saved = min(row["ms_per_step"] - row["wait_ms"], row["exposed_ms_per_step"]) / 2
             if saved <= 0:
                 continue
-            recs.append(
-                Recommendation(
-                    analyzer=self.name,
-                    kind=KIND_AVOIDABLE_COLLECTIVE,
+            found.append(
+                Advice(
+                    KIND_AVOIDABLE_COLLECTIVE,
                     title=f"{row['op']}: all-reduce then slice; a reduce-scatter does half",
                     evidence=(
                         f"{row['op']} all-reduces {row['bytes'] / 1e6:.2f} MB "
@@ -547,9 +547,7 @@ class CollectivesAnalyzer(Analyzer):
                             "shard_map); check --xla_gpu_enable_reduce_scatter_creator is on."
                         ),
                     },
-                    est_savings_ms=saved,
-                    est_savings_pct=savings_pct(saved, step_ms),
-                    confidence="medium",
+                    savings_ms=saved,
                     ops=[row["op"]],
                     values={"bytes": row["bytes"], "ms_per_step": row["ms_per_step"]},
                 )
@@ -567,10 +565,9 @@ class CollectivesAnalyzer(Analyzer):
             if saved <= 0:
                 continue
             names = [r["op"] for r in same]
-            recs.append(
-                Recommendation(
-                    analyzer=self.name,
-                    kind=KIND_AVOIDABLE_COLLECTIVE,
+            found.append(
+                Advice(
+                    KIND_AVOIDABLE_COLLECTIVE,
                     title=f"The same all-gather runs {len(same)} times per step",
                     evidence=(
                         f"{', '.join(names)} gather the same operand "
@@ -586,14 +583,12 @@ class CollectivesAnalyzer(Analyzer):
                             "value live, or loosen the remat policy that recomputes it)."
                         ),
                     },
-                    est_savings_ms=saved,
-                    est_savings_pct=savings_pct(saved, step_ms),
-                    confidence="medium",
+                    savings_ms=saved,
                     ops=names,
                     values={"ops": names},
                 )
             )
-        return recs
+        return [advice.recommendation(self.name, step_ms, "medium") for advice in found]
 
     def _dcn_rec(
         self, per_device: list[list[megascale.Occurrence]], m: dict[str, Any], step_ms: float
@@ -711,10 +706,10 @@ class CollectivesAnalyzer(Analyzer):
             if is_tpu
             else "memcpys"
         )
+        workload = fixes.workload_of(tl)
         hide_ms = min(copy_ms, compute_ms)
-        hide = Recommendation(
-            analyzer=self.name,
-            kind=KIND_EXPOSED_ASYNC_COPY,
+        hide = Advice(
+            KIND_EXPOSED_ASYNC_COPY,
             title="Exposed copies: issue "
             + ("host-offload copies" if is_tpu else "memcpys")
             + " early enough for compute to hide them",
@@ -723,10 +718,8 @@ class CollectivesAnalyzer(Analyzer):
                 f"top: {ops_text}. Overlap can hide at most the {compute_ms:.3f} ms of compute "
                 "per step there is to hide them behind"
             ),
-            fix=fixes.hide_copies(fixes.workload_of(tl)),
-            est_savings_ms=hide_ms,
-            est_savings_pct=savings_pct(hide_ms, step_ms),
-            confidence="medium",
+            fix=fixes.hide_copies(workload),
+            savings_ms=hide_ms,
             ops=ops,
             values={"exposed_copy_ms_per_step": copy_ms, "compute_ms_per_step": compute_ms},
         )
@@ -737,21 +730,18 @@ class CollectivesAnalyzer(Analyzer):
             if moved
             else ""
         )
-        remove = Recommendation(
-            analyzer=self.name,
-            kind=KIND_REDUCE_COPIES,
+        remove = Advice(
+            KIND_REDUCE_COPIES,
             title="Transfer less: "
             + ("host-offload copies" if is_tpu else "memcpys")
             + " hold up every step",
             evidence=f"{copy_ms:.3f} ms per step waiting on {what}{traffic}; top: {ops_text}",
-            fix=fixes.reduce_copies(fixes.workload_of(tl)),
-            est_savings_ms=copy_ms,
-            est_savings_pct=savings_pct(copy_ms, step_ms),
-            confidence="medium",
+            fix=fixes.reduce_copies(workload),
+            savings_ms=copy_ms,
             ops=ops,
             values={"exposed_copy_ms_per_step": copy_ms, **moved},
         )
-        return [hide, remove]
+        return [advice.recommendation(self.name, step_ms, "medium") for advice in (hide, remove)]
 
 
 def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, float]:
