@@ -98,6 +98,35 @@ class Recommendation:
 
 
 @dataclass
+class Advice:
+    """What a recommendation says and the saving behind it, before :meth:`recommendation`
+    adds the analyzer, the saving as a share of the step and the confidence: for an analyzer
+    that builds several recommendations the same way."""
+
+    kind: str
+    title: str
+    evidence: str
+    fix: dict[str, str]
+    savings_ms: float  # per step
+    ops: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def recommendation(self, analyzer: str, step_ms: float, confidence: str) -> Recommendation:
+        return Recommendation(
+            analyzer=analyzer,
+            kind=self.kind,
+            title=self.title,
+            evidence=self.evidence,
+            fix=self.fix,
+            est_savings_ms=self.savings_ms,
+            est_savings_pct=savings_pct(self.savings_ms, step_ms),
+            confidence=confidence,
+            ops=self.ops,
+            values=self.values,
+        )
+
+
+@dataclass
 class AnalyzerResult:
     """What one analyzer found: metrics (JSON-ready scalars, lists, dicts), tables (columnar:
     ``frame(name)`` gives one as a pandas DataFrame), advice."""

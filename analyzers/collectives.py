@@ -17,6 +17,7 @@ from tpuperf.analyzers.base import (
     KIND_EXPOSED_ASYNC_COPY,
     KIND_EXPOSED_COLLECTIVE,
     KIND_REDUCE_COPIES,
+    Advice,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
@@ -26,16 +27,17 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline.chips import lookup
 
-from tpuperf import megascale, schema
+from tpuperf import hlo_patterns, megascale, schema
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
+    Column,
     Strings,
     Table,
-    concat_strings,
     distinct,
     factorize,
     group_index,
     median,
+    stack,
     sum_by,
 )
 from tpuperf.hlo_collectives import (
@@ -60,10 +62,6 @@ COLLECTIVE_KINDS = (
 # and as exposed when compute covers at most _EXPOSED_MAX; partial in between.
 HIDDEN_MIN = 0.9
 EXPOSED_MAX = 0.1
-
-# replica_groups={{0,1,2,3},{4,5,6,7}} (explicit) or replica_groups=[2,4]<=[8] (iota).
-_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([^}]*)\}")
-_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]")
 
 _TPU_FLAGS = {
     "all-gather": (
@@ -94,11 +92,9 @@ _GPU_FLAGS = {
 
 def replica_group_size(hlo_text: str) -> int | None:
     """The size of the first replica group named in an HLO instruction, or None."""
-    match = _GROUPS_EXPLICIT.search(hlo_text)
-    if match:
+    if match := hlo_patterns.GROUPS_EXPLICIT.search(hlo_text):
         return len([x for x in match.group(1).split(",") if x.strip()])
-    match = _GROUPS_IOTA.search(hlo_text)
-    if match:
+    if match := hlo_patterns.GROUPS_IOTA.search(hlo_text):
         return int(match.group(2))
     return None
 
@@ -519,7 +515,7 @@ class CollectivesAnalyzer(Analyzer):
     def _avoidable_recs(self, extra: dict[str, Any], step_ms: float) -> list[Recommendation]:
         """Collective work the program need not do: an all-reduce whose result is only
         sliced (a reduce-scatter moves half), the same all-gather twice per step."""
-        recs = []
+        found = []
         for row in extra["rows"]:
             fact = row["_fact"]
             if row["kind"] != "all-reduce" or fact is None or not fact.sliced:
@@ -528,10 +524,9 @@ class CollectivesAnalyzer(Analyzer):
             saved = min(row["ms_per_step"] - row["wait_ms"], row["exposed_ms_per_step"]) / 2
             if saved <= 0:
                 continue
-            recs.append(
-                Recommendation(
-                    analyzer=self.name,
-                    kind=KIND_AVOIDABLE_COLLECTIVE,
+            found.append(
+                Advice(
+                    KIND_AVOIDABLE_COLLECTIVE,
                     title=f"{row['op']}: all-reduce then slice; a reduce-scatter does half",
                     evidence=(
                         f"{row['op']} all-reduces {row['bytes'] / 1e6:.2f} MB "
@@ -552,9 +547,7 @@ class CollectivesAnalyzer(Analyzer):
                             "shard_map); check --xla_gpu_enable_reduce_scatter_creator is on."
                         ),
                     },
-                    est_savings_ms=saved,
-                    est_savings_pct=savings_pct(saved, step_ms),
-                    confidence="medium",
+                    savings_ms=saved,
                     ops=[row["op"]],
                     values={"bytes": row["bytes"], "ms_per_step": row["ms_per_step"]},
                 )
@@ -572,10 +565,9 @@ class CollectivesAnalyzer(Analyzer):
             if saved <= 0:
                 continue
             names = [r["op"] for r in same]
-            recs.append(
-                Recommendation(
-                    analyzer=self.name,
-                    kind=KIND_AVOIDABLE_COLLECTIVE,
+            found.append(
+                Advice(
+                    KIND_AVOIDABLE_COLLECTIVE,
                     title=f"The same all-gather runs {len(same)} times per step",
                     evidence=(
                         f"{', '.join(names)} gather the same operand "
@@ -591,14 +583,12 @@ class CollectivesAnalyzer(Analyzer):
                             "value live, or loosen the remat policy that recomputes it)."
                         ),
                     },
-                    est_savings_ms=saved,
-                    est_savings_pct=savings_pct(saved, step_ms),
-                    confidence="medium",
+                    savings_ms=saved,
                     ops=names,
                     values={"ops": names},
                 )
             )
-        return recs
+        return [advice.recommendation(self.name, step_ms, "medium") for advice in found]
 
     def _dcn_rec(
         self, per_device: list[list[megascale.Occurrence]], m: dict[str, Any], step_ms: float
@@ -716,10 +706,10 @@ class CollectivesAnalyzer(Analyzer):
             if is_tpu
             else "memcpys"
         )
+        workload = fixes.workload_of(tl)
         hide_ms = min(copy_ms, compute_ms)
-        hide = Recommendation(
-            analyzer=self.name,
-            kind=KIND_EXPOSED_ASYNC_COPY,
+        hide = Advice(
+            KIND_EXPOSED_ASYNC_COPY,
             title="Exposed copies: issue "
             + ("host-offload copies" if is_tpu else "memcpys")
             + " early enough for compute to hide them",
@@ -728,10 +718,8 @@ class CollectivesAnalyzer(Analyzer):
                 f"top: {ops_text}. Overlap can hide at most the {compute_ms:.3f} ms of compute "
                 "per step there is to hide them behind"
             ),
-            fix=fixes.hide_copies(fixes.workload_of(tl)),
-            est_savings_ms=hide_ms,
-            est_savings_pct=savings_pct(hide_ms, step_ms),
-            confidence="medium",
+            fix=fixes.hide_copies(workload),
+            savings_ms=hide_ms,
             ops=ops,
             values={"exposed_copy_ms_per_step": copy_ms, "compute_ms_per_step": compute_ms},
         )
@@ -742,21 +730,18 @@ class CollectivesAnalyzer(Analyzer):
             if moved
             else ""
         )
-        remove = Recommendation(
-            analyzer=self.name,
-            kind=KIND_REDUCE_COPIES,
+        remove = Advice(
+            KIND_REDUCE_COPIES,
             title="Transfer less: "
             + ("host-offload copies" if is_tpu else "memcpys")
             + " hold up every step",
             evidence=f"{copy_ms:.3f} ms per step waiting on {what}{traffic}; top: {ops_text}",
-            fix=fixes.reduce_copies(fixes.workload_of(tl)),
-            est_savings_ms=copy_ms,
-            est_savings_pct=savings_pct(copy_ms, step_ms),
-            confidence="medium",
+            fix=fixes.reduce_copies(workload),
+            savings_ms=copy_ms,
             ops=ops,
             values={"exposed_copy_ms_per_step": copy_ms, **moved},
         )
-        return [hide, remove]
+        return [advice.recommendation(self.name, step_ms, "medium") for advice in (hide, remove)]
 
 
 def _copy_traffic(copies: Table, windows: Table, tl: Timeline) -> dict[str, float]:
@@ -807,15 +792,7 @@ def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
     """The non-compute ops among ``rows`` of each device, with ``exposed_ps``: their time in
     the device's exposed collective (collectives) or other (copies) set, the part no compute
     covered. One table over the devices, in device order."""
-    hosts: list[Strings] = []
-    device: list[np.ndarray] = []
-    strings: dict[str, list[Strings]] = {name: [] for name in _EXPOSURE_STRINGS}
-    numbers: dict[str, list[np.ndarray]] = {
-        "start_ps": [],
-        "dur_ps": [],
-        "bytes_accessed": [],
-        "exposed_ps": [],
-    }
+    parts: list[Table] = []
     for view in tl.devices:
         picked = rows.get(view.key)
         if picked is None or not len(picked):
@@ -833,24 +810,27 @@ def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
             measure_in(view.sets.collective, start, end),
             measure_in(view.sets.other, start, end),
         )
-        hosts.append(Strings.constant(view.host, ops.n))
-        device.append(np.full(ops.n, view.device, dtype=np.int64))
-        for name in _EXPOSURE_STRINGS:
-            strings[name].append(ops.strings(name))
-        numbers["start_ps"].append(start)
-        numbers["dur_ps"].append(ops.array("dur_ps"))
-        numbers["bytes_accessed"].append(ops.array("bytes_accessed").astype("float64"))
-        numbers["exposed_ps"].append(exposed)
+        part: dict[str, Column] = {
+            "host": Strings.constant(view.host, ops.n),
+            "device": np.full(ops.n, view.device, dtype=np.int64),
+            **{name: ops.strings(name) for name in _EXPOSURE_STRINGS},
+            "start_ps": start,
+            "dur_ps": ops.array("dur_ps"),
+            "bytes_accessed": ops.array("bytes_accessed").astype("float64"),
+            "exposed_ps": exposed,
+        }
+        parts.append(Table(part))
+    if parts:
+        return stack(parts)
     empty = np.zeros(0, dtype=np.int64)
+    none = Strings(empty, ())
+    numbers = ("start_ps", "dur_ps", "bytes_accessed", "exposed_ps")
     return Table(
         {
-            "host": concat_strings(hosts) if hosts else Strings(empty, ()),
-            "device": np.concatenate(device) if device else empty,
-            **{
-                name: concat_strings(parts) if parts else Strings(empty, ())
-                for name, parts in strings.items()
-            },
-            **{name: np.concatenate(parts) if parts else empty for name, parts in numbers.items()},
+            "host": none,
+            "device": empty,
+            **dict.fromkeys(_EXPOSURE_STRINGS, none),
+            **dict.fromkeys(numbers, empty),
         }
     )
 
@@ -883,10 +863,7 @@ def _async_windows(tl: Timeline) -> Table:
     from pairing its ``-start``/``-done`` ops, each start with the next matching done
     (as XProf does: on the v6e profile only TPU:0 has the line).
     """
-    hosts: list[Strings] = []
-    parts: dict[str, list[Any]] = {
-        name: [] for name in ("device", "op", "kind", "start_ps", "dur_ps", "overlap_pct")
-    }
+    parts: list[Table] = []
     for view in tl.devices:
         found = _async_line(view) or _pair_async(view)
         if found is None:
@@ -895,14 +872,17 @@ def _async_windows(tl: Timeline) -> Table:
         inside = np.flatnonzero(window_of(s, view.windows.start_ps, view.windows.end_ps) >= 0)
         s, e = s[inside], e[inside]
         covered = measure_in(view.sets.compute, s, e)
-        hosts.append(Strings.constant(view.host, len(inside)))
-        parts["device"].append(np.full(len(inside), view.device, dtype=np.int64))
-        parts["op"].append(op.take(inside))
-        parts["kind"].append(kind.take(inside))
-        parts["start_ps"].append(s)
-        parts["dur_ps"].append(e - s)
-        parts["overlap_pct"].append(100.0 * covered / np.maximum(e - s, 1))
-    if not hosts:
+        part: dict[str, Column] = {
+            "host": Strings.constant(view.host, len(inside)),
+            "device": np.full(len(inside), view.device, dtype=np.int64),
+            "op": op.take(inside),
+            "kind": kind.take(inside),
+            "start_ps": s,
+            "dur_ps": e - s,
+            "overlap_pct": 100.0 * covered / np.maximum(e - s, 1),
+        }
+        parts.append(Table(part))
+    if not parts:
         empty = np.zeros(0, dtype=np.int64)
         none = Strings(empty, ())
         return Table(
@@ -917,22 +897,12 @@ def _async_windows(tl: Timeline) -> Table:
                 "class": none,
             }
         )
-    overlap = np.concatenate(parts["overlap_pct"])
-    fraction = overlap / 100.0
+    windows = stack(parts)
+    fraction = windows.array("overlap_pct") / 100.0
     # overlap_class, vectorised: 0 hidden, 1 exposed, 2 partial.
     classes = np.where(fraction >= HIDDEN_MIN, 0, np.where(fraction <= EXPOSED_MAX, 1, 2))
-    return Table(
-        {
-            "host": concat_strings(hosts),
-            "device": np.concatenate(parts["device"]),
-            "op": concat_strings(parts["op"]),
-            "kind": concat_strings(parts["kind"]),
-            "start_ps": np.concatenate(parts["start_ps"]),
-            "dur_ps": np.concatenate(parts["dur_ps"]),
-            "overlap_pct": overlap,
-            "class": Strings(classes.astype(np.int32), ("hidden", "exposed", "partial")).compact(),
-        }
-    )
+    names = ("hidden", "exposed", "partial")
+    return Table({**windows, "class": Strings(classes.astype(np.int32), names).compact()})
 
 
 # A device's async windows: start op, kind, start and end.

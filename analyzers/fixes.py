@@ -53,6 +53,17 @@ def _graphs(w: Workload) -> str:
     return {"nvidia": "CUDA graphs", "amd": "HIP graphs"}.get(w.vendor, "CUDA/HIP graphs")
 
 
+def _for_use(w: Workload, training: str | None, inference: str | None) -> list[str]:
+    """The advice for how the workload ran: the training advice or the inference advice;
+    where the profile does not say, each that exists, named (``in training, ...``)."""
+    if w.training:
+        return [training] if training else []
+    if w.training is False:
+        return [inference] if inference else []
+    named = (("training", training), ("inference", inference))
+    return [f"in {use}, {text}" for use, text in named if text]
+
+
 def _host_syncs(w: Workload) -> str:
     loss = "`float(loss)`, " if w.training is not False else ""
     return f"{loss}`.block_until_ready()`, `jax.device_get`, logging every step"
@@ -226,7 +237,6 @@ def collectives(w: Workload, tpu_flags: str, gpu_flags: str, sync: list[str]) ->
 def hide_copies(w: Workload) -> Fix:
     """Exposed copies: issue them earlier so compute covers them (exposed_async_copy)."""
     if w.platform == "TPU":
-        ways = []
         offload = (
             "in the `jax.checkpoint` policy offload activations that are used much later "
             "(`offload_src`/`offload_dst`)"
@@ -235,12 +245,7 @@ def hide_copies(w: Workload) -> Fix:
             "fetch host-resident arrays (placed with `memory_kind='pinned_host'`) a layer "
             "ahead of their use"
         )
-        if w.training:
-            ways.append(offload)
-        elif w.training is False:
-            ways.append(fetch)
-        else:
-            ways += [f"in training, {offload}", f"in inference, {fetch}"]
+        ways = _for_use(w, offload, fetch)
         ways.append(
             "let the scheduler move copy-start up "
             "(`--xla_tpu_enable_latency_hiding_scheduler=true`)"
@@ -282,7 +287,6 @@ _CPU_COPIES = (
 def reduce_copies(w: Workload) -> Fix:
     """Exposed copies: move fewer bytes, which removes the wait (reduce_copies)."""
     if w.platform == "TPU":
-        ways = []
         policy = (
             "in the `jax.checkpoint` policy, move names from `offloadable`/`offload_src` back "
             "to saveable (or use `jax.checkpoint_policies.dots_with_no_batch_dims_saveable`)"
@@ -291,13 +295,7 @@ def reduce_copies(w: Workload) -> Fix:
             "keep the arrays you offload (weights, serving caches) in HBM when they fit "
             "(`memory_kind='device'` rather than `'pinned_host'` in their sharding)"
         )
-        if w.training:
-            ways.append(policy)
-        elif w.training is False:
-            ways.append(keep)
-        else:
-            ways += [f"in training, {policy}", f"in inference, {keep}"]
-        ways.append("offload in bf16 rather than f32")
+        ways = [*_for_use(w, policy, keep), "offload in bf16 rather than f32"]
         return _fix(w, "Offload less: " + "; ".join(ways) + ".")
     if w.platform == "CPU":
         return _fix(w, _CPU_COPIES)
@@ -458,12 +456,7 @@ def near_oom(w: Workload) -> Fix:
             "Shard the largest buffers across devices, reuse the buffers the step replaces, "
             "and a smaller batch; the buffers live at the peak are listed in `tpuperf memory`.",
         )
-    parts = [shard]
-    if w.training:
-        parts.append(remat)
-    elif w.training is None:
-        parts.append(f"in training, {remat}")
-    parts.append(donate)
+    parts = [shard, *_for_use(w, remat, None), donate]
     if w.platform == "GPU":
         parts.append(
             "raise XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75) to let JAX use more of the GPU"

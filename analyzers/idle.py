@@ -17,6 +17,7 @@ from tpuperf.analyzers import fixes
 from tpuperf.analyzers.base import (
     KIND_HOST_BOUND,
     KIND_IDLE_GAPS,
+    Advice,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
@@ -288,20 +289,16 @@ class IdleAnalyzer(Analyzer):
                 f"{100 * share:.0f}% of the time no op runs)"
             )
             fix = fixes.input_pipeline(workload)
-        return Recommendation(
-            analyzer=self.name,
-            kind=KIND_HOST_BOUND,
-            title=title,
-            evidence=evidence,
-            fix=fix,
-            est_savings_ms=between_ms,
-            est_savings_pct=savings_pct(between_ms, step_ms),
-            confidence="high" if verdict else "medium",
-            values={
-                "between_steps_idle_ms_per_step": between_ms,
-                "between_steps_share_of_gaps_pct": 100.0 * share,
-            },
-        )
+        values = {
+            "between_steps_idle_ms_per_step": between_ms,
+            "between_steps_share_of_gaps_pct": 100.0 * share,
+        }
+        advice = Advice(KIND_HOST_BOUND, title, evidence, fix, savings_ms=between_ms, values=values)
+        return self._host_bound_rec(advice, step_ms, verdict)
+
+    def _host_bound_rec(self, advice: Advice, step_ms: float, verdict: bool) -> Recommendation:
+        """Host-bound advice: high confidence where the host-boundness verdict says so."""
+        return advice.recommendation(self.name, step_ms, "high" if verdict else "medium")
 
     def _host_code(
         self,
@@ -335,25 +332,17 @@ class IdleAnalyzer(Analyzer):
         )
         chosen: list[str] = []
         for f in named:
-            fix = _fix_for(f["function"])
-            if fix not in chosen:
-                chosen.append(fix)
-        text = " ".join(chosen)
-        return Recommendation(
-            analyzer=self.name,
-            kind=KIND_HOST_BOUND,
-            title=title,
-            evidence=evidence,
-            fix=fixes.for_platform(workload, text),
-            est_savings_ms=savings,
-            est_savings_pct=savings_pct(savings, step_ms),
-            confidence="high" if verdict else "medium",
-            values={
-                "between_steps_idle_ms_per_iteration": between_ms,
-                "explained_ms_per_iteration": explained,
-                "functions": named,
-            },
-        )
+            text = _fix_for(f["function"])
+            if text not in chosen:
+                chosen.append(text)
+        fix = fixes.for_platform(workload, " ".join(chosen))
+        values = {
+            "between_steps_idle_ms_per_iteration": between_ms,
+            "explained_ms_per_iteration": explained,
+            "functions": named,
+        }
+        advice = Advice(KIND_HOST_BOUND, title, evidence, fix, savings_ms=savings, values=values)
+        return self._host_bound_rec(advice, step_ms, verdict)
 
     def _gaps(
         self, interior_ms: float, step_ms: float, metrics: dict[str, Any], tl: Timeline

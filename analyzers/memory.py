@@ -23,7 +23,7 @@ Time is per step per device over the analysed step windows, as the other analyze
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf.analyzers import fixes
@@ -31,11 +31,11 @@ from tpuperf.analyzers.base import (
     KIND_NEAR_OOM,
     KIND_OFFLOAD_HEADROOM,
     KIND_REMAT_HEADROOM,
+    Advice,
     AnalysisConfig,
     Analyzer,
     AnalyzerResult,
     Recommendation,
-    savings_pct,
 )
 
 if TYPE_CHECKING:
@@ -86,14 +86,14 @@ class MemoryAnalyzer(Analyzer):
                 )
                 continue
             spent = times.get((program.module, program.program_id), _Times())
+            advice = []
             if program.remat_bytes and spent.remat_ms > 0:
-                result.recommendations.append(
-                    _remat(program, headroom, spent, step_ms, tl.has_steps)
-                )
+                advice.append(_remat(program, headroom, spent))
             if program.offloaded_bytes and spent.copy_ms > 0:
-                result.recommendations.append(
-                    _offload(program, headroom, spent, step_ms, tl.has_steps, fixes.workload_of(tl))
-                )
+                advice.append(_offload(program, headroom, spent, fixes.workload_of(tl)))
+            result.recommendations += [
+                _spend_headroom(program, a, step_ms, tl.has_steps) for a in advice
+            ]
         return result
 
 
@@ -170,8 +170,15 @@ def _program_times(tl: Timeline) -> dict[tuple[str, str], _Times]:
     return out
 
 
-def _confidence(has_steps: bool) -> str:
-    return "medium" if has_steps else "low"
+def _spend_headroom(
+    program: ProgramMemory, advice: Advice, step_ms: float, has_steps: bool
+) -> Recommendation:
+    """``advice`` to spend ``program``'s free device memory (remat or offload): medium
+    confidence with steps, else low; the first ops cited; its values after the program's name
+    and id."""
+    identity = {"program": program.module, "program_id": program.program_id}
+    cited = replace(advice, ops=advice.ops[:_OPS_CITED], values={**identity, **advice.values})
+    return cited.recommendation("memory", step_ms, "medium" if has_steps else "low")
 
 
 def _near_oom(
@@ -214,15 +221,12 @@ def _near_oom(
     )
 
 
-def _remat(
-    program: ProgramMemory, headroom: int, spent: _Times, step_ms: float, has_steps: bool
-) -> Recommendation:
+def _remat(program: ProgramMemory, headroom: int, spent: _Times) -> Advice:
     remat_ms = spent.remat_ms
     fits = min(1.0, headroom / program.remat_bytes)
     savings = remat_ms * fits
     kept = min(program.remat_bytes, headroom)
-    return Recommendation(
-        analyzer="memory",
+    return Advice(
         kind=KIND_REMAT_HEADROOM,
         title=(
             f"{program.module} recomputes checkpointed activations for {remat_ms:.3f} ms a "
@@ -246,13 +250,9 @@ def _remat(
                 "(jax.checkpoint_policies.dots_saveable)"
             ),
         },
-        est_savings_ms=savings,
-        est_savings_pct=savings_pct(savings, step_ms),
-        confidence=_confidence(has_steps),
-        ops=spent.remat_ops[:_OPS_CITED],
+        savings_ms=savings,
+        ops=spent.remat_ops,
         values={
-            "program": program.module,
-            "program_id": program.program_id,
             "remat_ms_per_step": remat_ms,
             "remat_bytes": program.remat_bytes,
             "headroom_bytes": headroom,
@@ -261,14 +261,7 @@ def _remat(
     )
 
 
-def _offload(
-    program: ProgramMemory,
-    headroom: int,
-    spent: _Times,
-    step_ms: float,
-    has_steps: bool,
-    workload: Workload,
-) -> Recommendation:
+def _offload(program: ProgramMemory, headroom: int, spent: _Times, workload: Workload) -> Advice:
     copy_ms = spent.copy_ms
     total = sum(program.offloaded_bytes)
     kept: list[int] = []
@@ -279,8 +272,7 @@ def _offload(
             room -= size
     kept_bytes = sum(kept)
     savings = copy_ms * kept_bytes / total if total else 0.0
-    return Recommendation(
-        analyzer="memory",
+    return Advice(
         kind=KIND_OFFLOAD_HEADROOM,
         title=(
             f"{program.module} offloads {_gib(total)} to host memory and waits "
@@ -295,13 +287,9 @@ def _offload(
             f"{savings:.3f} ms per step"
         ),
         fix=fixes.keep_offloaded(workload),
-        est_savings_ms=savings,
-        est_savings_pct=savings_pct(savings, step_ms),
-        confidence=_confidence(has_steps),
-        ops=spent.copy_ops[:_OPS_CITED],
+        savings_ms=savings,
+        ops=spent.copy_ops,
         values={
-            "program": program.module,
-            "program_id": program.program_id,
             "copy_ms_per_step": copy_ms,
             "offloaded_bytes": total,
             "offloaded_buffers": len(program.offloaded_bytes),

@@ -57,6 +57,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from _measure import measure  # benchmarks/_measure.py, beside this script
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 BIN = Path(sys.executable).parent
@@ -84,16 +86,6 @@ SMALL_COMMANDS = {
 }
 
 # The child reports its own resource use, so that only the tool (not a shell) is measured.
-_RUN = r"""
-import json, os, resource, subprocess, sys, time
-t0 = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-wall = time.perf_counter() - t0
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": done.returncode, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-                  "rss_mb": usage.ru_maxrss / 1024, "err": done.stderr.decode()[-400:]}))
-"""
-
 _STAGES = r"""
 import json, resource, sys, time
 clock = time.perf_counter; cpu = time.process_time
@@ -295,18 +287,11 @@ def in_scratch(
             argv = [find(command[0]) or command[0]] + [
                 str(copy) if a == "{f}" else a for a in command[1:]
             ]
-            done = subprocess.run(
-                [sys.executable, "-c", _RUN, *argv],
-                capture_output=True,
-                text=True,
-                env=env,
-                check=True,
-                cwd=run_dir,
-            )
-            result = json.loads(done.stdout)
+            result = measure(argv, cwd=run_dir, env=env)
             if result["rc"] != 0:
                 print(
-                    f"{' '.join(command)} failed ({result['rc']}): {result['err']}", file=sys.stderr
+                    f"{' '.join(command)} failed ({result['rc']}): {result['stderr'][-400:]}",
+                    file=sys.stderr,
                 )
             results.append(result)
     return results
@@ -323,10 +308,10 @@ def _row(tool: str, runs: list[dict[str, float]], mb: float) -> dict[str, float]
         "size_mb": mb,
         "tool": tool,  # type: ignore[dict-item]
         "rc": ok[0]["rc"],
-        "wall_s": statistics.median(r["wall"] for r in ok),
-        "wall_min_s": min(r["wall"] for r in ok),
-        "cpu_s": statistics.median(r["cpu"] for r in ok),
-        "rss_mb": statistics.median(r["rss_mb"] for r in ok),
+        "wall_s": statistics.median(r["wall_s"] for r in ok),
+        "wall_min_s": min(r["wall_s"] for r in ok),
+        "cpu_s": statistics.median(r["cpu_s"] for r in ok),
+        "rss_mb": statistics.median(r["peak_rss_mb"] for r in ok),
     }
 
 
@@ -383,9 +368,10 @@ def _second(source: Path, repeat: int, find: Callable[[str], str | None], xprof:
     for name, runs in times.items():
         ok = [r for r in runs if r["rc"] == 0] or runs
         lines.append(
-            f"| {name} | {statistics.median(r['wall'] for r in ok):.2f} "
-            f"({min(r['wall'] for r in ok):.2f}) | {statistics.median(r['cpu'] for r in ok):.2f} "
-            f"| {statistics.median(r['rss_mb'] for r in ok):,.0f} |"
+            f"| {name} | {statistics.median(r['wall_s'] for r in ok):.2f} "
+            f"({min(r['wall_s'] for r in ok):.2f}) "
+            f"| {statistics.median(r['cpu_s'] for r in ok):.2f} "
+            f"| {statistics.median(r['peak_rss_mb'] for r in ok):,.0f} |"
         )
     return "\n".join(lines)
 
@@ -446,7 +432,7 @@ def _small(path: Path, repeat: int, find: Callable[[str], str | None]) -> str:
         for name, result in zip(again, second, strict=True):
             again[name].append(result)
     overview = first.get("xprof get_overview")
-    xprof_wall = statistics.median(r["wall"] for r in overview) if overview else float("nan")
+    xprof_wall = statistics.median(r["wall_s"] for r in overview) if overview else float("nan")
     lines = [
         f"\nsmall profile {path.name} ({path.stat().st_size / 1e6:.2f} MB), median of {repeat} "
         "(min in brackets)",
@@ -456,16 +442,16 @@ def _small(path: Path, repeat: int, find: Callable[[str], str | None]) -> str:
     ]
     for name in names:
         runs = first[name]
-        wall = statistics.median(r["wall"] for r in runs)
+        wall = statistics.median(r["wall_s"] for r in runs)
         repeat_text = (
-            f"{statistics.median(r['wall'] for r in again[name]):.3f}" if name in again else ""
+            f"{statistics.median(r['wall_s'] for r in again[name]):.3f}" if name in again else ""
         )
         failed = [r["rc"] for r in runs if r["rc"] != 0]
-        status = f" (exit {failed[0]}: {runs[0]['err'].strip()[:60]})" if failed else ""
+        status = f" (exit {failed[0]}: {runs[0]['stderr'].strip()[:60]})" if failed else ""
         lines.append(
-            f"| {name}{status} | {wall:.3f} ({min(r['wall'] for r in runs):.3f}) "
-            f"| {statistics.median(r['cpu'] for r in runs):.3f} "
-            f"| {statistics.median(r['rss_mb'] for r in runs):,.0f} "
+            f"| {name}{status} | {wall:.3f} ({min(r['wall_s'] for r in runs):.3f}) "
+            f"| {statistics.median(r['cpu_s'] for r in runs):.3f} "
+            f"| {statistics.median(r['peak_rss_mb'] for r in runs):,.0f} "
             f"| {wall / xprof_wall:.2f} | {repeat_text} |"
         )
     return "\n".join(lines)

@@ -32,23 +32,15 @@ import math
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _measure import measure  # benchmarks/_measure.py, beside this script
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
-
-_MEASURE = r"""
-import json, resource, subprocess, sys, time
-t0 = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "rc": done.returncode, "stderr": done.stderr[-2000:],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
-"""
 
 CORRUPT = {
     "garbage.xplane.pb": b"\x07this is not a profile" * 20,
@@ -89,14 +81,7 @@ def make_fleet(root: Path, profiles: int) -> None:
 
 def run_scan(fleet: Path, out: Path, *flags: str) -> dict:
     command = [sys.executable, "-m", "tpuperf", "scan", str(fleet), "-o", str(out), *flags]
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, *command],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = measure(command, cwd=REPO)
     if result["rc"] != 0:
         raise SystemExit(f"scan failed ({result['rc']}): {result['stderr']}")
     # "scanned N profiles in S s: K from the cache, E with errors": a re-scan that is not all
@@ -179,9 +164,9 @@ def bench_large(out: Path, repeat: int) -> None:
             if drop:
                 shutil.rmtree(cache / "v1" / drop, ignore_errors=True)
             result = run_scan(large, rows, *flags)
-            times.setdefault(name, []).append(result["seconds"])
+            times.setdefault(name, []).append(result["wall_s"])
             print(
-                f"  {name:<14} {result['seconds']:7.2f} s   "
+                f"  {name:<14} {result['wall_s']:7.2f} s   "
                 f"peak RSS {result['peak_rss_mb']:6.0f} MB   "
                 f"from the cache {result['from_cache']}",
                 flush=True,
@@ -233,14 +218,14 @@ def main() -> None:
             runs.setdefault(name, []).append(result)
             outputs.add(rows.read_bytes())
             print(
-                f"  {name:<14} {result['seconds']:7.2f} s   "
+                f"  {name:<14} {result['wall_s']:7.2f} s   "
                 f"peak RSS {result['peak_rss_mb']:6.0f} MB   "
                 f"from the cache {result['from_cache']}",
                 flush=True,
             )
 
     def median(name: str) -> float:
-        return statistics.median(r["seconds"] for r in runs[name])
+        return statistics.median(r["wall_s"] for r in runs[name])
 
     figures = {name: round(median(name), 2) for name in runs}
     figures["speedup workers 2 / 1"] = round(median("workers 1") / median("workers 2"), 2)

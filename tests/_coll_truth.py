@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The interval algebra of the generated profiles' truth: like it, apart from tpuperf's.
+from fixtures.generate import _intersect, _union
+
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 WARMUP_STEPS = 1
 
@@ -112,30 +115,6 @@ def load(name: str) -> Capture:
             if owner is not None:
                 devices[owner].waits.append((start, end))
     return Capture(truth, devices, {k: (v[0], v[1]) for k, v in steps.items()})
-
-
-def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if s < e:
-            out.append((s, e))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
 
 
 def _measure(intervals: list[tuple[int, int]], lo: int, hi: int) -> int:

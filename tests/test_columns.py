@@ -17,6 +17,7 @@ from tpuperf.columns import (
     median,
     percentile,
     sorted_codes,
+    stack,
     sum_by,
 )
 
@@ -124,6 +125,32 @@ def test_values_at_rows_of_lookup_and_plain_columns() -> None:
         assert table.nansum_at(name, rows) == 4.0 + np.nan_to_num(np.nan) + 4.0 + 1.5
         assert table.nansum_at(name, np.array([2], dtype=np.int64)) is None  # only NaN
         assert table.nansum_at(name, np.zeros(0, dtype=np.int64)) is None
+
+
+def test_stack_puts_the_rows_of_tables_one_after_another() -> None:
+    """stack() against pandas.concat of the same tables' frames: strings of different
+    vocabularies, plain arrays and a Lookup column (read out), the first table's columns."""
+    first = Table(
+        {
+            "op": Strings.from_list(["fusion.1", "copy", "fusion.1"]),
+            "dur_ps": np.array([5, 7, 9], dtype=np.int64),
+            "flops": Lookup(np.array([1, 0, 1], dtype=np.int32), np.array([2.0, np.nan])),
+        }
+    )
+    second = Table(
+        {
+            "op": Strings.from_list(["all-reduce", "fusion.1"]),
+            "dur_ps": np.array([11, 13], dtype=np.int64),
+            "flops": np.array([3.0, 4.0]),
+        }
+    )
+    got = stack([first, second])
+    want = pd.concat([first.to_pandas(), second.to_pandas()], ignore_index=True)
+    assert list(got) == ["op", "dur_ps", "flops"]
+    assert got.strings("op").tolist() == want["op"].astype(str).tolist()
+    np.testing.assert_array_equal(got.array("dur_ps"), want["dur_ps"].to_numpy())
+    np.testing.assert_array_equal(got.array("flops"), want["flops"].to_numpy())
+    assert stack([first]).strings("op").tolist() == ["fusion.1", "copy", "fusion.1"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -28,6 +28,7 @@ from rich.console import Console
 from tests._tables import check_table, is_shortening, key_cell, tables
 from tests.conftest import CPU_FIXTURE, REPO, SHARED_PROFILES, Cli
 from tpuperf.cli import main
+from tpuperf.render.text import fmt_ms
 
 GOLDEN_TEXT = Path(__file__).resolve().parent / "golden_text"
 WIDTHS = [80, 100, 120, 200, None]  # None: --wide
@@ -74,6 +75,12 @@ def data(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return _DATA[key]
 
 
+@pytest.fixture(params=WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
+def width(request: pytest.FixtureRequest) -> int | None:
+    """The width each table test renders at (None: --wide)."""
+    return request.param  # type: ignore[no-any-return]
+
+
 def _render(draw: Callable[[Console, bool], None], width: int | None) -> list[str]:
     buffer = io.StringIO()
     draw(Console(file=buffer, width=width or 80, color_system=None), width is None)
@@ -90,39 +97,35 @@ def _one(lines: list[str], header: str, first_column: bool = False) -> Any:
     return found[0]
 
 
-def _ms(value: float) -> str:
-    """Milliseconds as the report prints them (the rule in README: 3 significant places)."""
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.1f} us"
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (1234.56, "1,235 ms"),
+        (123.4, "123 ms"),
+        (12.345678, "12.35 ms"),
+        (1.0, "1.00 ms"),
+        (0.1234, "123.4 us"),
+        (None, "-"),
+        (float("nan"), "-"),
+    ],
+)
+def test_milliseconds_are_printed_with_three_significant_places(ms: float, text: str) -> None:
+    """The rule the tables below are checked with (fmt_ms, as test_terminal uses it): three
+    significant places or more, microseconds under 1 ms, '-' for no value."""
+    assert fmt_ms(ms) == text
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_info(data: Data, width: int | None) -> None:
     from tpuperf.render.listings import render_info
 
     lines = _render(lambda c, wide: render_info(data.info, c, wide=wide), width)
-    devices = data.info["devices"]
-    check_table(
-        lines,
-        _one(lines, "chip"),
-        [d["chip"] for d in devices],
-        [[f"{d['ops']:,}"] for d in devices],
-        width,
-    )
     shown = [r for r in data.info["lines"] if r["events"]][:40]
-    check_table(
-        lines,
-        _one(lines, "line"),
-        [r["line"] for r in shown],
-        [[f"{r['events']:,}"] for r in shown],
-        width,
-    )
+    # Each table: its key column, its rows, and the count every row shows.
+    for key, rows, count in (("chip", data.info["devices"], "ops"), ("line", shown, "events")):
+        keys, counts = [r[key] for r in rows], [[f"{r[count]:,}"] for r in rows]
+        check_table(lines, _one(lines, key), keys, counts, width)
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 @pytest.mark.parametrize("by", ["program_op", "op"])
 def test_ops(data: Data, width: int | None, by: str) -> None:
     from tpuperf.render.listings import render_ops
@@ -139,7 +142,6 @@ def test_ops(data: Data, width: int | None, by: str) -> None:
     )
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | None) -> None:
     from tpuperf.render.listings import render_ops
 
@@ -168,7 +170,6 @@ def test_ops_per_device_prints_one_table_per_device(data: Data, width: int | Non
         )
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_analyze(data: Data, width: int | None) -> None:
     from tpuperf.render.terminal import render_report
 
@@ -180,7 +181,7 @@ def test_analyze(data: Data, width: int | None) -> None:
             lines,
             _one(lines, "op", first_column=True),
             [r["op"] for r in top],
-            [[_ms(r["ms_per_step"])] for r in top],
+            [[fmt_ms(r["ms_per_step"])] for r in top],
             width,
         )
     collectives = report.results.get("collectives")
@@ -190,7 +191,7 @@ def test_analyze(data: Data, width: int | None) -> None:
             lines,
             _one(lines, "kind", first_column=True),
             list(by_kind),
-            [[_ms(m["exposed_ms_per_step"])] for m in by_kind.values()],
+            [[fmt_ms(m["exposed_ms_per_step"])] for m in by_kind.values()],
             width,
         )
     for i, rec in enumerate(report.recommendations, 1):
@@ -198,7 +199,6 @@ def test_analyze(data: Data, width: int | None) -> None:
         assert any(f"({rec.est_savings_pct:.1f}%)" in line for line in lines)
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_analyzers(width: int | None) -> None:
     from tpuperf.analyzers import base
 
@@ -230,7 +230,6 @@ def _scan_number(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_scan(scan_rows: list[dict[str, Any]], width: int | None) -> None:
     from tpuperf.render.listings import render_scan
 
@@ -261,7 +260,6 @@ def pair_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("width", WIDTHS, ids=[str(w or "wide") for w in WIDTHS])
 def test_scan_tells_runs_of_one_name_apart(
     pair_rows: list[dict[str, Any]], width: int | None
 ) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf import descriptor_pb2
 
-from tpuperf._xspace_schema import _POOL
+from tpuperf._xspace_schema import _POOL, message_class
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tensorflow"
@@ -96,6 +96,32 @@ _PROFILE_RESPONSE_BYTES: list[_Field] = [
     ("xspace", 8, _F.TYPE_BYTES, _OPT, None, None),
 ]
 
+# The messages besides ProfileOptions (built with its nested types below), in file order.
+_MESSAGES: dict[str, list[_Field]] = {
+    "ToolRequestOptions": [
+        ("output_formats", 2, _F.TYPE_STRING, _OPT, None, None),
+        ("save_to_repo", 3, _F.TYPE_BOOL, _OPT, None, None),
+    ],
+    "ProfileRequest": _PROFILE_REQUEST,
+    "ProfileToolData": [
+        ("name", 1, _F.TYPE_STRING, _OPT, None, None),
+        ("data", 2, _F.TYPE_BYTES, _OPT, None, None),
+    ],
+    "ProfileResponse": _PROFILE_RESPONSE,
+    "ProfileResponseBytes": _PROFILE_RESPONSE_BYTES,
+    "TerminateRequest": [("session_id", 1, _F.TYPE_STRING, _OPT, None, None)],
+    "TerminateResponse": [],
+}
+# The map<string, V> fields: the message, its entry type, V.
+_MAP_ENTRIES = [
+    (
+        "ProfileOptions",
+        "AdvancedConfigurationEntry",
+        ".tensorflow.ProfileOptions.AdvancedConfigValue",
+    ),
+    ("ProfileRequest", "ToolOptionsEntry", ".tensorflow.ToolRequestOptions"),
+]
+
 
 def _add_fields(message: Any, fields: list[_Field]) -> None:
     for name, number, ftype, label, type_name, oneof in fields:
@@ -106,15 +132,14 @@ def _add_fields(message: Any, fields: list[_Field]) -> None:
             field.oneof_index = oneof
 
 
-def _map_entry(message: Any, name: str, key_type: int, value: tuple[int, str | None]) -> None:
+def _map_entry(message: Any, name: str, value_type_name: str) -> None:
     entry = message.nested_type.add(name=name)
     entry.options.map_entry = True
-    value_type, value_type_name = value
     _add_fields(
         entry,
         [
-            ("key", 1, key_type, _OPT, None, None),
-            ("value", 2, value_type, _OPT, value_type_name, None),
+            ("key", 1, _F.TYPE_STRING, _OPT, None, None),
+            ("value", 2, _F.TYPE_MESSAGE, _OPT, value_type_name, None),
         ],
     )
 
@@ -146,61 +171,21 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
             ("int64_value", 3, _F.TYPE_INT64, _OPT, None, 0),
         ],
     )
-    _map_entry(
-        options,
-        "AdvancedConfigurationEntry",
-        _F.TYPE_STRING,
-        (_F.TYPE_MESSAGE, ".tensorflow.ProfileOptions.AdvancedConfigValue"),
-    )
-
-    tool_request_options = proto.message_type.add(name="ToolRequestOptions")
-    _add_fields(
-        tool_request_options,
-        [
-            ("output_formats", 2, _F.TYPE_STRING, _OPT, None, None),
-            ("save_to_repo", 3, _F.TYPE_BOOL, _OPT, None, None),
-        ],
-    )
-
-    request = proto.message_type.add(name="ProfileRequest")
-    _add_fields(request, _PROFILE_REQUEST)
-    _map_entry(
-        request,
-        "ToolOptionsEntry",
-        _F.TYPE_STRING,
-        (_F.TYPE_MESSAGE, ".tensorflow.ToolRequestOptions"),
-    )
-
-    tool_data = proto.message_type.add(name="ProfileToolData")
-    _add_fields(
-        tool_data,
-        [
-            ("name", 1, _F.TYPE_STRING, _OPT, None, None),
-            ("data", 2, _F.TYPE_BYTES, _OPT, None, None),
-        ],
-    )
-
-    _add_fields(proto.message_type.add(name="ProfileResponse"), _PROFILE_RESPONSE)
-    response_bytes = proto.message_type.add(name="ProfileResponseBytes")
-    _add_fields(response_bytes, _PROFILE_RESPONSE_BYTES)
+    for name, fields in _MESSAGES.items():
+        _add_fields(proto.message_type.add(name=name), fields)
+    messages = {m.name: m for m in proto.message_type}
+    for owner, entry, value_type_name in _MAP_ENTRIES:
+        _map_entry(messages[owner], entry, value_type_name)
+    response_bytes = messages["ProfileResponseBytes"]
     # proto3 `optional`, so that an empty XSpace that was sent differs from none sent.
     response_bytes.oneof_decl.add(name="_xspace")
     response_bytes.field[-1].oneof_index = 0
     response_bytes.field[-1].proto3_optional = True
-
-    terminate = proto.message_type.add(name="TerminateRequest")
-    _add_fields(terminate, [("session_id", 1, _F.TYPE_STRING, _OPT, None, None)])
-    proto.message_type.add(name="TerminateResponse")
     return proto
 
 
 def _message_class(name: str) -> Any:
-    descriptor = _POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}")
-    get_class = getattr(message_factory, "GetMessageClass", None)
-    if get_class is not None:  # protobuf >= 4.22
-        return get_class(descriptor)
-    factory = message_factory.MessageFactory(_POOL)  # protobuf 4.21
-    return getattr(factory, "GetPrototype")(descriptor)  # noqa: B009 (gone from the stubs)
+    return message_class(_POOL, f"{_PACKAGE}.{name}")
 
 
 _POOL.Add(_file_descriptor())

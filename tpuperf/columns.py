@@ -149,6 +149,20 @@ def concat_strings(parts: Sequence[Strings]) -> Strings:
     return Strings(np.concatenate(codes) if codes else np.zeros(0, np.int32), tuple(values))
 
 
+def stack(tables: Sequence[Table]) -> Table:
+    """The rows of one or more ``tables`` with the columns of the first, one table after the
+    other (per-device tables into one)."""
+    first = tables[0]
+    return Table(
+        {
+            name: concat_strings([t.strings(name) for t in tables])
+            if isinstance(column, Strings)
+            else np.concatenate([t.array(name) for t in tables])
+            for name, column in first.items()
+        }
+    )
+
+
 class Table(Mapping[str, Column]):
     """Named columns of one length; read-only (``with_columns`` makes a new one)."""
 

@@ -39,14 +39,13 @@ import hashlib
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import jsonout
+from tpuperf import hlo_patterns, jsonout
 from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
 from tpuperf.kernels.wire import read_varint
@@ -1168,17 +1167,13 @@ def provenance_warnings(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 # --------------------------------------------------------------------------- ops
 
-_OWN_NAME = re.compile(r"^\s*(?:ROOT\s+)?%[^\s=]+\s*=\s*")
-_OPERAND = re.compile(r"%[A-Za-z_][\w.\-]*")
-_CHANNEL = re.compile(r"channel_id=\d+")
-
 
 def shape_key(hlo_text: str) -> str:
     """An op's shape as matching uses it: its HLO text without its own name (``%fusion.3 =``)
     and without the names of its operands and called computations, which a recompilation
     renumbers too (nor channel ids); a kernel name (GPU) stays as it is."""
-    text = _OWN_NAME.sub("", hlo_text, count=1)
-    return _CHANNEL.sub("channel_id=", _OPERAND.sub("%", text)).strip()
+    text = hlo_patterns.OWN_NAME.sub("", hlo_text, count=1)
+    return hlo_patterns.CHANNEL.sub("channel_id=", hlo_patterns.OPERAND.sub("%", text)).strip()
 
 
 @dataclass(frozen=True)

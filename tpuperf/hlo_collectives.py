@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tpuperf import hlo_patterns
 from tpuperf.tables import collective_of
 
 # Bytes per element of xla.PrimitiveType values (xla/xla_data.proto): PRED 1, S8 2, S16 3,
@@ -43,20 +44,11 @@ _TEXT_ELEMENT_BYTES: dict[str, float] = {
 }
 _TEXT_ELEMENT_BYTES |= {"s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8}
 _TEXT_ELEMENT_BYTES |= {"c128": 16, "s4": 0.5, "u4": 0.5}
-# An array in HLO text: its element type (fp8 types such as f8e4m3fn included) and dimensions.
-TEXT_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
 
 
 def element_bytes(dtype: str) -> float | None:
     """Bytes of one element of an HLO element type (every fp8 type 1); None when unknown."""
     return _TEXT_ELEMENT_BYTES.get(dtype, 1 if "f8" in dtype else None)
-
-
-_TEXT_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([\w\-]+)\(")
-_TEXT_GROUPS_EXPLICIT = re.compile(r"replica_groups=\{\{([\d,\s]*)\}")
-_TEXT_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
-_TEXT_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
-_TEXT_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
 
 
 @dataclass(frozen=True)
@@ -182,12 +174,12 @@ def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
     """(result bytes, replica-group size, element type) of a collective from its HLO text
     (``%all-reduce.1 = f32[1024]{0} all-reduce(...), replica_groups=[2,4]<=[8]``); NaN and None
     where the text does not say, EVERY_DEVICE for empty replica groups."""
-    match = _TEXT_INSTRUCTION.match(hlo_text)
+    match = hlo_patterns.INSTRUCTION.match(hlo_text)
     nbytes = float("nan")
     dtype = ""
     if match:
         shape, opcode = match.groups()
-        arrays = TEXT_ARRAY.findall(shape)
+        arrays = hlo_patterns.ARRAY.findall(shape)
         if opcode.endswith("-start") and shape.startswith("(") and len(arrays) >= 2:
             arrays = arrays[1:2]  # (operand, result, ...): the result
         sizes = [element_bytes(t) for t, _ in arrays]
@@ -204,15 +196,15 @@ def text_collective(hlo_text: str) -> tuple[float, int | None, str]:
 
 
 def _text_group_size(hlo_text: str) -> int | None:
-    if match := _TEXT_GROUPS_EXPLICIT.search(hlo_text):
+    if match := hlo_patterns.GROUPS_EXPLICIT.search(hlo_text):
         return len([x for x in match.group(1).split(",") if x.strip()])
-    if match := _TEXT_GROUPS_IOTA.search(hlo_text):
+    if match := hlo_patterns.GROUPS_IOTA.search(hlo_text):
         return int(match.group(2))
-    if match := _TEXT_GROUPS_MESH.search(hlo_text):
+    if match := hlo_patterns.GROUPS_MESH.search(hlo_text):
         sizes = dict(re.findall(r"'?([\w.]+)'?\s*=\s*(\d+)", match.group(1)))
         picked = re.findall(r"'?([\w.]+)'?", match.group(2)) or list(sizes)
         return math.prod(int(sizes[a]) for a in picked if a in sizes)
-    if match := _TEXT_PAIRS.search(hlo_text):
+    if match := hlo_patterns.PAIRS.search(hlo_text):
         ids = re.findall(r"\d+", match.group(1))
         return len(set(ids)) or None
     if "replica_groups={}" in hlo_text:

@@ -30,15 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.hlo_collectives import TEXT_ARRAY, element_bytes, text_collective
+from tpuperf import hlo_patterns
+from tpuperf.hlo_collectives import element_bytes, text_collective
 
 HOST_CATEGORIES = ("host send", "host recv")
 OPCODES = ("send", "recv", "send-done", "recv-done")
-
-_INSTRUCTION = re.compile(r"^\s*%?[\w.\-]+\s*=\s*(\(.*?\)|\S+)\s+([a-z][\w\-]*)\(")
-_RENDEZVOUS = re.compile(r'_xla_host_transfer_rendezvous="?([^",}]+)"?')
-_TRANSFER_TYPE = re.compile(r'_xla_megascale_transfer_type="?([A-Z_]+)"?')
-_CHANNEL = re.compile(r"channel_id=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ def is_dcn_category(category: str) -> bool:
 
 def opcode(op: str, hlo_text: str) -> str:
     """send, recv, send-done or recv-done from the instruction text, else from the op name."""
-    match = _INSTRUCTION.match(hlo_text)
+    match = hlo_patterns.INSTRUCTION.match(hlo_text)
     if match and match.group(2) in OPCODES:
         return match.group(2)
     base = re.sub(r"\.\d+$", "", op).replace("_", "-")
@@ -94,11 +90,11 @@ def opcode(op: str, hlo_text: str) -> str:
 def result_bytes(hlo_text: str) -> float:
     """The bytes of an instruction's result (tuple elements summed, tokens 0), as XProf
     sizes the recv-done buffer; NaN where the text does not say."""
-    match = _INSTRUCTION.match(hlo_text)
+    match = hlo_patterns.INSTRUCTION.match(hlo_text)
     if not match:
         return float("nan")
     total = 0.0
-    for dtype, dims in TEXT_ARRAY.findall(match.group(1)):
+    for dtype, dims in hlo_patterns.ARRAY.findall(match.group(1)):
         if dtype == "token":
             continue
         size = element_bytes(dtype)
@@ -140,9 +136,9 @@ def occurrences(ops: Iterable[DcnOp]) -> list[Occurrence]:
         code = opcode(dcn.op, dcn.hlo_text)
         if not code:
             continue
-        channel_match = _CHANNEL.search(dcn.hlo_text)
+        channel_match = hlo_patterns.CHANNEL.search(dcn.hlo_text)
         channel = channel_match.group(1) if channel_match else ""
-        rendezvous_match = _RENDEZVOUS.search(dcn.hlo_text)
+        rendezvous_match = hlo_patterns.RENDEZVOUS.search(dcn.hlo_text)
         if rendezvous_match:
             rendezvous = rendezvous_match.group(1)
             channels[channel] = rendezvous
@@ -155,7 +151,7 @@ def occurrences(ops: Iterable[DcnOp]) -> list[Occurrence]:
         if code.endswith("-done"):
             state.done_ps += dcn.dur_ps
         if code == "send":
-            type_match = _TRANSFER_TYPE.search(dcn.hlo_text)
+            type_match = hlo_patterns.TRANSFER_TYPE.search(dcn.hlo_text)
             state.start_ps = dcn.start_ps
             state.overlap_ps = 0
             state.stall_ps = dcn.dur_ps
@@ -268,6 +264,6 @@ def rendezvous_names(device_tables: Iterable[Any]) -> set[str]:
         wanted = [is_dcn_category(c) for c in category.values] + [False]
         rows = category.per_row(np.asarray(wanted, dtype=bool))
         for text in set(tables.ops.strings("hlo_text").take(rows).tolist()):
-            if match := _RENDEZVOUS.search(text):
+            if match := hlo_patterns.RENDEZVOUS.search(text):
                 names.add(match.group(1))
     return names

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, concat_strings, from_pandas, to_pandas
+from tpuperf.columns import Strings, Table, concat_strings, from_pandas, stack, to_pandas
 from tpuperf.errors import BadInput, BadProfile
 
 if TYPE_CHECKING:
@@ -29,6 +29,17 @@ class HostInfo:
     capture_start_ns: int | None = None  # `Task Environment` profile_start_time
     capture_stop_ns: int | None = None
     size_bytes: int = 0
+
+
+class _Frame:
+    """A Profile attribute that is the pandas DataFrame of the table of its name (built on
+    first access and kept)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.table = name
+
+    def __get__(self, profile: Profile | None, owner: type | None = None) -> Any:
+        return self if profile is None else profile._frame(self.table)
 
 
 class Profile:
@@ -68,33 +79,13 @@ class Profile:
             self._frames[table] = _to_frame(self, table)
         return self._frames[table]
 
-    @property
-    def devices(self) -> Any:
-        return self._frame("devices")
-
-    @property
-    def ops(self) -> Any:
-        return self._frame("ops")
-
-    @property
-    def modules(self) -> Any:
-        return self._frame("modules")
-
-    @property
-    def async_ops(self) -> Any:
-        return self._frame("async_ops")
-
-    @property
-    def steps(self) -> Any:
-        return self._frame("steps")
-
-    @property
-    def waits(self) -> Any:
-        return self._frame("waits")
-
-    @property
-    def lines(self) -> Any:
-        return self._frame("lines")
+    devices = _Frame()
+    ops = _Frame()
+    modules = _Frame()
+    async_ops = _Frame()
+    steps = _Frame()
+    waits = _Frame()
+    lines = _Frame()
 
     @property
     def scopes(self) -> Any:
@@ -341,14 +332,7 @@ def assemble(parts: list[HostPart], source: str, notices: list[str] | None = Non
 def _stack_lines(parts: list[Table]) -> Table:
     if len(parts) == 1:
         return parts[0]
-    columns: dict[str, Any] = {}
-    for name in schema.TABLES["lines"]:
-        pieces = [part[name] for part in parts]
-        if isinstance(pieces[0], Strings):
-            columns[name] = concat_strings(pieces)  # type: ignore[arg-type]
-        else:
-            columns[name] = np.concatenate(pieces)  # type: ignore[arg-type]
-    return Table(columns)
+    return stack([part.select(schema.TABLES["lines"]) for part in parts])
 
 
 def load(

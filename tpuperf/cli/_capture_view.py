@@ -197,3 +197,15 @@ def analyze_session(session_dir: Path, out: Console, err: Console) -> bool:
         return False
     render_report(analyze(load(session_dir)), out)
     return True
+
+
+def show_result(result: CaptureResult, out: Console, err: Console, analyze: bool) -> bool:
+    """After a capture: the table of saved files, the session's report when ``analyze`` and a
+    host was saved, then :class:`~tpuperf.capturing.CaptureIncomplete` if any host failed (the
+    display said why each failed). True when the report was printed."""
+    from tpuperf.capturing import raise_for_failures
+
+    print_summary(result, out)
+    shown = analyze and bool(result.saved) and analyze_session(result.session_dir, out, err)
+    raise_for_failures(result, reasons_shown=True)
+    return shown

@@ -7,10 +7,9 @@ from pathlib import Path
 import typer
 
 from tpuperf.cli._capture_view import (
-    analyze_session,
     capture_with_display,
     parse_seconds,
-    print_summary,
+    show_result,
     stderr_console,
     stdout_console,
 )
@@ -82,10 +81,4 @@ def command(
         delay_s=delay_s,
         retries=retries,
     )
-    out = stdout_console()
-    print_summary(result, out)
-    if analyze and result.saved:
-        analyze_session(result.session_dir, out, stderr_console())
-    from tpuperf.capturing import raise_for_failures
-
-    raise_for_failures(result, reasons_shown=True)  # the display said why each host failed
+    show_result(result, stdout_console(), stderr_console(), analyze)

@@ -50,12 +50,11 @@ def command(
     import shutil
     import tempfile  # here, not at the top: every command imports this module
 
-    from tpuperf.capturing import Target, raise_for_failures
+    from tpuperf.capturing import Target
     from tpuperf.cli._capture_view import (
-        analyze_session,
         capture_with_display,
         parse_seconds,
-        print_summary,
+        show_result,
         stderr_console,
         stdout_console,
     )
@@ -97,11 +96,9 @@ def command(
             raise
         finally:
             _stop_job(job, ready)
-    print_summary(result, out)
     if made is not None and not result.saved:
         shutil.rmtree(made, ignore_errors=True)
-    raise_for_failures(result, reasons_shown=True)  # the display said why the job failed
-    if analyze_session(result.session_dir, out, err):
+    if show_result(result, out, err, analyze=True):
         _print_tree(result.session_dir, out)
     err.print(
         f"tpuperf: the profile is in {logdir}; next: tpuperf analyze {result.session_dir}",

@@ -388,54 +388,69 @@ def render_diff_markdown(diff: DiffReport, top: int = 10) -> str:
     ]
     records = diff.ops.records()[:top]
     if records:
-        out += [
-            "| op | was | match | program | status | before | after | change | % | 95% CI |",
-            "|---|---|---|---|---|---:|---:|---:|---:|---:|",
-        ]
-        for r in records:
-            was = f"`{md_code(r['base_op'])}`" if r["base_op"] and r["base_op"] != r["op"] else ""
-            before = fmt_ms(r["ms_per_step_before"]) if r["status"] != "added" else "-"
-            after = fmt_ms(r["ms_per_step_after"]) if r["status"] != "removed" else "-"
-            out.append(
-                f"| `{md_code(r['op'])}` | {was} | {r['match'] or ''} | "
-                f"`{md_code(r['module'])}` | {r['status']} | {before} | {after} | "
-                f"{signed_ms(r['delta_ms'])} | {signed_pct(r['delta_pct'])} | "
-                f"{ci_text(r['delta_ci_low_ms'], r['delta_ci_high_ms'])} |"
-            )
-        out.append("")
+        out += _md_table(
+            ["op", "was", "match", "program", "status", "before", "after", "change", "%", "95% CI"],
+            5,
+            [
+                [
+                    f"`{md_code(r['op'])}`",
+                    f"`{md_code(r['base_op'])}`"
+                    if r["base_op"] and r["base_op"] != r["op"]
+                    else "",
+                    r["match"] or "",
+                    f"`{md_code(r['module'])}`",
+                    r["status"],
+                    *_time_cells(r, "ms_per_step", "added", "removed"),
+                    signed_pct(r["delta_pct"]),
+                    ci_text(r["delta_ci_low_ms"], r["delta_ci_high_ms"]),
+                ]
+                for r in records
+            ],
+        )
 
     categories = diff.categories.records()
     if categories:
-        out += [
-            "## Categories",
-            "",
-            "| category | before | after | change | % |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        for r in categories:
-            out.append(
-                f"| {md_text(r['category'])} | {fmt_ms(r['ms_per_step_before'])} | "
-                f"{fmt_ms(r['ms_per_step_after'])} | {signed_ms(r['delta_ms'])} | "
-                f"{signed_pct(r['delta_pct'])} |"
-            )
-        out.append("")
+        out += ["## Categories", ""]
+        out += _md_table(
+            ["category", "before", "after", "change", "%"],
+            1,
+            [
+                [
+                    md_text(r["category"]),
+                    *_time_cells(r, "ms_per_step", "", ""),
+                    signed_pct(r["delta_pct"]),
+                ]
+                for r in categories
+            ],
+        )
 
     out += ["## Recommendations", ""]
     recs = diff.recommendations.records()
     if not recs:
         out += ["None on either side.", ""]
     else:
-        out += [
-            "| recommendation | kind | status | saving before | after | change |",
-            "|---|---|---|---:|---:|---:|",
-        ]
-        for r in recs:
-            before = fmt_ms(r["est_savings_ms_before"]) if r["status"] != "appeared" else "-"
-            after = fmt_ms(r["est_savings_ms_after"]) if r["status"] != "went_away" else "-"
-            out.append(
-                f"| {md_text(r['title'])} | `{r['kind']}` | {r['status'].replace('_', ' ')} | "
-                f"{before} | {after} | "
-                f"{signed_ms(r['delta_ms'])} |"
-            )
-        out.append("")
+        out += _md_table(
+            ["recommendation", "kind", "status", "saving before", "after", "change"],
+            3,
+            [
+                [
+                    md_text(r["title"]),
+                    f"`{r['kind']}`",
+                    r["status"].replace("_", " "),
+                    *_time_cells(r, "est_savings_ms", "appeared", "went_away"),
+                ]
+                for r in recs
+            ],
+        )
     return "\n".join(out)
+
+
+def _md_table(header: list[str], numbers_from: int, rows: list[list[str]]) -> list[str]:
+    """A Markdown table (the columns from ``numbers_from`` on right-aligned), then a blank
+    line."""
+    align = ["---" if i < numbers_from else "---:" for i in range(len(header))]
+    return [_md_row(header), "|" + "|".join(align) + "|", *map(_md_row, rows), ""]
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
