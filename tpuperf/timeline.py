@@ -175,6 +175,16 @@ class DeviceView(OfDevice):
         """``columns`` of the ops that start in a selected window (only those are copied)."""
         return self.ops.select(columns).take(self.selected)
 
+    def leaf_counts(self, index: np.ndarray, size: int) -> np.ndarray:
+        """How many leaves have each value 0 .. size - 1 of ``index`` (an integer per op, as
+        a Lookup's shared index: a TPU op's metadata row). Counted once per index: the
+        roofline analyzer and the summary both read it."""
+        cache = self.__dict__.setdefault("_leaf_counts", {})
+        key = (id(index), size)
+        if key not in cache:  # (the cache holds the index: its id is not reused)
+            cache[key] = (index, np.bincount(index[self.leaves], minlength=size))
+        return cache[key][1]
+
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
 
