@@ -44,8 +44,9 @@ from tpuperf.hlo_collectives import (
     collective_facts,
     text_collective,
 )
+from tpuperf.intervals import measure_in
 from tpuperf.tables import split_module_name
-from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
+from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
 
 COLLECTIVE_KINDS = (

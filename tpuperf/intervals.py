@@ -34,7 +34,7 @@ class Intervals:
     @functools.cached_property
     def cumulative(self) -> np.ndarray:
         """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
-        return np.concatenate([[0], np.cumsum(self.ends - self.starts)])
+        return _prefix_sums(self.ends - self.starts)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -45,15 +45,23 @@ class Intervals:
         values), computed once per threshold (every window set measures the same gaps)."""
         cache = self.__dict__.setdefault("_gap_sums", {})
         if short_ps not in cache:
-            gaps = self.starts[1:] - self.ends[:-1]
-            short = (gaps > 0) & (gaps < short_ps)
-            long = gaps >= short_ps
+            gaps = self.starts[1:] - self.ends[:-1]  # each > 0: no interval touches the next
+            short = gaps < short_ps
+            short_n = _prefix_sums(short)
             cache[short_ps] = (
-                np.concatenate([[0], np.cumsum(np.where(short, gaps, 0))]),
-                np.concatenate([[0], np.cumsum(short)]),
-                np.concatenate([[0], np.cumsum(long)]),
+                _prefix_sums(np.where(short, gaps, 0)),
+                short_n,
+                np.arange(len(self), dtype=np.int64) - short_n,  # the rest are long
             )
         return cache[short_ps]
+
+
+def _prefix_sums(values: np.ndarray) -> np.ndarray:
+    """0, then the running int64 sum of ``values`` (len(values) + 1 values)."""
+    out = np.empty(len(values) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(values, out=out[1:])
+    return out
 
 
 EMPTY = Intervals(np.empty(0, dtype="int64"), np.empty(0, dtype="int64"))
