@@ -674,7 +674,11 @@ def _device_sets(
     """Split a device's time into compute, exposed collective, other (copies), busy and
     occupied (see the module docstring); ``kind``: each op's set (_set_codes)."""
     lines = ops.strings("line")
-    one_line = len(lines.values) == 1 or len(distinct(lines.codes)) == 1
+    one_line = (
+        len(lines.values) == 1
+        or lines.index.min() == lines.index.max()
+        or len(distinct(lines.codes)) == 1
+    )
     if one_line:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass.
@@ -731,9 +735,8 @@ def _set_codes(kind: Strings) -> np.ndarray:
 def _leaves(ops: Table, rows: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """``rows`` that are compute ops with nothing nested inside them (see DeviceView);
     ``kind``: each op's set (_set_codes)."""
-    compute = kind[rows] == _SET_COMPUTE
-    if not compute.all():
-        rows = rows[compute]
+    if (kind != _SET_COMPUTE).any():  # (a TPU op line often runs nothing but compute ops)
+        rows = rows[kind[rows] == _SET_COMPUTE]
     self_ps, dur_ps = ops.array("self_ps"), ops.array("dur_ps")
     if self_ps is dur_ps:  # no op of the device nests another: every op is a leaf
         return rows
