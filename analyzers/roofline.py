@@ -326,8 +326,8 @@ def _number_groups(
 
 def _ids(strings: Strings, ids: dict[str, int]) -> np.ndarray:
     """Each row's number in ``ids`` (a string's number, numbering new strings as they come)."""
-    for value in strings.values:
-        ids.setdefault(value, len(ids))
+    new = [value for value in strings.values if value not in ids]  # (values are distinct)
+    ids.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
     per_code = np.fromiter(map(ids.__getitem__, strings.values), np.int64, len(strings.values))
     return per_code[strings.codes]
 
