@@ -491,11 +491,7 @@ def _view(
         )
         if not len(windows):
             return None
-    index = window_of(start, windows.start_ps, windows.end_ps)
-    inside = np.flatnonzero(index >= 0)
-    del index
-    if len(start) < 2**31:
-        inside = inside.astype(np.int32)  # 4 bytes an op
+    inside = _starting_in(start, windows)
     iterations, gaps = (
         _iterations(windows, all_windows, periods=period_steps)
         if steps is not None
@@ -532,6 +528,22 @@ def _view(
         span_breakdown=span_breakdown,
         outside=_outside(span_breakdown, all_breakdown),
     )
+
+
+def _starting_in(start: np.ndarray, windows: Windows) -> np.ndarray:
+    """Rows of the ops that start in one of ``windows``, in row order, int32 where that holds
+    them (4 bytes an op). Ops in time order in windows that do not overlap (a TPU op line's
+    steps, as a rule): each window's ops are one run of rows, found by two searches."""
+    dtype = np.int32 if len(start) < 2**31 else np.int64
+    ws, we = windows.start_ps, windows.end_ps
+    if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
+        first = np.searchsorted(start, ws, side="left")
+        stop = np.maximum(np.searchsorted(start, we, side="left"), first)
+        runs = [
+            np.arange(a, b, dtype=dtype) for a, b in zip(first.tolist(), stop.tolist(), strict=True)
+        ]
+        return np.concatenate(runs) if runs else np.zeros(0, dtype=dtype)
+    return np.flatnonzero(window_of(start, ws, we) >= 0).astype(dtype)
 
 
 def _iterations(
@@ -682,11 +694,14 @@ def _device_sets(
     if one_line:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass.
-        runs = kernels.kind_runs(start, end, kind, 3)
+        every_compute = not (kind != _SET_COMPUTE).any()
+        # A line of compute ops only has one set, every op: the others are empty.
+        runs = kernels.kind_runs(start, end, kind, 0 if every_compute else 3)
+        if runs is not None and every_compute:
+            occupied = nonempty(*runs[0])
+            return DeviceSets(occupied, EMPTY, EMPTY, occupied, occupied)
         if runs is not None:
             compute, collective, other, occupied = (nonempty(s, e) for s, e in runs)
-            if _same(compute, occupied):
-                occupied = compute  # one set, measured once
             return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
     is_coll_all = kind == _SET_COLLECTIVE
     is_other_all = kind == _SET_OTHER
@@ -712,13 +727,6 @@ def _device_sets(
 
 
 _SET_COMPUTE, _SET_COLLECTIVE, _SET_OTHER = 0, 1, 2
-
-
-def _same(a: Intervals, b: Intervals) -> bool:
-    """Whether two sets are equal (on a TPU op line with compute ops only, compute is all)."""
-    return (
-        len(a) == len(b) and np.array_equal(a.starts, b.starts) and np.array_equal(a.ends, b.ends)
-    )
 
 
 def _set_codes(kind: Strings) -> np.ndarray:
