@@ -737,6 +737,10 @@ def _set_codes(kind: Strings) -> np.ndarray:
         for value in wanted:
             if (at := kind.code(value)) >= 0:
                 per_value[at] = code
+    if kind.mapping is not None:
+        per_index = per_value[kind.mapping]  # (on TPU one per metadata row)
+        if len(per_index) and (per_index == per_index[0]).all():  # every op in one set
+            return np.full(len(kind), per_index[0], dtype=np.int8)
     return kind.per_row(per_value)
 
 
