@@ -18,7 +18,8 @@ from tpuperf.analyzers.base import (
 from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
-from tpuperf.columns import Lookup, Strings, Table, group_index, sum_by
+from tpuperf import kernels
+from tpuperf.columns import Lookup, Strings, Table, distinct, group_index, sum_by
 from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
 
@@ -313,7 +314,13 @@ def _number_groups(
     op_ids: dict[str, int] = {}
     module_of = np.concatenate([_ids(module, module_ids) for module, _ in names])
     op_of = np.concatenate([_ids(op, op_ids) for _, op in names])
-    number, first = group_index([module_of, op_of])
+    pair = module_of * len(op_ids) + op_of  # one integer per (module, op)
+    size = len(module_ids) * len(op_ids)
+    number, first = (
+        kernels.dense_groups(pair, size)
+        if size <= 4 * len(pair) + 1024
+        else group_index([module_of, op_of])
+    )
     splits = np.cumsum([len(module) for module, _ in names])[:-1]
     module_names = np.array(list(module_ids), dtype=object)
     op_names = np.array(list(op_ids), dtype=object)
@@ -362,13 +369,15 @@ def _device_sums(
             count_v = np.bincount(index[rows], minlength=len(flops_v))
     if not len(rows):
         return None
-    named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
-    module, op = named.strings("module"), named.strings("op")
-    group, first = group_index([module, op])
+    # flops and nbytes: one value per group when each group is one metadata row, else per op.
+    per_group = by_row is not None and _names_distinct(ops, np.flatnonzero(count_v))
+    if per_group:
+        group, first = kernels.dense_groups(index[rows], len(count_v))  # by metadata row
+    else:
+        named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
+        group, first = group_index([named.strings("module"), named.strings("op")])
     k = len(first)
     dur = ops.array_at("dur_ps", rows)
-    # flops and nbytes: one value per group when each group is one metadata row, else per op.
-    per_group = by_row is not None and int(np.count_nonzero(count_v)) == k
     if per_group:
         meta = index[rows[first]]
         count, flops, nbytes = count_v[meta], flops_v[meta], bytes_v[meta]
@@ -389,8 +398,19 @@ def _device_sums(
         lost = dur - (ideal[group] if per_group else ideal)
         np.clip(lost, 0, None, out=lost)
         lost_sum = np.bincount(group, weights=lost, minlength=k)
-    keys = (module.take(first), op.take(first))
+    keys = (ops.strings("module").take(rows[first]), ops.strings("op").take(rows[first]))
     return keys, (count, sum_by(group, k, dur), flops_sum, bytes_sum, lost_sum)
+
+
+def _names_distinct(ops: Table, meta: np.ndarray) -> bool:
+    """Whether the metadata rows ``meta`` all have different (module, op) names: then grouping
+    ops by metadata row is grouping them by name."""
+    module, op = ops.strings("module"), ops.strings("op")
+    if module.mapping is None or op.mapping is None:
+        return False
+    width = len(op.values) + 1
+    pair = module.mapping[meta].astype(np.int64) * width + op.mapping[meta] + 1
+    return len(distinct(pair)) == len(meta)
 
 
 def _by_metadata_row(ops: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
