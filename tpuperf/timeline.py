@@ -688,6 +688,7 @@ def _device_sets(
     lines = ops.strings("line")
     one_line = (
         len(lines.values) == 1
+        or not len(lines)
         or lines.index.min() == lines.index.max()
         or len(distinct(lines.codes)) == 1
     )
