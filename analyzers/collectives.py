@@ -46,8 +46,9 @@ from tpuperf.hlo_collectives import (
     collective_facts,
     text_collective,
 )
+from tpuperf.intervals import measure_in
 from tpuperf.tables import split_module_name
-from tpuperf.timeline import DeviceView, Timeline, measure_in, window_of
+from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
 
 COLLECTIVE_KINDS = (
@@ -645,9 +646,7 @@ class CollectivesAnalyzer(Analyzer):
             return {}
         rows = {}
         for view in tl.devices:
-            outside = tl.outside_rows(view)
-            kind = view.ops.strings("kind").take(outside)
-            rows[view.key] = outside[kind.eq(schema.KIND_COLLECTIVE)]
+            rows[view.key] = _of_kind(view, tl.outside_rows(view), schema.KIND_COLLECTIVE)
         ops = _exposure(tl, rows)
         n_dev = max(tl.n_devices, 1)
         keys = [ops.strings(c) for c in ("op", "collective", "async_role")]
@@ -788,6 +787,31 @@ _EXPOSURE_STRINGS = ("op", "hlo_text", "kind", "collective", "async_role")
 _EXPOSURE_COLUMNS = (*_EXPOSURE_STRINGS, "start_ps", "dur_ps", "bytes_accessed")
 
 
+def _of_kind(view: DeviceView, rows: np.ndarray, kind: str, keep: bool = True) -> np.ndarray:
+    """The rows among ``rows`` of the device's ops whose kind is ``kind`` (``keep``) or is not.
+    No pass over the rows where the kinds the device's ops can have answer alone (a TPU
+    device's ops' kinds are per metadata row: most devices run no collective)."""
+    kinds = view.ops.strings("kind")
+    wanted = np.zeros(len(kinds.values) + 1, dtype=bool)  # per code, and code -1 last
+    if (code := kinds.code(kind)) >= 0:
+        wanted[code] = True
+    if not keep:
+        wanted = ~wanted
+    reachable = _reachable(kinds, wanted)
+    if not reachable.any():
+        return rows[:0]
+    if reachable.all():
+        return rows
+    return rows[kinds.take(rows).per_row(wanted)]
+
+
+def _reachable(strings: Strings, per_code: np.ndarray) -> np.ndarray:
+    """``per_code`` (one value per code of ``strings``, and one for code -1) of each value the
+    column's index can point to, found without reading the rows (a TPU op's strings: one
+    per metadata row)."""
+    return per_code[strings.mapping] if strings.mapping is not None else per_code
+
+
 def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
     """The non-compute ops among ``rows`` of each device, with ``exposed_ps``: their time in
     the device's exposed collective (collectives) or other (copies) set, the part no compute
@@ -798,7 +822,7 @@ def _exposure(tl: Timeline, rows: dict[tuple[str, int], np.ndarray]) -> Table:
         if picked is None or not len(picked):
             continue
         # Only the non-compute ops are copied: a step's collectives and copies are few.
-        picked = picked[~view.ops.strings("kind").take(picked).eq(schema.KIND_COMPUTE)]
+        picked = _of_kind(view, picked, schema.KIND_COMPUTE, keep=False)
         if not len(picked):
             continue
         ops = view.ops.select(_EXPOSURE_COLUMNS).take(picked)
@@ -1074,9 +1098,7 @@ def _fact_of(
 
 def _occurrences(tl: Timeline) -> _Occurrences:
     # The HLO protos are decoded only for a profile with collectives in its steps.
-    present = any(
-        v.ops.strings("kind").take(v.selected).eq(schema.KIND_COLLECTIVE).any() for v in tl.devices
-    )
+    present = any(len(_of_kind(v, v.selected, schema.KIND_COLLECTIVE)) for v in tl.devices)
     facts = _facts(tl) if present else {}
     keys_by_host: dict[str, dict[str, str]] = {}
     for host, by_key in facts.items():
@@ -1093,9 +1115,7 @@ def _occurrences(tl: Timeline) -> _Occurrences:
     }
     fact_list: list[HloCollective | None] = []
     for position, view in enumerate(tl.devices):
-        rows = view.selected[
-            view.ops.strings("kind").take(view.selected).eq(schema.KIND_COLLECTIVE)
-        ]
+        rows = _of_kind(view, view.selected, schema.KIND_COLLECTIVE)
         if not len(rows):
             continue
         ops = view.ops.select(
@@ -1448,7 +1468,11 @@ def _megascale(tl: Timeline) -> list[list[megascale.Occurrence]]:
         dcn_codes = np.array(
             [megascale.is_dcn_category(c) for c in category.values] + [False], dtype=bool
         )
-        rows = np.flatnonzero(category.per_row(dcn_codes))
+        rows = (
+            np.flatnonzero(category.per_row(dcn_codes))
+            if _reachable(category, dcn_codes).any()
+            else np.zeros(0, dtype=np.int64)
+        )
         if not len(rows):
             out.append([])
             continue

@@ -18,8 +18,9 @@ from tpuperf.analyzers.base import (
 from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
-from tpuperf.columns import Strings, Table, group_index, sum_by
-from tpuperf.timeline import Timeline, window_of
+from tpuperf import kernels
+from tpuperf.columns import Lookup, Strings, Table, distinct, group_index, sum_by
+from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
 
 
@@ -262,48 +263,17 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
     (module, op) over all devices (in order of first appearance): count, dur_ps, flops,
     bytes_accessed, and lost_ps, the time they lose against the roofline of their device's
     peaks (never negative, costs being estimates); and how many leaf ops there were."""
-    groups: dict[tuple[str, str], int] = {}
-    parts: list[tuple[np.ndarray, tuple[np.ndarray, ...]]] = []  # (group ids, sums) per device
+    names: list[tuple[Strings, Strings]] = []  # each device's groups' (module, op)
+    sums: list[tuple[np.ndarray, ...]] = []  # and their sums
     leaves = 0
     for view in tl.devices:
-        rows = view.leaves
-        leaves += len(rows)
-        ops = view.ops
-        flops = ops.array_at("flops", rows).astype("float64", copy=False)
-        nbytes = ops.array_at("bytes_accessed", rows).astype("float64", copy=False)
-        costed = ~np.isnan(flops) | ~np.isnan(nbytes)
-        if not costed.all():  # (on TPU every op is costed, as a rule: no copies then)
-            rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
-        if not len(rows):
-            continue
-        dur = ops.array_at("dur_ps", rows)
-        peak = peaks_by_device.get(view.key)
-        ideal = (
-            rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[arg-type]
-            if peak is not None and peak.known
-            else np.full(len(rows), np.nan)
-        )
-        lost = np.clip(dur.astype("float64") - ideal, 0, None)
-        named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
-        module, op = named.strings("module"), named.strings("op")
-        group, first = group_index([module, op])
-        k = len(first)
-        keys = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
-        at = np.fromiter((groups.setdefault(key, len(groups)) for key in keys), np.int64, k)
-        parts.append(
-            (
-                at,
-                (
-                    np.bincount(group, minlength=k),
-                    sum_by(group, k, dur),
-                    # (the arrays are this loop's own copies: zeroed in place)
-                    np.bincount(group, weights=np.nan_to_num(flops, copy=False), minlength=k),
-                    np.bincount(group, weights=np.nan_to_num(nbytes, copy=False), minlength=k),
-                    np.bincount(group, weights=np.nan_to_num(lost, copy=False), minlength=k),
-                ),
-            )
-        )
-    n = len(groups)
+        leaves += len(view.leaves)
+        device = _device_sums(view, peaks_by_device.get(view.key))
+        if device is not None:
+            names.append(device[0])
+            sums.append(device[1])
+    ids, module, op = _number_groups(names)
+    n = len(module)
     totals = (
         np.zeros(n, dtype=np.int64),
         np.zeros(n, dtype=np.int64),
@@ -311,16 +281,15 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
         np.zeros(n),
         np.zeros(n),
     )
-    for at, device_sums in parts:  # device by device, as the sums were always added
+    for at, device_sums in zip(ids, sums, strict=True):  # device by device, as always added
         for total, column in zip(totals, device_sums, strict=True):
             total[at] += column  # a device's groups are distinct: no index repeats
     count, dur_ps, flops_sum, bytes_sum, lost_sum = totals
-    names = list(groups)
     return (
         Table(
             {
-                "module": Strings.from_list([m for m, _ in names]),
-                "op": Strings.from_list([o for _, o in names]),
+                "module": Strings.from_list(module),
+                "op": Strings.from_list(op),
                 "count": count,
                 "dur_ps": dur_ps,
                 "flops": flops_sum,
@@ -330,3 +299,148 @@ def _costed(tl: Timeline, peaks_by_device: dict[tuple[str, int], chips.Peaks]) -
         ),
         leaves,
     )
+
+
+def _number_groups(
+    names: list[tuple[Strings, Strings]],
+) -> tuple[list[np.ndarray], list[str], list[str]]:
+    """Number the (module, op) groups of every device over all devices, in order of first
+    appearance (device by device, each device's groups in their order): each device's
+    groups' numbers, and each number's module and op. Only the distinct names are hashed; the
+    pairs are numbered as integers."""
+    if not names:
+        return [], [], []
+    module_ids: dict[str, int] = {}
+    op_ids: dict[str, int] = {}
+    module_of = np.concatenate([_ids(module, module_ids) for module, _ in names])
+    op_of = np.concatenate([_ids(op, op_ids) for _, op in names])
+    pair = module_of * len(op_ids) + op_of  # one integer per (module, op)
+    size = len(module_ids) * len(op_ids)
+    number, first = (
+        kernels.dense_groups(pair, size)
+        if size <= 4 * len(pair) + 1024
+        else group_index([module_of, op_of])
+    )
+    splits = np.cumsum([len(module) for module, _ in names])[:-1]
+    module_names = np.array(list(module_ids), dtype=object)
+    op_names = np.array(list(op_ids), dtype=object)
+    return (
+        np.split(number, splits),
+        module_names[module_of[first]].tolist(),
+        op_names[op_of[first]].tolist(),
+    )
+
+
+def _ids(strings: Strings, ids: dict[str, int]) -> np.ndarray:
+    """Each row's number in ``ids`` (a string's number, numbering new strings as they come)."""
+    new = [value for value in strings.values if value not in ids]  # (values are distinct)
+    ids.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
+    per_code = np.fromiter(map(ids.__getitem__, strings.values), np.int64, len(strings.values))
+    return per_code[strings.codes]
+
+
+def _device_sums(
+    view: DeviceView, peak: chips.Peaks | None
+) -> tuple[tuple[Strings, Strings], tuple[np.ndarray, ...]] | None:
+    """One device's costed leaf ops summed per (module, op), groups in order of first
+    appearance: the groups' module and op, and per group (count, dur_ps, flops,
+    bytes_accessed, lost_ps); None when no leaf op is costed.
+
+    On TPU an op's names and costs are stored once per metadata row (one shared index), and
+    a (module, op) is one metadata row as a rule: then the costs and the ideal time are read
+    once per group, and only durations and lost time per op. The sums are, to the last bit,
+    those of adding the ops' values one by one in row order (np.bincount).
+    """
+    ops, rows = view.ops, view.leaves
+    by_row = _by_metadata_row(ops)
+    count: np.ndarray
+    if by_row is None:
+        flops = ops.array_at("flops", rows).astype("float64", copy=False)
+        nbytes = ops.array_at("bytes_accessed", rows).astype("float64", copy=False)
+        costed = ~np.isnan(flops) | ~np.isnan(nbytes)
+        if not costed.all():
+            rows, flops, nbytes = rows[costed], flops[costed], nbytes[costed]
+    else:
+        index, flops_v, bytes_v = by_row
+        count_v = view.leaf_counts(index, len(flops_v))
+        costed_v = ~np.isnan(flops_v) | ~np.isnan(bytes_v)
+        if not costed_v[count_v > 0].all():
+            rows = rows[costed_v[index[rows]]]
+            count_v = np.bincount(index[rows], minlength=len(flops_v))
+    if not len(rows):
+        return None
+    # flops and nbytes: one value per group when each group is one metadata row, else per op.
+    per_group = by_row is not None and _names_distinct(ops, np.flatnonzero(count_v))
+    if per_group:
+        group, first = kernels.dense_groups(index[rows], len(count_v))  # by metadata row
+    else:
+        named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
+        group, first = group_index([named.strings("module"), named.strings("op")])
+    k = len(first)
+    dur = ops.array_at("dur_ps", rows)
+    if per_group:
+        meta = index[rows[first]]
+        count, flops, nbytes = count_v[meta], flops_v[meta], bytes_v[meta]
+        flops_sum = _constant_sums(np.nan_to_num(flops), count, group)
+        bytes_sum = _constant_sums(np.nan_to_num(nbytes), count, group)
+    else:
+        if by_row is not None:
+            flops, nbytes = flops_v[index[rows]], bytes_v[index[rows]]
+        count = np.bincount(group, minlength=k)
+        flops_sum = np.bincount(group, weights=np.nan_to_num(flops), minlength=k)
+        bytes_sum = np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k)
+    lost_sum: np.ndarray
+    if peak is None or not peak.known:  # no roofline to lose time against
+        lost_sum = np.zeros(k)
+    else:
+        ideal = rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[arg-type]
+        ideal[np.isnan(ideal)] = np.inf  # no cost the peaks can use: nothing lost
+        lost = dur - (ideal[group] if per_group else ideal)
+        np.clip(lost, 0, None, out=lost)
+        lost_sum = np.bincount(group, weights=lost, minlength=k)
+    keys = (ops.strings("module").take(rows[first]), ops.strings("op").take(rows[first]))
+    return keys, (count, sum_by(group, k, dur), flops_sum, bytes_sum, lost_sum)
+
+
+def _names_distinct(ops: Table, meta: np.ndarray) -> bool:
+    """Whether the metadata rows ``meta`` all have different (module, op) names: then grouping
+    ops by metadata row is grouping them by name."""
+    module, op = ops.strings("module"), ops.strings("op")
+    if module.mapping is None or op.mapping is None:
+        return False
+    width = len(op.values) + 1
+    pair = module.mapping[meta].astype(np.int64) * width + op.mapping[meta] + 1
+    return len(distinct(pair)) == len(meta)
+
+
+def _by_metadata_row(ops: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the shared index, FLOPs and bytes per index value as float64) when the ops' module,
+    op, flops and bytes_accessed all read one shared index (TPU: the metadata row); else
+    None."""
+    module, op = ops["module"], ops["op"]
+    flops, nbytes = ops["flops"], ops["bytes_accessed"]
+    if not (
+        isinstance(module, Strings)
+        and isinstance(op, Strings)
+        and isinstance(flops, Lookup)
+        and isinstance(nbytes, Lookup)
+        and module.mapping is not None
+        and module.index is op.index is flops.index is nbytes.index
+    ):
+        return None
+    return (
+        flops.index,
+        flops.values.astype("float64", copy=False),
+        nbytes.values.astype("float64", copy=False),
+    )
+
+
+def _constant_sums(value: np.ndarray, count: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Per group sums of a value that is the same for every op of the group (``value``, one
+    per group, ``count`` ops each): count x value where that is what adding the ops one by
+    one gives (whole numbers whose every partial sum stays below 2**53 are added exactly in
+    any order), else added op by op."""
+    sums = count * value
+    if np.array_equal(value, np.round(value)) and float(np.abs(sums).sum()) < 2.0**53:
+        return sums
+    return np.bincount(group, weights=value[group], minlength=len(value))

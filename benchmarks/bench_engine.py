@@ -25,7 +25,8 @@ It prints, in this order:
    `get_overview` on its copy (it caches under `TMPDIR` and beside the profile) is shown with
    it where XProf runs at that size.
 3. **Stages**, per size: tpuperf's split in one process (imports, decode, tables, timeline, each
-   analyzer, the report; wall and CPU, the minimum of `--stage-repeat` processes) beside each
+   analyzer, the report; wall and CPU, the minimum of `--stage-repeat` processes; the allocator
+   tuned as the CLI tunes it, tpuperf/_malloc.py) beside each
    stage's floor: reading the file (from the page cache), the C loop decoding every event of
    every line once, one pass over every column of every table, one pass over each device's
    ops for the timeline (the running end of its intervals) and for an analyzer (a sum per
@@ -99,6 +100,10 @@ from tpuperf.analyzers import base
 from tpuperf.columns import Lookup, Strings
 from tpuperf.config import AnalysisConfig
 timed("imports", t, c)
+# The allocator as the CLI sets it (tpuperf/_malloc.py): without it every stage pays page
+# faults the command does not.
+from tpuperf._malloc import keep_freed_memory
+keep_freed_memory()
 path = sys.argv[1]
 t, c = clock(), cpu(); data = sources.read_profile(path); space = xspace.decode(data)
 timed("decode", t, c)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tpuperf.roofline import chips
 
-from tpuperf.columns import Lookup, Strings, Table
+from tpuperf.columns import Lookup, Strings
 
 if TYPE_CHECKING:
-    from tpuperf.timeline import Timeline
+    from tpuperf.timeline import DeviceView, Timeline
 
 BOUND_COMPUTE = "compute"
 BOUND_MEMORY = "memory"
@@ -101,7 +101,7 @@ def utilization(
         if not len(rows) or peak is None or peak.peak_tflops is None or window_ps <= 0:
             continue
         # FLOPs per picosecond is TFLOP/s.
-        flops, model = _nansums_at(view.ops, ("flops", "model_flops"), rows)
+        flops, model = (_nansum(view, name) for name in ("flops", "model_flops"))
         if flops is not None:
             util.append(100.0 * flops / window_ps / peak.peak_tflops)
         if model is not None:
@@ -112,21 +112,14 @@ def utilization(
     }
 
 
-def _nansums_at(table: Table, names: tuple[str, ...], rows: np.ndarray) -> list[float | None]:
-    """``table.nansum_at(name, rows)`` of each of ``names``; columns stored once per shared
-    index value (a TPU op's costs, per metadata row) count the rows of that index once."""
-    counts: dict[tuple[int, int], np.ndarray] = {}
-    out: list[float | None] = []
-    for name in names:
-        column = table[name]
-        if not isinstance(column, Lookup):
-            out.append(table.nansum_at(name, rows))
-            continue
-        key = (id(column.index), len(column.values))
-        if key not in counts:
-            counts[key] = np.bincount(column.index[rows], minlength=len(column.values))
-        count = counts[key]
-        values = column.values.astype(np.float64, copy=False)
-        known = ~np.isnan(values) & (count > 0)
-        out.append(float(np.dot(count[known], values[known])) if known.any() else None)
-    return out
+def _nansum(view: DeviceView, name: str) -> float | None:
+    """The sum of the ops' column ``name`` over the view's leaves, NaN skipped; None when every
+    value is NaN. A column stored once per shared index value (a TPU op's costs, per metadata
+    row) counts the leaves of each value once (DeviceView.leaf_counts)."""
+    column = view.ops[name]
+    if not isinstance(column, Lookup):
+        return view.ops.nansum_at(name, view.leaves)
+    count = view.leaf_counts(column.index, len(column.values))
+    values = column.values.astype(np.float64, copy=False)
+    known = ~np.isnan(values) & (count > 0)
+    return float(np.dot(count[known], values[known])) if known.any() else None

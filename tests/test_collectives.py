@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from tpuperf.analyzers.collectives import bus_factor
 
@@ -264,3 +265,32 @@ def test_avoidable_collectives_from_the_hlo() -> None:
     assert table.loc["all-reduce.1", "algbw_gbps"] == pytest.approx(algbw)
     assert table.loc["all-reduce.1", "busbw_gbps"] == pytest.approx(algbw * 1.5)
     assert table.loc["all-reduce.1", "link_peak_pct"] == pytest.approx(100 * algbw * 1.5 / 400)
+
+
+@pytest.mark.parametrize("which", ["coll_fsdp", "v6e"])
+def test_rows_of_a_kind_are_the_rows_whose_kind_it_is(which: str) -> None:
+    """collectives._of_kind, which answers from the kinds a device's ops can have where that
+    is enough, picks the rows that reading every row's kind picks (CPU: a kind per row, every
+    kind on a device; TPU: kinds per metadata row)."""
+    from tpuperf.analyzers.collectives import _of_kind
+
+    from tests.conftest import shared_profile
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.profiles import load
+    from tpuperf.timeline import build_timeline
+
+    profile = (
+        COLL_FSDP if which == "coll_fsdp" else shared_profile("tpu/v6e_4chip_inference.xplane.pb")
+    )
+    tl = build_timeline(load(str(profile)), AnalysisConfig())
+    seen = set()
+    for view in tl.devices:
+        kinds = view.ops.strings("kind")
+        for rows in (view.selected, np.arange(view.ops.n)):
+            for kind in (KIND_COLLECTIVE, KIND_COMPUTE, "no such kind"):
+                for keep in (True, False):
+                    mask = kinds.take(rows).eq(kind)
+                    expected = rows[mask if keep else ~mask]
+                    assert _of_kind(view, rows, kind, keep).tolist() == expected.tolist()
+                    seen.add((keep, 0 < len(expected) < len(rows)))
+    assert (True, True) in seen  # some device with ops of the kind and others

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixtures.generate import write_run
 from tpuperf.config import AnalysisConfig
@@ -112,3 +114,32 @@ def test_a_profile_without_steps_takes_its_dominant_modules_periods(tmp_path: Pa
         assert view.windows.step.tolist() == [n for n, _, _ in steps]
         lengths = view.windows.end_ps - view.windows.start_ps
         assert lengths.tolist() == [end - start for _, start, end in steps]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), max_size=40),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=6),
+    st.booleans(),
+)
+def test_ops_starting_in_windows_are_the_ops_a_window_holds(
+    times: list[int], windows: list[tuple[int, int]], in_order: bool
+) -> None:
+    """timeline._starting_in (runs of rows where ops are in order and windows apart) picks the
+    rows that window_of places in a window, and where windows are apart, the ops whose start
+    lies in one, counted one by one, in row order."""
+    from tpuperf.step_windows import window_of
+    from tpuperf.timeline import Windows, _starting_in
+
+    start = np.array(sorted(times) if in_order else times, dtype=np.int64)
+    win = Windows.of(
+        [i for i, _ in enumerate(windows)], [s for s, _ in windows], [s + n for s, n in windows]
+    )
+    got = _starting_in(start, win)
+    assert got.dtype == np.int32
+    placed = window_of(start, win.start_ps, win.end_ps)
+    assert got.tolist() == np.flatnonzero(placed >= 0).tolist()
+    if all(win.start_ps[1:] >= win.end_ps[:-1]):  # apart
+        bounds = list(zip(win.start_ps.tolist(), win.end_ps.tolist(), strict=True))
+        expected = [r for r, t in enumerate(start.tolist()) if any(s <= t < e for s, e in bounds)]
+        assert got.tolist() == expected

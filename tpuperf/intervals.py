@@ -34,26 +34,31 @@ class Intervals:
     @functools.cached_property
     def cumulative(self) -> np.ndarray:
         """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
-        return np.concatenate([[0], np.cumsum(self.ends - self.starts)])
+        return _prefix_sums(self.ends - self.starts)
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def gap_sums(self, short_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gap_sums(self, short_ps: int) -> tuple[np.ndarray, np.ndarray]:
         """Prefix sums over the gaps between consecutive intervals: the length of the gaps
-        shorter than ``short_ps``, their count, and the count of the others (each len(self)
-        values), computed once per threshold (every window set measures the same gaps)."""
+        shorter than ``short_ps`` and their count (each len(self) values), computed once per
+        threshold (every window set measures the same gaps)."""
         cache = self.__dict__.setdefault("_gap_sums", {})
         if short_ps not in cache:
-            gaps = self.starts[1:] - self.ends[:-1]
-            short = (gaps > 0) & (gaps < short_ps)
-            long = gaps >= short_ps
-            cache[short_ps] = (
-                np.concatenate([[0], np.cumsum(np.where(short, gaps, 0))]),
-                np.concatenate([[0], np.cumsum(short)]),
-                np.concatenate([[0], np.cumsum(long)]),
-            )
+            gaps = self.starts[1:] - self.ends[:-1]  # each > 0: no interval touches the next
+            short = gaps < short_ps
+            count = _prefix_sums(short)
+            np.multiply(gaps, short, out=gaps)  # the long ones zeroed
+            cache[short_ps] = (_prefix_sums(gaps), count)
         return cache[short_ps]
+
+
+def _prefix_sums(values: np.ndarray) -> np.ndarray:
+    """0, then the running int64 sum of ``values`` (len(values) + 1 values)."""
+    out = np.empty(len(values) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(values, out=out[1:])
+    return out
 
 
 EMPTY = Intervals(np.empty(0, dtype="int64"), np.empty(0, dtype="int64"))
@@ -173,18 +178,15 @@ def interior_gaps(
     if len(a) < 2:
         zeros = np.zeros(n, dtype="int64")
         return zeros, zeros.copy(), zeros.copy()
-    short_len, short_n, long_n = a.gap_sums(short_ps)
+    short_len, short_n = a.gap_sums(short_ps)
     first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
     stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
     stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
     # Windows past the last interval (or overlapping ones) count no gap, never past the end.
     last = len(short_len) - 1
     first, stop = np.minimum(first, last), np.minimum(stop, last)
-    return (
-        short_len[stop] - short_len[first],
-        short_n[stop] - short_n[first],
-        long_n[stop] - long_n[first],
-    )
+    short = short_n[stop] - short_n[first]
+    return short_len[stop] - short_len[first], short, (stop - first) - short
 
 
 def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:

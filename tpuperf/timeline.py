@@ -27,6 +27,7 @@ columns and never imports pandas.
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,10 +50,10 @@ from tpuperf.errors import UsageError
 from tpuperf.intervals import (
     EMPTY,
     Intervals,
+    covered_before,
     first_inside,
     interior_gaps,
     last_inside,
-    measure_in,
     merge,
     nonempty,
     subtract,
@@ -174,6 +175,16 @@ class DeviceView(OfDevice):
     def selected_ops(self, *columns: str) -> Table:
         """``columns`` of the ops that start in a selected window (only those are copied)."""
         return self.ops.select(columns).take(self.selected)
+
+    def leaf_counts(self, index: np.ndarray, size: int) -> np.ndarray:
+        """How many leaves have each value 0 .. size - 1 of ``index`` (an integer per op, as
+        a Lookup's shared index: a TPU op's metadata row). Counted once per index: the
+        roofline analyzer and the summary both read it."""
+        cache = self.__dict__.setdefault("_leaf_counts", {})
+        key = (id(index), size)
+        if key not in cache:  # (the cache holds the index: its id is not reused)
+            cache[key] = (index, np.bincount(index[self.leaves], minlength=size))
+        return cache[key][1]
 
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
@@ -465,7 +476,8 @@ def _view(
     ops = candidate.tables.ops
     start = ops.array("start_ps")
     end = start + ops.array("dur_ps")
-    sets = _device_sets(ops, start, end, gpu=candidate.kind == "GPU")
+    kind = _set_codes(ops.strings("kind"))
+    sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU")
     span = Windows.of([-1], [start.min()], [end.max()])
     if steps is None:
         windows = all_windows = span
@@ -479,19 +491,15 @@ def _view(
         )
         if not len(windows):
             return None
-    index = window_of(start, windows.start_ps, windows.end_ps)
-    inside = np.flatnonzero(index >= 0)
-    del index
-    if len(start) < 2**31:
-        inside = inside.astype(np.int32)  # 4 bytes an op
-    span_breakdown = _breakdown(sets, span, micro_ps)
+    inside = _starting_in(start, windows)
     iterations, gaps = (
         _iterations(windows, all_windows, periods=period_steps)
         if steps is not None
         else (span, span)
     )
-    gap_breakdown = _breakdown(sets, gaps, micro_ps) if steps is not None else None
-    breakdown = _breakdown(sets, windows, micro_ps)
+    span_breakdown, breakdown, iteration_breakdown, gap_breakdown, all_breakdown = _breakdowns(
+        sets, (span, windows, iterations, gaps, all_windows), micro_ps
+    )
     return DeviceView(
         host=candidate.host,
         device=candidate.device,
@@ -508,20 +516,34 @@ def _view(
         all_windows=all_windows,
         span=span,
         selected=inside,
-        leaves=_leaves(ops, inside),
+        leaves=_leaves(ops, inside, kind),
         breakdown=breakdown,
         iterations=iterations,
-        iteration_breakdown=(
-            _breakdown(sets, iterations, micro_ps) if steps is not None else breakdown
-        ),
+        iteration_breakdown=iteration_breakdown if steps is not None else breakdown,
         outside_steps=(
             {"outside_ps": gap_breakdown["step_ps"], "outside_no_op_ps": gap_breakdown["no_op_ps"]}
-            if gap_breakdown is not None
+            if steps is not None
             else {"outside_ps": np.zeros(1, np.int64), "outside_no_op_ps": np.zeros(1, np.int64)}
         ),
         span_breakdown=span_breakdown,
-        outside=_outside(span_breakdown, _totals(sets, all_windows)),
+        outside=_outside(span_breakdown, all_breakdown),
     )
+
+
+def _starting_in(start: np.ndarray, windows: Windows) -> np.ndarray:
+    """Rows of the ops that start in one of ``windows``, in row order, int32 where that holds
+    them (4 bytes an op). Ops in time order in windows that do not overlap (a TPU op line's
+    steps, as a rule): each window's ops are one run of rows, found by two searches."""
+    dtype = np.int32 if len(start) < 2**31 else np.int64
+    ws, we = windows.start_ps, windows.end_ps
+    if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
+        first = np.searchsorted(start, ws, side="left")
+        stop = np.maximum(np.searchsorted(start, we, side="left"), first)
+        runs = [
+            np.arange(a, b, dtype=dtype) for a, b in zip(first.tolist(), stop.tolist(), strict=True)
+        ]
+        return np.concatenate(runs) if runs else np.zeros(0, dtype=dtype)
+    return np.flatnonzero(window_of(start, ws, we) >= 0).astype(dtype)
 
 
 def _iterations(
@@ -658,22 +680,33 @@ def _select_steps(
     return numbers, []
 
 
-def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> DeviceSets:
+def _device_sets(
+    ops: Table, start: np.ndarray, end: np.ndarray, kind: np.ndarray, gpu: bool
+) -> DeviceSets:
     """Split a device's time into compute, exposed collective, other (copies), busy and
-    occupied (see the module docstring)."""
-    kind = ops.strings("kind")
+    occupied (see the module docstring); ``kind``: each op's set (_set_codes)."""
     lines = ops.strings("line")
-    one_line = len(lines.values) == 1 or len(distinct(lines.codes)) == 1
+    one_line = (
+        len(lines.values) == 1
+        or not len(lines)
+        or lines.index.min() == lines.index.max()
+        or len(distinct(lines.codes)) == 1
+    )
     if one_line:
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass.
-        runs = kernels.kind_runs(start, end, _set_codes(kind), 3)
+        every_compute = not (kind != _SET_COMPUTE).any()
+        # A line of compute ops only has one set, every op: the others are empty.
+        runs = kernels.kind_runs(start, end, kind, 0 if every_compute else 3)
+        if runs is not None and every_compute:
+            occupied = nonempty(*runs[0])
+            return DeviceSets(occupied, EMPTY, EMPTY, occupied, occupied)
         if runs is not None:
             compute, collective, other, occupied = (nonempty(s, e) for s, e in runs)
             return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
-    is_coll_all = kind.eq(schema.KIND_COLLECTIVE)
-    is_other_all = kind.isin(_OTHER_KINDS)
-    is_comp_all = kind.eq(schema.KIND_COMPUTE)
+    is_coll_all = kind == _SET_COLLECTIVE
+    is_other_all = kind == _SET_OTHER
+    is_comp_all = kind == _SET_COMPUTE
     line = lines.codes
     comp_parts, coll_parts, other_parts = [], [], []
     for code in distinct(line):
@@ -694,6 +727,9 @@ def _device_sets(ops: Table, start: np.ndarray, end: np.ndarray, gpu: bool) -> D
     return DeviceSets(compute, collective, other, compute if gpu else occupied, occupied)
 
 
+_SET_COMPUTE, _SET_COLLECTIVE, _SET_OTHER = 0, 1, 2
+
+
 def _set_codes(kind: Strings) -> np.ndarray:
     """Each op's set as int8: 0 compute, 1 collective, 2 other (copies), -1 none."""
     per_value = np.full(len(kind.values) + 1, -1, dtype=np.int8)
@@ -702,28 +738,63 @@ def _set_codes(kind: Strings) -> np.ndarray:
         for value in wanted:
             if (at := kind.code(value)) >= 0:
                 per_value[at] = code
+    if kind.mapping is not None:
+        per_index = per_value[kind.mapping]  # (on TPU one per metadata row)
+        if len(per_index) and (per_index == per_index[0]).all():  # every op in one set
+            return np.full(len(kind), per_index[0], dtype=np.int8)
     return kind.per_row(per_value)
 
 
-def _leaves(ops: Table, rows: np.ndarray) -> np.ndarray:
-    """``rows`` that are compute ops with nothing nested inside them (see DeviceView)."""
-    compute = ops.strings("kind").take(rows).eq(schema.KIND_COMPUTE)
-    rows = rows[compute]
+def _leaves(ops: Table, rows: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """``rows`` that are compute ops with nothing nested inside them (see DeviceView);
+    ``kind``: each op's set (_set_codes)."""
+    if (kind != _SET_COMPUTE).any():  # (a TPU op line often runs nothing but compute ops)
+        rows = rows[kind[rows] == _SET_COMPUTE]
     self_ps, dur_ps = ops.array("self_ps"), ops.array("dur_ps")
     if self_ps is dur_ps:  # no op of the device nests another: every op is a leaf
         return rows
     return rows[self_ps[rows] >= dur_ps[rows]]
 
 
+def _breakdowns(
+    sets: DeviceSets, parts: tuple[Windows, ...], micro_ps: int
+) -> list[dict[str, np.ndarray]]:
+    """The breakdown of each of several window sets (see _breakdown), measured together: the
+    set algebra is a few passes over all their windows at once rather than over each set."""
+    every = Windows(
+        np.concatenate([w.step for w in parts]),
+        np.concatenate([w.start_ps for w in parts]),
+        np.concatenate([w.end_ps for w in parts]),
+    )
+    whole = _breakdown(sets, every, micro_ps)
+    bounds = np.cumsum([0] + [len(w) for w in parts]).tolist()
+    return [
+        {name: values[lo:hi] for name, values in whole.items()}
+        for lo, hi in itertools.pairwise(bounds)
+    ]
+
+
 def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.ndarray]:
+    """BREAKDOWN_COLUMNS of each window of ``win`` (in its order; windows may overlap)."""
     ws, we = win.start_ps, win.end_ps
+    n = len(ws)
+    edges = np.concatenate([we, ws])
+    measured: dict[int, np.ndarray] = {}  # by set: busy is the same set as occupied or compute
+
+    def inside(times: Intervals) -> np.ndarray:
+        """The length of ``times`` inside each window."""
+        if id(times) not in measured:
+            before = covered_before(times, edges)
+            measured[id(times)] = before[:n] - before[n:]
+        return measured[id(times)]
+
     out: dict[str, np.ndarray] = {"step_ps": we - ws}
-    out["compute_ps"] = measure_in(sets.compute, ws, we)
-    out["exposed_collective_ps"] = measure_in(sets.collective, ws, we)
-    out["other_ps"] = measure_in(sets.other, ws, we)
-    out["busy_ps"] = measure_in(sets.busy, ws, we)
+    out["compute_ps"] = inside(sets.compute)
+    out["exposed_collective_ps"] = inside(sets.collective)
+    out["other_ps"] = inside(sets.other)
+    out["busy_ps"] = inside(sets.busy)
     out["idle_ps"] = out["step_ps"] - out["busy_ps"]
-    occupied_ps = measure_in(sets.occupied, ws, we)
+    occupied_ps = inside(sets.occupied)
     out["no_op_ps"] = out["step_ps"] - occupied_ps
     leading = first_inside(sets.occupied, ws, we) - ws
     trailing = np.where(occupied_ps > 0, we - last_inside(sets.occupied, ws, we), 0)
@@ -735,24 +806,6 @@ def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.nd
     out["micro_gaps"] = micro_n
     out["macro_gaps"] = macro_n
     return out
-
-
-def _totals(sets: DeviceSets, win: Windows) -> dict[str, np.ndarray]:
-    """The breakdown columns that _outside reads, summed over ``win`` (one value each)."""
-    ws, we = win.start_ps, win.end_ps
-    occupied = int(measure_in(sets.occupied, ws, we).sum())
-    step = int((we - ws).sum())
-    return {
-        name: np.array([value])
-        for name, value in (
-            ("step_ps", step),
-            ("compute_ps", int(measure_in(sets.compute, ws, we).sum())),
-            ("exposed_collective_ps", int(measure_in(sets.collective, ws, we).sum())),
-            ("other_ps", int(measure_in(sets.other, ws, we).sum())),
-            ("busy_ps", int(measure_in(sets.busy, ws, we).sum())),
-            ("no_op_ps", step - occupied),
-        )
-    }
 
 
 _OUTSIDE_COLUMNS = (
