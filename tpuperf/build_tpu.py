@@ -80,7 +80,7 @@ def tpu_ops(
     rows, used = None, []
     if line is not None:
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
-        rows = _metadata_rows(plane, events.metadata_id).astype(np.int32)
+        rows = _metadata_rows(plane, events.metadata_id, np.int32)
         start, dur, clock = device_clock(events, line.timestamp_ns)
         # The ops' host-clock times: what async windows are matched to them by.
         host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
@@ -145,11 +145,9 @@ def tpu_ops(
     return ops, modules, async_ops, clock
 
 
-def _metadata_rows(plane: Plane, metadata_id: np.ndarray) -> np.ndarray:
+def _metadata_rows(plane: Plane, metadata_id: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
     """The metadata row of each event; an unknown id points at the extra last row ("", NaN)."""
-    rows = plane.metadata.rows(metadata_id)
-    rows[rows < 0] = len(plane.metadata.ids)
-    return rows
+    return plane.metadata.rows(metadata_id, unknown=len(plane.metadata.ids), dtype=dtype)
 
 
 _COMPUTE = (KIND_COMPUTE, "", "")

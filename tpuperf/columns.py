@@ -360,16 +360,21 @@ def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.nd
 def median(values: Any) -> float:
     """``np.median`` of a 1-d sequence, to the last bit (the mean of the two middle values when
     their count is even; NaN when any value is NaN or there are none), without the import of
-    ``numpy.ma`` that ``np.median`` makes on first use (10-15 ms of every command)."""
-    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    ``numpy.ma`` that ``np.median`` makes on first use (10-15 ms of every command).
+
+    Integers are partitioned as they are, 4-10x faster than as doubles, and only the middle
+    values converted: rounding to a double keeps the order, so the result is the same."""
+    a = np.asarray(values).reshape(-1)
+    if a.dtype.kind not in "iu":
+        a = a.astype(np.float64, copy=False)
     n = len(a)
-    if n == 0 or np.isnan(a).any():
+    if n == 0 or (a.dtype.kind == "f" and np.isnan(a).any()):
         return float("nan")
     k = n // 2
     if n % 2:
         return float(np.partition(a, k)[k])
     part = np.partition(a, (k - 1, k))
-    return float((part[k - 1] + part[k]) / 2)
+    return (float(part[k - 1]) + float(part[k])) / 2
 
 
 def percentile(values: Any, q: float) -> float:
