@@ -167,28 +167,41 @@ class _OpMeta:
     @classmethod
     def of(cls, plane: Plane, rows: list[int]) -> _OpMeta:
         meta = plane.metadata
-        n = len(meta.ids)
-        op_names, categories, program_ids = [""] * n, [""] * n, [""] * n
-        classes = [_COMPUTE] * n
+        names = [meta.display_names[row] or meta.names[row] for row in rows]
         category_stat = plane.metadata_stat("hlo_category", "")
+        categories = [_text(category_stat[row]) for row in rows]
         program_stat = plane.metadata_stat("program_id")
-        for row in rows:
-            name = op_names[row] = meta.display_names[row] or meta.names[row]
-            category = category_stat[row]
-            category = categories[row] = category if isinstance(category, str) else ""
-            program = program_stat[row]
-            program_ids[row] = str(program) if program is not None else ""
-            classes[row] = classify_op(name, category)
-        return cls(rows, op_names, categories, program_ids, classes)
+        program_ids = [_program_id(program_stat[row]) for row in rows]
+        classes = list(map(classify_op, names, categories))
+        n = len(meta.ids)
+        return cls(
+            rows,
+            _spread(n, rows, names, ""),
+            _spread(n, rows, categories, ""),
+            _spread(n, rows, program_ids, ""),
+            _spread(n, rows, classes, _COMPUTE),
+        )
 
     def texts(self, plane: Plane, stat: str) -> list[str]:
         """A text stat of the metadata at ``rows`` ("" where it is not text)."""
         values = plane.metadata_stat(stat, "")
-        out = [""] * len(self.op_names)
-        for row in self.rows:
-            value = values[row]
-            out[row] = value if isinstance(value, str) else ""
-        return out
+        return _spread(len(self.op_names), self.rows, [_text(values[row]) for row in self.rows], "")
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _program_id(value: Any) -> str:
+    return str(value) if value is not None else ""
+
+
+def _spread(n: int, rows: list[int], values: list[Any], default: Any) -> list[Any]:
+    """``n`` values: ``values`` at ``rows``, ``default`` elsewhere."""
+    out = [default] * n
+    for row, value in zip(rows, values, strict=True):
+        out[row] = value
+    return out
 
 
 def _meta_strings(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf import kernels
-from tpuperf.columns import first_rows, sorted_codes
+from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.kernels.wire import (
     EMPTY,
     STAT_BYTES,
@@ -400,26 +400,42 @@ def _stat_values(
     data: Any, stat_names: dict[int, str], stats: Stats, rows: np.ndarray, kinds: np.ndarray
 ) -> list[Any]:
     """The values of stats ``rows`` (of kinds ``kinds``) as Python objects: text decoded,
-    refs resolved to the names they point to, None where a stat has no value."""
-    out: list[Any] = []
-    starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
-    ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
-    for i, kind in enumerate(kinds.tolist()):
-        if kind == STAT_STR:
-            out.append(bytes(data[starts[i] : stops[i]]).decode("utf-8", "replace"))
-        elif kind == STAT_BYTES:
-            out.append(bytes(data[starts[i] : stops[i]]))
-        elif kind == STAT_REF:
-            out.append(stat_names.get(ints[i], ""))
-        elif kind == STAT_DOUBLE:
-            out.append(doubles[i])
-        elif kind == STAT_UINT64:
-            out.append(ints[i] & 0xFFFFFFFFFFFFFFFF)
-        elif kind == STAT_INT64:
-            out.append(ints[i])
-        else:
-            out.append(None)
+    refs resolved to the names they point to, None where a stat has no value.
+
+    Converted a kind at a time (a metadata column is usually of one kind): text decoded by
+    the kernels, numbers by numpy, not one value at a time."""
+    rows = np.asarray(rows, dtype=np.int64)
+    kinds = np.asarray(kinds)
+    present = distinct(kinds).tolist()
+    if len(present) <= 1:
+        return _values_of_kind(data, stat_names, stats, rows, present[0]) if present else []
+    out: list[Any] = [None] * len(rows)
+    for kind in present:
+        at = np.flatnonzero(kinds == kind)
+        values = _values_of_kind(data, stat_names, stats, rows[at], kind)
+        for i, value in zip(at.tolist(), values, strict=True):
+            out[i] = value
     return out
+
+
+def _values_of_kind(
+    data: Any, stat_names: dict[int, str], stats: Stats, rows: np.ndarray, kind: int
+) -> list[Any]:
+    """The values of stats ``rows``, all of kind ``kind``, as Python objects."""
+    if kind == STAT_STR:
+        return kernels.texts(data, stats.text_start[rows], stats.text_stop[rows])
+    if kind == STAT_BYTES:
+        starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
+        return [bytes(data[a:b]) for a, b in zip(starts, stops, strict=True)]
+    if kind == STAT_REF:
+        return [stat_names.get(i, "") for i in stats.int_value[rows].tolist()]
+    if kind == STAT_DOUBLE:
+        return stats.double_value[rows].tolist()
+    if kind == STAT_UINT64:  # stored as int64: the same 64 bits read unsigned
+        return stats.int_value[rows].view(np.uint64).tolist()
+    if kind == STAT_INT64:
+        return stats.int_value[rows].tolist()
+    return [None] * len(rows)
 
 
 def _is_one_of(values: np.ndarray, wanted: list[int]) -> np.ndarray:
