@@ -333,6 +333,25 @@ class Plane:
         """The stat ``name`` of every event metadata row."""
         return self.stat_column(self.metadata.stats, len(self.metadata.ids), name, default)
 
+    def metadata_values(self, name: str, rows: np.ndarray, default: Any = None) -> list[Any]:
+        """The stat ``name`` of the metadata rows ``rows`` as :meth:`metadata_stat` gives it,
+        ``default`` where a row lacks it (the row past the last, for events of unknown
+        metadata, has no stats). Only those rows' stats are decoded."""
+        stats = self.metadata.stats
+        found = np.flatnonzero(_is_one_of(stats.metadata_id, self.stat_ids(name)))
+        stat_of = np.full(len(self.metadata.ids) + 1, -1, dtype=np.int64)
+        stat_of[stats.owner[found]] = found  # where a row repeats the stat, the last one
+        picked = stat_of[np.asarray(rows, dtype=np.int64)]
+        has = picked >= 0
+        if has.all():
+            return self._values(stats, picked, stats.kind[picked])
+        out: list[Any] = [default] * len(picked)
+        at = np.flatnonzero(has)
+        values = self._values(stats, picked[at], stats.kind[picked[at]])
+        for i, value in zip(at.tolist(), values, strict=True):
+            out[i] = value
+        return out
+
     def stat_column(
         self, stats: Stats, count: int, name: str, default: Any = None
     ) -> np.ndarray | list[Any]:
