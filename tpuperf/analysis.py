@@ -791,17 +791,14 @@ class _Code:
             return cls(None, {}, {})
         table = data.table
         values = {c: table.strings(c).tolist() for c in ("module", "op", *_CODE_COLUMNS)}
-        pass_codes = data.pass_codes()
-        per_pass = np.zeros(len(PASSES), dtype=np.int64)
         row_time = np.zeros(data.n, dtype=np.int64)
         for view in tl.devices:
-            rows = data.device_rows.get(view.key)
-            if rows is None or not len(view.selected):
+            if view.key not in data.device_rows or not len(view.selected):
                 continue
-            picked = rows[view.selected]
-            self_ps = view.ops.array_at("self_ps", view.selected)
-            per_pass += sum_by(pass_codes[picked], len(PASSES), self_ps)
-            row_time += sum_by(picked, data.n, self_ps)
+            picked = data.rows_at(view.key, view.selected)
+            row_time += sum_by(picked, data.n, view.ops.array_at("self_ps", view.selected))
+        # Integer sums: by pass from the rows' sums, exactly as from the ops'.
+        per_pass = sum_by(data.pass_codes(), len(PASSES), row_time)
         windows = max(tl.n_windows, 1)
         total = int(per_pass.sum())
         passes: dict[str, dict[str, float | None]] = {
