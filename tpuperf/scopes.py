@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Lookup, Strings, Table, first_rows, group_index, sum_by
+from tpuperf.columns import Lookup, Strings, Table, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of
 
@@ -328,30 +328,6 @@ def _windows(device: DeviceTables) -> int:
     return max(device.steps.n, 1) if device.steps is not None else 1
 
 
-def _groups(columns: list[Strings]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ops grouped by ``columns`` (groups in order of first appearance, as
-    :func:`~tpuperf.columns.group_index`) as (index, group of each index value, first op of
-    each group): op i is in group ``group[index[i]]``. Where the columns share one index (a
-    TPU op's names, by metadata row), it is that index: nothing is made per op."""
-    shared = columns[0].index
-    if (
-        all(c.index is shared and c.mapping is not None for c in columns)
-        and shared.dtype.kind in "iu"
-        and int(shared.min()) >= 0
-    ):
-        # The index values in use in order of first appearance, then their names grouped.
-        first_op = first_rows(shared, int(shared.max()) + 1)
-        used = np.flatnonzero(first_op < len(shared))
-        used = used[np.argsort(first_op[used], kind="stable")]
-        merged, first_of = group_index([c.mapping[used] for c in columns if c.mapping is not None])
-        group = np.zeros(int(shared.max()) + 1, dtype=np.int64)
-        group[used] = merged
-        return shared, group, first_op[used][first_of]
-    group, first = group_index(columns)
-    # 4 bytes an op, as a TPU op's metadata row
-    return group.astype(np.int32), np.arange(len(first), dtype=np.int64), first
-
-
 def _build(profile: Profile) -> Scopes:
     keys: dict[tuple[str, str, str], int] = {}
     raw: list[tuple[str, str]] = []  # (name scope, source) from the op's own stats
@@ -366,7 +342,7 @@ def _build(profile: Profile) -> Scopes:
             device_rows[key] = Lookup(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
             continue
         columns = [ops.strings(c) for c in ("module", "program_id", "op")]
-        index, group, first = _groups(columns)
+        index, group, first = index_groups(columns)
         tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
         # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
         own = device.row["kind"] == "TPU" and any(tf_ops.values)
