@@ -64,6 +64,7 @@ def op_base(name: str) -> str:
     return _OP_SUFFIX.sub("", name.lstrip("%"))
 
 
+@functools.lru_cache(maxsize=65536)  # an opcode (hlo_category) is split once, not per op
 def _split_role(name: str) -> tuple[str, str]:
     """(base, async role) of an op name or opcode: ``all_gather-start.3`` -> (all-gather,
     start)."""
@@ -222,7 +223,8 @@ def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray
         start_offset = offset
         start_offset -= shift  # host start less placed start, in place
         clock_start = host_start
-        end_offset = start_offset + (host_dur - dur)
+        end_offset = host_dur - dur
+        end_offset += start_offset  # in place: one array the size of the line less
     else:
         shift = int(median((host_start - device_offset)[use]))
         start = np.where(use, device_offset + shift, host_start)
