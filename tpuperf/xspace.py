@@ -218,9 +218,9 @@ class Line:
         columns = np.array([c for _, c in ids], dtype=np.int64)
         keep_column = names.index(keep) if keep is not None else -1
         parts = []
-        for first, stop, _ in self._runs:
+        for first, stop, events in self._runs:
             _, found = kernels.int_events(
-                plane._data, first, stop, wanted, columns, len(names), keep_column
+                plane._data, first, stop, wanted, columns, len(names), keep_column, events
             )
             parts.append(found)
             _release_pages(plane._data, first, stop)
