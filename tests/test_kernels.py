@@ -147,7 +147,18 @@ def _int_events(rng: random.Random) -> tuple[Any, ...]:
     ids = [rng.randrange(0, 7) for _ in range(n_wanted)]
     columns = [rng.randrange(n_columns) for _ in range(n_wanted)]
     keep = rng.randrange(-1, n_columns) if n_columns else -1
-    return data, first, stop, np.array(ids, np.int64), np.array(columns, np.int64), n_columns, keep
+    # The events expected (what sizes C's columns): none, too few, or about right.
+    expected = rng.choice([0, 1, rng.randrange(64)])
+    return (
+        data,
+        first,
+        stop,
+        np.array(ids, np.int64),
+        np.array(columns, np.int64),
+        n_columns,
+        keep,
+        expected,
+    )
 
 
 def _stats(rng: random.Random) -> tuple[Any, ...]:

@@ -354,7 +354,7 @@ def test_report_of_the_real_cpu_capture_draws_its_scope_tree(tmp_path: Path) -> 
     total = step = 0
     # The ops of the step windows the report analyses (warm-up left out), as analyze counts.
     for view in build_timeline(profile, AnalysisConfig()).devices:
-        rows = data.device_rows[view.key][view.selected]
+        rows = data.rows_at(view.key, view.selected)
         self_ps = view.ops.array_at("self_ps", view.selected)
         total += int(self_ps.sum())
         in_scope = [r in in_step for r in rows.tolist()]

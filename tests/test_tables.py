@@ -77,6 +77,14 @@ def test_classify_op_by_hand(name: str, category: str, expected: tuple[str, str,
 def test_name_helpers_by_hand() -> None:
     assert tables.op_base("%fusion.12") == "fusion"
     assert tables.op_base("all-gather-start.3") == "all-gather-start"
+    # Only the last numbered suffix; a number of any Unicode decimal digits; before a final
+    # newline too (as the regex \.\d+$ reads it); not a dot alone or a name that is one
+    assert tables.op_base("a.1.2") == "a.1"
+    assert tables.op_base("%%x.\u0663") == "x"
+    assert tables.op_base("fusion.12\n") == "fusion\n"
+    assert tables.op_base("fusion.") == "fusion."
+    assert tables.op_base("fusion.1b") == "fusion.1b"
+    assert tables.op_base(".5") == ""
     assert tables.instruction_name("%copy-start.4 = (f32[2]) copy-start(x)") == "copy-start.4"
     assert tables.instruction_name("not hlo") == "not hlo"
     assert tables.split_module_name("jit_train_step(16)") == ("jit_train_step", "16")

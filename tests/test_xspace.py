@@ -130,6 +130,28 @@ def test_stat_values_match_protobuf(v6e) -> None:
     assert by_name["all-reduce"] == 1342177280
 
 
+def test_metadata_values_of_chosen_rows(v6e) -> None:
+    data = v6e.read_bytes()
+    plane = xspace.decode(data).planes[0]
+    ref = pb.XSpace()
+    ref.ParseFromString(data)
+    ref_plane = ref.planes[0]
+    names = {k: m.name for k, m in ref_plane.stat_metadata.items()}
+    n = len(plane.metadata.ids)
+    rows = np.array([n, *range(n - 1, -1, -3)])  # the extra row (unknown ids), then backwards
+    expected = ["none"]
+    for row in rows[1:].tolist():
+        meta = ref_plane.event_metadata[int(plane.metadata.ids[row])]
+        found = [s.str_value for s in meta.stats if names[s.metadata_id] == "hlo_category"]
+        expected.append(found[-1] if found else "none")
+    assert plane.metadata_values("hlo_category", rows, "none") == expected
+    assert any(value != "none" for value in expected)
+    program = plane.metadata_values("program_id", rows)
+    assert program[0] is None
+    assert program[1:] == [plane.metadata_stat("program_id")[r] for r in rows[1:].tolist()]
+    assert any(value is not None for value in program)
+
+
 _stat = st.fixed_dictionaries(
     {
         "metadata_id": st.integers(0, 50),

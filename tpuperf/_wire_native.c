@@ -675,7 +675,7 @@ static failure stat_int(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint
 #define MAX_WANTED 16
 #define MISSING INT64_MIN
 
-/* events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column)
+/* events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column[, expected])
  *   -> (run_end, metadata_id, offset_ps, duration_ps, column_0, ..., column_{n-1})
  * The run of event records at `first`, with the integer stats whose metadata ids are in
  * `wanted_ids` (int64 buffer) written to output column `wanted_columns[i]` (int64 buffer);
@@ -684,9 +684,9 @@ static failure stat_int(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, uint
 static PyObject *events(PyObject *self, PyObject *args)
 {
     Py_buffer views[3]; /* data, wanted_ids, wanted_columns */
-    Py_ssize_t first, stop, n_columns, keep;
-    if (!PyArg_ParseTuple(args, "y*nny*y*nn", &views[0], &first, &stop, &views[1], &views[2],
-                          &n_columns, &keep))
+    Py_ssize_t first, stop, n_columns, keep, expected = 0;
+    if (!PyArg_ParseTuple(args, "y*nny*y*nn|n", &views[0], &first, &stop, &views[1], &views[2],
+                          &n_columns, &keep, &expected))
         return NULL;
     PyObject *result = NULL;
     PyObject *out[3 + MAX_WANTED] = {NULL};
@@ -708,9 +708,10 @@ static PyObject *events(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    /* One pass: columns sized for a typical event (16 bytes or more), grown when a line
-     * holds smaller ones, and cut to size at the end. */
-    Py_ssize_t capacity = (stop - first) / 16 + 16;
+    /* One pass: columns sized for the events expected where the caller knows how many (no
+     * larger block to cut down: its memory is reused, not mapped afresh), else for a typical
+     * event (16 bytes or more); grown when a line holds more, and cut to size at the end. */
+    Py_ssize_t capacity = expected > 0 ? expected : (stop - first) / 16 + 16;
     if (!new_columns(out, columns, 3 + (int)n_columns, capacity))
         goto done;
     {
@@ -902,7 +903,8 @@ static PyMethodDef methods[] = {
      "skip_records(data, first, stop) -> (run_end, n_events): the extent of a run of event "
      "records."},
     {"events", events, METH_VARARGS,
-     "events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column) -> "
+     "events(data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column[, expected]) "
+     "-> "
      "(run_end, metadata_id, offset_ps, duration_ps, *columns): a run of event records with "
      "chosen integer stats as int64 columns (INT64_MIN where absent)."},
     {"stats", stats, METH_VARARGS,

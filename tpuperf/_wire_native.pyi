@@ -37,6 +37,7 @@ def events(
     wanted_columns: Buffer,
     n_columns: int,
     keep_column: int,
+    expected: int = 0,
     /,
 ) -> tuple[Any, ...]:
     """(run_end, metadata_id, offset_ps, duration_ps, *columns): chosen integer stats as int64

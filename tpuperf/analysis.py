@@ -20,7 +20,7 @@ import numpy as np
 from tpuperf import jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
-from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.columns import Strings, Table, group_index, index_groups, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
@@ -791,17 +791,14 @@ class _Code:
             return cls(None, {}, {})
         table = data.table
         values = {c: table.strings(c).tolist() for c in ("module", "op", *_CODE_COLUMNS)}
-        pass_codes = data.pass_codes()
-        per_pass = np.zeros(len(PASSES), dtype=np.int64)
         row_time = np.zeros(data.n, dtype=np.int64)
         for view in tl.devices:
-            rows = data.device_rows.get(view.key)
-            if rows is None or not len(view.selected):
+            if view.key not in data.device_rows or not len(view.selected):
                 continue
-            picked = rows[view.selected]
-            self_ps = view.ops.array_at("self_ps", view.selected)
-            per_pass += sum_by(pass_codes[picked], len(PASSES), self_ps)
-            row_time += sum_by(picked, data.n, self_ps)
+            picked = data.rows_at(view.key, view.selected)
+            row_time += sum_by(picked, data.n, view.ops.array_at("self_ps", view.selected))
+        # Integer sums: by pass from the rows' sums, exactly as from the ops'.
+        per_pass = sum_by(data.pass_codes(), len(PASSES), row_time)
         windows = max(tl.n_windows, 1)
         total = int(per_pass.sum())
         passes: dict[str, dict[str, float | None]] = {
@@ -891,7 +888,7 @@ def op_table(tl: Timeline) -> Table:
         if not ops.n:
             continue
         module, op = ops.strings("module"), ops.strings("op")
-        group, first = group_index([module, op])
+        index, group, first = index_groups([module, op])
         k = len(first)
         seen = len(names)
         pairs = zip(module.take(first).tolist(), op.take(first).tolist(), strict=True)
@@ -901,8 +898,10 @@ def op_table(tl: Timeline) -> Table:
         rows = view.selected[first[at >= seen]]
         for values, column in zip(attributes, _OP_ATTRIBUTES, strict=True):
             values += view.ops.strings(column).take(rows).tolist()
-        total = sum_by(group, k, ops.array("self_ps"))
-        parts.append((at, np.bincount(group, minlength=k), total))
+        # Summed by index value, then by group: integers, exact in any order.
+        count = sum_by(group, k, np.bincount(index, minlength=len(group)))
+        total = sum_by(group, k, sum_by(index, len(group), ops.array("self_ps")))
+        parts.append((at, count, total))
     counts = np.zeros(len(names), dtype=np.int64)
     total = np.zeros(len(names), dtype=np.int64)
     for at, count, self_ps in parts:  # a device's groups are distinct: no index repeats

@@ -365,7 +365,9 @@ def _step_of(starts: np.ndarray, steps: Table) -> np.ndarray:
     # Step numbers are small: 4 bytes an op, not 8 (the DataFrame view widens them again).
     small = len(numbers) == 0 or (numbers.min() >= -(2**31) and numbers.max() < 2**31)
     numbers = numbers.astype(np.int32) if small else numbers
-    return np.where(index >= 0, numbers[np.maximum(index, 0)], numbers.dtype.type(-1))
+    # -1 (outside every step) first, so that the window index plus one picks the number.
+    index += 1
+    return np.concatenate([np.full(1, -1, dtype=numbers.dtype), numbers])[index]
 
 
 def _lines_table(planes: list[Plane]) -> Table:

@@ -4,13 +4,14 @@ on the device clock (:class:`~tpuperf.tables.DeviceClock`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from tpuperf.columns import Lookup, Strings, Table, distinct, factorize
-from tpuperf.schema import KIND_COMPUTE
 from tpuperf.tables import (
     EMPTY_ASYNC,
     EMPTY_MODULES,
@@ -59,9 +60,9 @@ def _costs(values: np.ndarray | list[Any]) -> np.ndarray:
 _COST_STATS = ("flops", "model_flops", "bytes_accessed")
 
 
-# Factorized strings by the values they were made from, shared by the TPU planes of one host:
+# Factorized values by the values they were made from, shared by the TPU planes of one host:
 # chips that run one program have the same metadata, so their name columns are equal.
-Factorized = dict[tuple[str, ...], tuple[np.ndarray, tuple[str, ...]]]
+Factorized = dict[tuple[Any, ...], tuple[np.ndarray, tuple[Any, ...]]]
 
 
 def tpu_ops(
@@ -69,34 +70,33 @@ def tpu_ops(
 ) -> tuple[Table, Table, Table, DeviceClock]:
     """The plane's ops, module executions and async windows, on its device clock.
     ``factorized`` holds the name columns already made for other chips of the host."""
-    meta = plane.metadata
-    n_meta = len(meta.ids)
+    n_meta = len(plane.metadata.ids)
     line = find_line(plane, _TPU_OPS_LINE)
     async_line = find_line(plane, _TPU_ASYNC_LINE)
-    async_rows = _metadata_rows(plane, async_line.metadata_id) if async_line is not None else None
-    async_used = distinct(async_rows).tolist() if async_rows is not None else []
     clock = IDENTITY_CLOCK
     host_times: tuple[np.ndarray, np.ndarray] | None = None
-    rows, used = None, []
-    if line is not None:
+    if line is None:
+        ops = empty_ops()
+    else:
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
-        rows = _metadata_rows(plane, events.metadata_id).astype(np.int32)
+        rows = _metadata_rows(plane, events.metadata_id, np.int32)
         start, dur, clock = device_clock(events, line.timestamp_ns)
         # The ops' host-clock times: what async windows are matched to them by.
         host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
-        used = distinct(rows).tolist()
-    # Names and classes of the metadata rows the two lines use, only: a plane's metadata also
-    # names every step and module execution, thousands on a long capture.
-    op_meta = _OpMeta.of(plane, sorted({*used, *async_used} - {n_meta}))
-    if line is None:
-        ops = empty_ops()
-    else:
-        assert rows is not None
+        # The metadata of the rows the op line uses, only: a plane's metadata also names
+        # every step and module execution, thousands on a long capture.
+        used = distinct(rows)
+        meta = _OpMeta.of(plane, used)
 
-        def per_meta(values: list[str], default: str = "") -> Strings:
-            return _meta_strings([*values, default], rows, used, factorized)
+        def factors(values: list[Any]) -> _Factors:
+            return _Factors.of(values, factorized)
 
+        def strings(values: _Factors) -> Strings:
+            return values.strings(rows, used, n_meta)
+
+        program = factors(meta.program_ids)
+        classes = factors(meta.classes)
         costs = {
             name: Lookup(
                 rows,
@@ -107,25 +107,24 @@ def tpu_ops(
         memory = {
             name: Lookup(rows, values) for name, values in _memory_breakdown(plane, n_meta).items()
         }
-        classes = op_meta.classes
         ops = Table(
             {
                 "line": Strings(rows, (line.name,), np.zeros(n_meta + 1, dtype=np.int32)),
-                "module": per_meta([module_names.get(p, "") for p in op_meta.program_ids]),
-                "program_id": per_meta(op_meta.program_ids),
-                "op": per_meta(op_meta.op_names),
-                "hlo_text": per_meta(meta.names),
-                "category": per_meta(op_meta.categories),
-                "kind": per_meta([c[0] for c in classes], KIND_COMPUTE),
-                "collective": per_meta([c[1] for c in classes]),
-                "async_role": per_meta([c[2] for c in classes]),
+                "module": strings(program.mapped(lambda p: module_names.get(p, ""))),
+                "program_id": strings(program),
+                "op": strings(factors(meta.op_names)),
+                "hlo_text": strings(factors(meta.hlo_texts)),
+                "category": strings(factors(meta.categories)),
+                "kind": strings(classes.mapped(itemgetter(0))),
+                "collective": strings(classes.mapped(itemgetter(1))),
+                "async_role": strings(classes.mapped(itemgetter(2))),
                 "start_ps": start,
                 "dur_ps": dur,
                 "self_ps": self_time(start, dur),
                 **costs,
                 **memory,
-                "tf_op": per_meta(op_meta.texts(plane, "tf_op")),
-                "source": per_meta(op_meta.texts(plane, "source")),
+                "tf_op": strings(factors(meta.texts(plane, "tf_op"))),
+                "source": strings(factors(meta.texts(plane, "source"))),
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
@@ -138,83 +137,88 @@ def tpu_ops(
             names[missing] = _modules_by_time(modules, ops.array_at("start_ps", missing))
             ops = ops.with_columns(module=Strings.from_list(names.tolist()))
     async_ops = (
-        _tpu_async(plane, async_line, async_rows, async_used, op_meta, clock, ops, host_times)
-        if async_line is not None and async_rows is not None
+        _tpu_async(plane, async_line, clock, ops, host_times)
+        if async_line is not None
         else EMPTY_ASYNC
     )
     return ops, modules, async_ops, clock
 
 
-def _metadata_rows(plane: Plane, metadata_id: np.ndarray) -> np.ndarray:
+def _metadata_rows(plane: Plane, metadata_id: np.ndarray, dtype: Any = np.int64) -> np.ndarray:
     """The metadata row of each event; an unknown id points at the extra last row ("", NaN)."""
-    rows = plane.metadata.rows(metadata_id)
-    rows[rows < 0] = len(plane.metadata.ids)
-    return rows
-
-
-_COMPUTE = (KIND_COMPUTE, "", "")
+    return plane.metadata.rows(metadata_id, unknown=len(plane.metadata.ids), dtype=dtype)
 
 
 @dataclass(frozen=True)
 class _OpMeta:
-    """Per metadata row of a TPU plane, for the rows its op lines use (``rows``; the others
-    hold "" and are never read): the op's name, hlo_category, program id and classes."""
+    """What a TPU plane's metadata says of each of ``rows`` (metadata rows; the row past the
+    last, for events of unknown metadata, has no names and no stats): the op's name, its HLO
+    text, hlo_category, program id and classes (kind, collective, async role)."""
 
-    rows: list[int]
+    rows: np.ndarray
     op_names: list[str]
+    hlo_texts: list[str]
     categories: list[str]
     program_ids: list[str]
     classes: list[tuple[str, str, str]]
 
     @classmethod
-    def of(cls, plane: Plane, rows: list[int]) -> _OpMeta:
+    def of(cls, plane: Plane, rows: np.ndarray) -> _OpMeta:
         meta = plane.metadata
         n = len(meta.ids)
-        op_names, categories, program_ids = [""] * n, [""] * n, [""] * n
-        classes = [_COMPUTE] * n
-        category_stat = plane.metadata_stat("hlo_category", "")
-        program_stat = plane.metadata_stat("program_id")
-        for row in rows:
-            name = op_names[row] = meta.display_names[row] or meta.names[row]
-            category = category_stat[row]
-            category = categories[row] = category if isinstance(category, str) else ""
-            program = program_stat[row]
-            program_ids[row] = str(program) if program is not None else ""
-            classes[row] = classify_op(name, category)
-        return cls(rows, op_names, categories, program_ids, classes)
+        texts = [meta.names[row] if row < n else "" for row in rows.tolist()]
+        display = [meta.display_names[row] if row < n else "" for row in rows.tolist()]
+        names = [shown or text for shown, text in zip(display, texts, strict=True)]
+        categories = list(map(_text, plane.metadata_values("hlo_category", rows, "")))
+        program_ids = list(map(_program_id, plane.metadata_values("program_id", rows)))
+        classes = list(map(classify_op, names, categories))
+        return cls(rows, names, texts, categories, program_ids, classes)
 
     def texts(self, plane: Plane, stat: str) -> list[str]:
         """A text stat of the metadata at ``rows`` ("" where it is not text)."""
-        values = plane.metadata_stat(stat, "")
-        out = [""] * len(self.op_names)
-        for row in self.rows:
-            value = values[row]
-            out[row] = value if isinstance(value, str) else ""
-        return out
+        return list(map(_text, plane.metadata_values(stat, self.rows, "")))
 
 
-def _meta_strings(
-    values: list[str],
-    rows: np.ndarray,
-    used: list[int] | None = None,
-    factorized: Factorized | None = None,
-) -> Strings:
-    """The strings of metadata rows ``rows``, from one value per metadata row. Only the rows
-    in use are factorized: a plane's metadata also names every step and module execution,
-    thousands on a long capture. Where ``factorized`` already holds the same values (another
-    chip's), they are not factorized again."""
-    if used is None:
-        used = distinct(rows).tolist()
-    picked = tuple([values[row] for row in used])
-    found = factorized.get(picked) if factorized is not None else None
-    if found is None:
-        found = factorize(picked)
-        if factorized is not None:
-            factorized[picked] = found
-    codes, unique = found
-    mapping = np.zeros(len(values), dtype=np.int32)
-    mapping[used] = codes
-    return Strings(rows, unique, mapping)
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _program_id(value: Any) -> str:
+    return str(value) if value is not None else ""
+
+
+@dataclass(frozen=True)
+class _Factors:
+    """Values, one per metadata row in use, as codes into ``unique`` (in order of first
+    appearance)."""
+
+    codes: np.ndarray
+    unique: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, values: list[Any], factorized: Factorized | None = None) -> _Factors:
+        """``values`` factorized, or taken from ``factorized`` where another chip had the same
+        (and kept there)."""
+        key = tuple(values)
+        found = factorized.get(key) if factorized is not None else None
+        if found is None:
+            found = factorize(key)
+            if factorized is not None:
+                factorized[key] = found
+        return cls(*found)
+
+    def mapped(self, function: Callable[[Any], str]) -> _Factors:
+        """What ``function`` makes of each value: computed once per distinct value, and in the
+        order that factorizing the results row by row would give."""
+        codes, unique = factorize([function(value) for value in self.unique])
+        return _Factors(codes[self.codes], unique)
+
+    def strings(self, rows: np.ndarray, used: np.ndarray, n_meta: int) -> Strings:
+        """The strings of events of metadata ``rows``, when these are the values of the rows
+        ``used`` (the distinct ``rows``, in order) of a plane of ``n_meta`` metadata rows."""
+        mapping = np.zeros(n_meta + 1, dtype=np.int32)
+        mapping[used] = self.codes
+        return Strings(rows, self.unique, mapping)
 
 
 def _memory_breakdown(plane: Plane, n: int) -> dict[str, np.ndarray]:
@@ -265,17 +269,18 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
         return EMPTY_MODULES
     rows = _metadata_rows(plane, line.metadata_id)
     n_meta = len(plane.metadata.names)
-    names = [""] * (n_meta + 1)
-    program_ids = [""] * (n_meta + 1)
-    for row in distinct(rows[rows < n_meta]).tolist():  # only the module entries
-        name = plane.metadata.names[row]
-        names[row], program_ids[row] = split_module_name(name) or (name, "")
+    used = distinct(rows)
+    names, program_ids = [], []
+    for row in used.tolist():
+        name = plane.metadata.names[row] if row < n_meta else ""
+        module, program_id = split_module_name(name) or (name, "")
+        names.append(module)
+        program_ids.append(program_id)
     start, dur = placed_times(line, clock)
-    used = distinct(rows).tolist()
     return Table(
         {
-            "module": _meta_strings(names, rows, used),
-            "program_id": _meta_strings(program_ids, rows, used),
+            "module": _Factors.of(names).strings(rows, used, n_meta),
+            "program_id": _Factors.of(program_ids).strings(rows, used, n_meta),
             "start_ps": start,
             "dur_ps": dur,
         }
@@ -285,31 +290,27 @@ def _tpu_modules(plane: Plane, clock: DeviceClock) -> Table:
 def _tpu_async(
     plane: Plane,
     line: Line,
-    rows: np.ndarray,
-    used: list[int],
-    op_meta: _OpMeta,
     clock: DeviceClock,
     ops: Table,
     host_times: tuple[np.ndarray, np.ndarray] | None,
 ) -> Table:
-    """Windows of the `Async XLA Ops` line (``line``, its events' metadata ``rows``, the
-    distinct ones ``used``), on the device clock: each from its start op's start to its done
-    op's end, the ops it names (see _nearest_named). ``host_times`` are the ops' host-clock
-    starts and durations."""
+    """Windows of the `Async XLA Ops` line ``line``, on the device clock: each from its start
+    op's start to its done op's end, the ops it names (see _nearest_named). ``host_times`` are
+    the ops' host-clock starts and durations."""
     n_meta = len(plane.metadata.names)
+    rows = _metadata_rows(plane, line.metadata_id)
+    used = distinct(rows)
+    meta = _OpMeta.of(plane, used)
     done_codes, done_names = line.stat_strings("hlo_op")
     done = Strings.from_values(done_names, done_codes)
     start, dur = placed_times(line, clock)
     # The event's display name is generic ("async-copy"); its HLO text names the start op.
-    names = plane.metadata.names
-    per_row = ["" for _ in range(n_meta + 1)]
-    for row in used:
-        if row < n_meta:
-            text = names[row]
-            per_row[row] = (
-                instruction_name(text) if text.lstrip().startswith("%") else op_meta.op_names[row]
-            )
-    start_op = _meta_strings(per_row, rows, used)
+    start_op = _Factors.of(
+        [
+            instruction_name(text) if text.lstrip().startswith("%") else name
+            for text, name in zip(meta.hlo_texts, meta.op_names, strict=True)
+        ]
+    ).strings(rows, used, n_meta)
     if host_times is not None and len(clock.host_start) and ops.n:
         op_host_start, op_host_dur = host_times
         op_name = ops.strings("op")
@@ -326,8 +327,8 @@ def _tpu_async(
         {
             "op": start_op,
             "done_op": done,
-            "category": _meta_strings([*op_meta.categories, ""], rows, used),
-            "collective": _meta_strings([*(c[1] for c in op_meta.classes), ""], rows, used),
+            "category": _Factors.of(meta.categories).strings(rows, used, n_meta),
+            "collective": _Factors.of([c[1] for c in meta.classes]).strings(rows, used, n_meta),
             "start_ps": start,
             "dur_ps": dur,
         }

@@ -371,19 +371,51 @@ def group_index(keys: Sequence[Strings | np.ndarray]) -> tuple[np.ndarray, np.nd
     return rank[inverse.reshape(-1)], first[order]
 
 
+def index_groups(columns: list[Strings]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by ``columns``, groups in order of first appearance (as
+    :func:`group_index`), as (index, group of each index value, first row of each group):
+    row i is in group ``group[index[i]]``. Where the columns share one index (a TPU op's
+    names, by metadata row) it is that index, and nothing is made per row: sums per group
+    can be summed per index value first (``sum_by(group, n, sum_by(index, len(group), x))``).
+    """
+    shared = columns[0].index
+    if (
+        len(shared)
+        and all(c.index is shared and c.mapping is not None for c in columns)
+        and shared.dtype.kind in "iu"
+        and int(shared.min()) >= 0
+    ):
+        # The index values in use in order of first appearance, then their names grouped.
+        first_op = first_rows(shared, int(shared.max()) + 1)
+        used = np.flatnonzero(first_op < len(shared))
+        used = used[np.argsort(first_op[used], kind="stable")]
+        merged, first_of = group_index([c.mapping[used] for c in columns if c.mapping is not None])
+        group = np.zeros(int(shared.max()) + 1, dtype=np.int64)
+        group[used] = merged
+        return shared, group, first_op[used][first_of]
+    group, first = group_index(columns)
+    # 4 bytes an op, as a TPU op's metadata row
+    return group.astype(np.int32), np.arange(len(first), dtype=np.int64), first
+
+
 def median(values: Any) -> float:
     """``np.median`` of a 1-d sequence, to the last bit (the mean of the two middle values when
     their count is even; NaN when any value is NaN or there are none), without the import of
-    ``numpy.ma`` that ``np.median`` makes on first use (10-15 ms of every command)."""
-    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    ``numpy.ma`` that ``np.median`` makes on first use (10-15 ms of every command).
+
+    Integers are partitioned as they are, 4-10x faster than as doubles, and only the middle
+    values converted: rounding to a double keeps the order, so the result is the same."""
+    a = np.asarray(values).reshape(-1)
+    if a.dtype.kind not in "iu":
+        a = a.astype(np.float64, copy=False)
     n = len(a)
-    if n == 0 or np.isnan(a).any():
+    if n == 0 or (a.dtype.kind == "f" and np.isnan(a).any()):
         return float("nan")
     k = n // 2
     if n % 2:
         return float(np.partition(a, k)[k])
     part = np.partition(a, (k - 1, k))
-    return float((part[k - 1] + part[k]) / 2)
+    return (float(part[k - 1]) + float(part[k])) / 2
 
 
 def percentile(values: Any, q: float) -> float:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Strings, Table, group_index, sum_by
+from tpuperf.columns import Lookup, Strings, Table, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of
 
@@ -269,7 +269,9 @@ class Scopes:
 
     table: Table  # schema.SCOPES' columns, one row per (module, program_id, op)
     levels: tuple[tuple[str, ...], ...]  # each row's levels
-    device_rows: dict[tuple[str, int], np.ndarray]  # (host, device) -> row of each op
+    # (host, device) -> the row of each op: on TPU by the ops' metadata row (the index their
+    # names share), so that it costs nothing per op
+    device_rows: dict[tuple[str, int], Lookup]
     windows: dict[tuple[str, int], int]  # (host, device) -> step windows (1 without steps)
     notes: tuple[str, ...] = ()
 
@@ -283,7 +285,13 @@ class Scopes:
         return bool((~self.table.strings("scope_origin").eq("")).any() if self.table.n else False)
 
     def rows(self, device: DeviceTables) -> np.ndarray:
-        return self.device_rows[(device.host, device.device)]
+        """The row of each of the device's ops."""
+        return self.device_rows[(device.host, device.device)].array()
+
+    def rows_at(self, key: tuple[str, int], ops: np.ndarray) -> np.ndarray:
+        """The rows of the ops ``ops`` of device ``key`` ((host, device))."""
+        found = self.device_rows[key]
+        return found.values[found.index[ops]]
 
     def pass_codes(self) -> np.ndarray:
         """Each row's pass as an index into :data:`schema.PASSES`."""
@@ -324,21 +332,21 @@ def _build(profile: Profile) -> Scopes:
     keys: dict[tuple[str, str, str], int] = {}
     raw: list[tuple[str, str]] = []  # (name scope, source) from the op's own stats
     first_seen: list[tuple[str, bool]] = []  # (host, from the op's stats?)
-    device_rows: dict[tuple[str, int], np.ndarray] = {}
+    device_rows: dict[tuple[str, int], Lookup] = {}
     windows: dict[tuple[str, int], int] = {}
     for device in profile.device_tables:
         ops = device.ops
         key = (device.host, device.device)
         windows[key] = _windows(device)
         if not ops.n:
-            device_rows[key] = np.zeros(0, dtype=np.int32)
+            device_rows[key] = Lookup(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
             continue
         columns = [ops.strings(c) for c in ("module", "program_id", "op")]
-        group, first = group_index(columns)
+        index, group, first = index_groups(columns)
         tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
         # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
         own = device.row["kind"] == "TPU" and any(tf_ops.values)
-        mapping = np.empty(len(first), dtype=np.int32)  # 4 bytes an op: distinct ops are few
+        mapping = np.empty(len(first), dtype=np.int32)  # 4 bytes a group: groups are few
         names = zip(*(c.take(first).tolist() for c in columns), strict=True)
         stats = zip(tf_ops.take(first).tolist(), sources.take(first).tolist(), strict=True)
         for g, (identity, stat) in enumerate(zip(names, stats, strict=True)):
@@ -348,7 +356,7 @@ def _build(profile: Profile) -> Scopes:
                 raw.append(stat)
                 first_seen.append((device.host, own))
             mapping[g] = row
-        device_rows[key] = mapping[group]
+        device_rows[key] = Lookup(index, mapping[group])
 
     identities = list(keys)
     metas, notes = _hlo_metadata(profile, identities, first_seen)
@@ -520,7 +528,7 @@ def scope_time(
         for view in timeline.devices:
             if device is not None and view.key != (device.host, device.device):
                 continue
-            rows = data.device_rows[view.key][view.selected]
+            rows = data.rows_at(view.key, view.selected)
             occurrences += np.bincount(rows, minlength=n)
             time_ps += sum_by(rows, n, view.ops.array_at("self_ps", view.selected))
             windows += len(view.windows)

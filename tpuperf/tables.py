@@ -61,13 +61,22 @@ def instruction_name(text: str) -> str:
 
 def op_base(name: str) -> str:
     """``all-gather-start.3`` -> ``all-gather-start``; ``%fusion.12`` -> ``fusion``."""
-    return _OP_SUFFIX.sub("", name.lstrip("%"))
+    name = name.lstrip("%")
+    head, dot, number = name.rpartition(".")
+    if dot and number.isdecimal():  # what _OP_SUFFIX takes off, without the regex (3x faster)
+        return head
+    return _OP_SUFFIX.sub("", name) if name.endswith("\n") else name
 
 
 def _split_role(name: str) -> tuple[str, str]:
     """(base, async role) of an op name or opcode: ``all_gather-start.3`` -> (all-gather,
     start)."""
-    base = op_base(name).replace("_", "-")
+    return _base_role(op_base(name))
+
+
+@functools.lru_cache(maxsize=65536)  # op names are many, their bases few
+def _base_role(base: str) -> tuple[str, str]:
+    base = base.replace("_", "-")
     for suffix in ("-start", "-done", "-update"):
         if base.endswith(suffix):
             return base[: -len(suffix)], "start" if suffix == "-start" else "done"
@@ -222,7 +231,8 @@ def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray
         start_offset = offset
         start_offset -= shift  # host start less placed start, in place
         clock_start = host_start
-        end_offset = start_offset + (host_dur - dur)
+        end_offset = host_dur - dur
+        end_offset += start_offset  # in place: one array the size of the line less
     else:
         shift = int(median((host_start - device_offset)[use]))
         start = np.where(use, device_offset + shift, host_start)

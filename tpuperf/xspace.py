@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf import kernels
-from tpuperf.columns import first_rows, sorted_codes
+from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.kernels.wire import (
     EMPTY,
     STAT_BYTES,
@@ -218,9 +218,9 @@ class Line:
         columns = np.array([c for _, c in ids], dtype=np.int64)
         keep_column = names.index(keep) if keep is not None else -1
         parts = []
-        for first, stop, _ in self._runs:
+        for first, stop, events in self._runs:
             _, found = kernels.int_events(
-                plane._data, first, stop, wanted, columns, len(names), keep_column
+                plane._data, first, stop, wanted, columns, len(names), keep_column, events
             )
             parts.append(found)
             _release_pages(plane._data, first, stop)
@@ -269,19 +269,23 @@ class EventMetadata:
     display_names: list[str]
     stats: Stats
 
-    def rows(self, metadata_ids: np.ndarray) -> np.ndarray:
-        """Row of each of ``metadata_ids`` (events' metadata ids); -1 where unknown."""
+    def rows(
+        self, metadata_ids: np.ndarray, unknown: int = -1, dtype: Any = np.int64
+    ) -> np.ndarray:
+        """Row of each of ``metadata_ids`` (events' metadata ids), as ``dtype``; ``unknown``
+        where the id is not in the metadata."""
         if not len(self.ids):
-            return np.full(len(metadata_ids), -1, dtype=np.int64)
+            return np.full(len(metadata_ids), unknown, dtype=dtype)
         if self.ids[0] >= 0 and self.ids[-1] < 4 * len(self.ids) + 1024:
             # Ids are small and dense (the usual case): a lookup table beats a binary search.
-            table = np.full(int(self.ids[-1]) + 2, -1, dtype=np.int64)
-            table[self.ids] = np.arange(len(self.ids))
-            inside = (metadata_ids >= 0) & (metadata_ids <= self.ids[-1])
-            return table[np.where(inside, metadata_ids, len(table) - 1)]
+            # Shifted by one, with ``unknown`` at both ends, so that ids out of range (below
+            # 0, past the last) clip onto it: one pass, 10x faster than masking them.
+            table = np.full(int(self.ids[-1]) + 3, unknown, dtype=dtype)
+            table[self.ids + 1] = np.arange(len(self.ids))
+            return table.take(np.asarray(metadata_ids) + 1, mode="clip")
         rows = np.searchsorted(self.ids, metadata_ids)
         rows[rows >= len(self.ids)] = len(self.ids) - 1
-        return np.where(self.ids[rows] == metadata_ids, rows, -1)
+        return np.where(self.ids[rows] == metadata_ids, rows, unknown).astype(dtype, copy=False)
 
 
 @dataclass
@@ -328,6 +332,25 @@ class Plane:
     def metadata_stat(self, name: str, default: Any = None) -> np.ndarray | list[Any]:
         """The stat ``name`` of every event metadata row."""
         return self.stat_column(self.metadata.stats, len(self.metadata.ids), name, default)
+
+    def metadata_values(self, name: str, rows: np.ndarray, default: Any = None) -> list[Any]:
+        """The stat ``name`` of the metadata rows ``rows`` as :meth:`metadata_stat` gives it,
+        ``default`` where a row lacks it (the row past the last, for events of unknown
+        metadata, has no stats). Only those rows' stats are decoded."""
+        stats = self.metadata.stats
+        found = np.flatnonzero(_is_one_of(stats.metadata_id, self.stat_ids(name)))
+        stat_of = np.full(len(self.metadata.ids) + 1, -1, dtype=np.int64)
+        stat_of[stats.owner[found]] = found  # where a row repeats the stat, the last one
+        picked = stat_of[np.asarray(rows, dtype=np.int64)]
+        has = picked >= 0
+        if has.all():
+            return self._values(stats, picked, stats.kind[picked])
+        out: list[Any] = [default] * len(picked)
+        at = np.flatnonzero(has)
+        values = self._values(stats, picked[at], stats.kind[picked[at]])
+        for i, value in zip(at.tolist(), values, strict=True):
+            out[i] = value
+        return out
 
     def stat_column(
         self, stats: Stats, count: int, name: str, default: Any = None
@@ -396,26 +419,42 @@ def _stat_values(
     data: Any, stat_names: dict[int, str], stats: Stats, rows: np.ndarray, kinds: np.ndarray
 ) -> list[Any]:
     """The values of stats ``rows`` (of kinds ``kinds``) as Python objects: text decoded,
-    refs resolved to the names they point to, None where a stat has no value."""
-    out: list[Any] = []
-    starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
-    ints, doubles = stats.int_value[rows].tolist(), stats.double_value[rows].tolist()
-    for i, kind in enumerate(kinds.tolist()):
-        if kind == STAT_STR:
-            out.append(bytes(data[starts[i] : stops[i]]).decode("utf-8", "replace"))
-        elif kind == STAT_BYTES:
-            out.append(bytes(data[starts[i] : stops[i]]))
-        elif kind == STAT_REF:
-            out.append(stat_names.get(ints[i], ""))
-        elif kind == STAT_DOUBLE:
-            out.append(doubles[i])
-        elif kind == STAT_UINT64:
-            out.append(ints[i] & 0xFFFFFFFFFFFFFFFF)
-        elif kind == STAT_INT64:
-            out.append(ints[i])
-        else:
-            out.append(None)
+    refs resolved to the names they point to, None where a stat has no value.
+
+    Converted a kind at a time (a metadata column is usually of one kind): text decoded by
+    the kernels, numbers by numpy, not one value at a time."""
+    rows = np.asarray(rows, dtype=np.int64)
+    kinds = np.asarray(kinds)
+    present = distinct(kinds).tolist()
+    if len(present) <= 1:
+        return _values_of_kind(data, stat_names, stats, rows, present[0]) if present else []
+    out: list[Any] = [None] * len(rows)
+    for kind in present:
+        at = np.flatnonzero(kinds == kind)
+        values = _values_of_kind(data, stat_names, stats, rows[at], kind)
+        for i, value in zip(at.tolist(), values, strict=True):
+            out[i] = value
     return out
+
+
+def _values_of_kind(
+    data: Any, stat_names: dict[int, str], stats: Stats, rows: np.ndarray, kind: int
+) -> list[Any]:
+    """The values of stats ``rows``, all of kind ``kind``, as Python objects."""
+    if kind == STAT_STR:
+        return kernels.texts(data, stats.text_start[rows], stats.text_stop[rows])
+    if kind == STAT_BYTES:
+        starts, stops = stats.text_start[rows].tolist(), stats.text_stop[rows].tolist()
+        return [bytes(data[a:b]) for a, b in zip(starts, stops, strict=True)]
+    if kind == STAT_REF:
+        return [stat_names.get(i, "") for i in stats.int_value[rows].tolist()]
+    if kind == STAT_DOUBLE:
+        return stats.double_value[rows].tolist()
+    if kind == STAT_UINT64:  # stored as int64: the same 64 bits read unsigned
+        return stats.int_value[rows].view(np.uint64).tolist()
+    if kind == STAT_INT64:
+        return stats.int_value[rows].tolist()
+    return [None] * len(rows)
 
 
 def _is_one_of(values: np.ndarray, wanted: list[int]) -> np.ndarray:

@@ -156,13 +156,15 @@ def int_events(
     wanted_columns: Any,
     n_columns: int,
     keep_column: int = -1,
+    expected: int = 0,
 ) -> tuple[int, list[np.ndarray]]:
     """The run of event records at ``first`` with chosen integer stats (int64, uint64 or ref
     values) as columns: (run_end, [metadata_id, offset_ps, duration_ps, column 0, ...]).
 
     The stat with id ``wanted_ids[i]`` goes to column ``wanted_columns[i]`` (the first entry
     of an id repeated), MISSING where an event lacks it (a later stat of an event wins). With
-    ``keep_column >= 0`` only the events that have that column's stat are kept."""
+    ``keep_column >= 0`` only the events that have that column's stat are kept. ``expected``
+    (the run's events, where known) sizes the columns; any number gives the same result."""
     ids, columns = _int64(wanted_ids), _int64(wanted_columns)
     if not 0 <= n_columns <= MAX_INT_COLUMNS or ids.shape != columns.shape:
         raise ValueError(f"int_events: 0 to {MAX_INT_COLUMNS} columns, one for each id")
@@ -171,7 +173,9 @@ def int_events(
     if keep_column >= n_columns:
         raise ValueError("int_events: keep_column is out of range")
     first, stop = _span(data, first, stop, "line")
-    return _impl.int_events(data, first, stop, ids, columns, int(n_columns), int(keep_column))
+    return _impl.int_events(
+        data, first, stop, ids, columns, int(n_columns), int(keep_column), max(int(expected), 0)
+    )
 
 
 def stats(data: Any, starts: Any, stops: Any) -> tuple[np.ndarray, ...]:

@@ -49,10 +49,11 @@ def int_events(
     wanted_columns: np.ndarray,
     n_columns: int,
     keep_column: int,
+    expected: int = 0,
 ) -> tuple[int, list[np.ndarray]]:
     try:
         run_end, *columns = c.events(
-            data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column
+            data, first, stop, wanted_ids, wanted_columns, n_columns, keep_column, expected
         )
     except ValueError as exc:
         raise DecodeError(str(exc)) from None

@@ -81,6 +81,7 @@ def int_events(
     wanted_columns: np.ndarray,
     n_columns: int,
     keep_column: int,
+    expected: int = 0,  # sizes C's columns; numpy knows the count once it has the records
 ) -> tuple[int, list[np.ndarray]]:
     # (As the C loop: no stat is read when none is asked for.)
     with_stats = bool(len(wanted_ids))
