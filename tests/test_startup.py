@@ -148,6 +148,42 @@ def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
     assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "--format", "json"],
+        ["info"],
+        ["ops", "--top", "3", "-f", "csv"],
+        ["ops", "--by", "category"],
+        ["analyze", "-f", "json", "--top", "5"],
+        ["tree", "--format=json"],
+        ["--debug", "info", "-f", "json"],
+    ],
+)
+def test_a_plain_command_line_is_read_without_typer(args: list[str]) -> None:
+    """typer and click are imported to draw help and to say what is wrong with a command
+    line, not to run one (tpuperf.cli._params reads it)."""
+    where = args.index("--debug") + 2 if "--debug" in args else 1
+    line = [*args[:where], str(CPU_FIXTURE), *args[where:]]
+    code, out, modules = _imports(*line)
+    assert code == 0 and out.strip()
+    assert not {"typer", "click"} & _top_level(modules), line
+
+
+def test_help_and_usage_errors_are_typers() -> None:
+    code, out, modules = _imports("ops", "--help")
+    assert code == 0 and "Usage: tpuperf ops" in out and "typer" in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--top", "x")
+    assert code == 2 and "typer" in _top_level(modules)
+
+
+def test_json_of_analyze_and_tree_needs_no_rich() -> None:
+    for command in ("analyze", "tree"):
+        code, out, modules = _imports(command, str(CPU_FIXTURE), "-f", "json")
+        assert code == 0 and json.loads(out)["schema_version"] == 1
+        assert "rich" not in _top_level(modules), command
+
+
 def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
     """The "reading PATH" spinner goes to stderr when it is a terminal (rich draws it); on a
     pipe nothing is drawn, and rich is not imported for it."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typer
-
 from tpuperf.cli._common import (
     format_option,
     host_option,
@@ -14,30 +12,31 @@ from tpuperf.cli._common import (
     warmup_option,
     wide_option,
 )
+from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
 
 
 def command(
-    base: str = typer.Argument(
+    base: str = Argument(
         ...,
         help="The run(s) to compare against: a file, run dir or logdir; several, comma-separated.",
     ),
-    new: str = typer.Argument(
+    new: str = Argument(
         ..., help="The run(s) to compare: a file, run dir or logdir; several, comma-separated."
     ),
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
-    top: int = typer.Option(10, "--top", help="Op rows in table and md (JSON has every op)."),
-    fail_on: list[str] = typer.Option(
+    top: int = Option(10, "--top", help="Op rows in table and md (JSON has every op)."),
+    fail_on: list[str] = Option(
         None,
         "--fail-on",
         help="Exit 3 when FIELD OP VALUE holds, e.g. step_time_ms.median.delta_pct>5 or "
         "verdict==slower (repeatable); a step-time gate trips only on a significant change.",
     ),
-    no_significance: bool = typer.Option(
+    no_significance: bool = Option(
         False,
         "--no-significance",
         help="Let step-time gates trip on any change, significant or not.",

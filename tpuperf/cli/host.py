@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import typer
-
 from tpuperf.cli._common import ProfileRequest, profile_command, steps_option, warmup_option
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
@@ -11,7 +10,7 @@ FORMATS = (Format.table, Format.json)
 @profile_command(*FORMATS)
 def command(
     request: ProfileRequest,
-    top: int = typer.Option(20, "--top", help="Show this many host events."),
+    top: int = Option(20, "--top", help="Show this many host events."),
     steps: str = steps_option(),
     warmup: int = warmup_option(),
 ) -> None:

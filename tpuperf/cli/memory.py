@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import typer
-
 from tpuperf.cli._common import ProfileRequest, profile_command
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
@@ -11,13 +10,11 @@ FORMATS = (Format.table, Format.json, Format.md)
 @profile_command(*FORMATS)
 def command(
     request: ProfileRequest,
-    program: str = typer.Option(
-        None, "--program", help="Only this program (module name or program id)."
-    ),
-    top: int = typer.Option(
+    program: str = Option(None, "--program", help="Only this program (module name or program id)."),
+    top: int = Option(
         10, "--top", help="Show this many of each program's buffers live at the peak (0: all)."
     ),
-    hbm_gib: float = typer.Option(
+    hbm_gib: float = Option(
         None,
         "--hbm-gib",
         help="Device memory in GiB, used when the profile and chip table do not know it.",
