@@ -184,6 +184,29 @@ def test_json_of_analyze_and_tree_needs_no_rich() -> None:
         assert "rich" not in _top_level(modules), command
 
 
+@pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
+def test_openblas_starts_one_thread_unless_told(given: str | None, kept: str) -> None:
+    """numpy's OpenBLAS starts a thread per core as it loads; the CLI asks for one (before
+    numpy is imported), unless the user set OPENBLAS_NUM_THREADS."""
+    import os
+
+    child = (
+        "import os, sys; from tpuperf.cli import main; code = main(sys.argv[1:]); "
+        "print(code, os.environ['OPENBLAS_NUM_THREADS'], file=sys.stderr)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", child, "info", str(CPU_FIXTURE), "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert done.stderr.split()[-2:] == ["0", kept], done.stderr
+
+
 def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
     """The "reading PATH" spinner goes to stderr when it is a terminal (rich draws it); on a
     pipe nothing is drawn, and rich is not imported for it."""

@@ -8,6 +8,7 @@ This module is what the ``tpuperf`` console script imports, so it imports nothin
 
 from __future__ import annotations
 
+import os
 import sys
 
 # typing itself is not imported: `import tpuperf` and `tpuperf --version` need nothing of it.
@@ -37,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         from tpuperf.cli._root import page
 
         return _print(page(), 0 if args else 2, argv)
+    # numpy's OpenBLAS starts a thread per core as it is loaded, and they spin a while: on
+    # a small profile, a sixth of the CPU of the run. tpuperf does little matrix algebra (a
+    # diff's bootstrap); a user's own setting is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # A plain command line is read against the command's declared options and run without
     # typer; help, usage errors and the rest go to the typer application.
     from tpuperf.cli import _run
