@@ -177,11 +177,13 @@ def test_help_and_usage_errors_are_typers() -> None:
     assert code == 2 and "typer" in _top_level(modules)
 
 
-def test_json_of_analyze_and_tree_needs_no_rich() -> None:
-    for command in ("analyze", "tree"):
-        code, out, modules = _imports(command, str(CPU_FIXTURE), "-f", "json")
-        assert code == 0 and json.loads(out)["schema_version"] == 1
-        assert "rich" not in _top_level(modules), command
+@pytest.mark.parametrize("command", ["analyze", "tree", "host", "memory", "diff"])
+def test_json_needs_no_rich(command: str) -> None:
+    """A command imports its table's renderer (and rich) only to draw the table."""
+    profiles = [str(CPU_FIXTURE)] * (2 if command == "diff" else 1)
+    code, out, modules = _imports(command, *profiles, "-f", "json")
+    assert code == 0 and json.loads(out)["schema_version"] == 1
+    assert "rich" not in _top_level(modules), command
 
 
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])

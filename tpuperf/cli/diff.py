@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tpuperf.cli._common import (
     format_option,
     host_option,
@@ -116,13 +118,18 @@ def command(
                 out.say(f"{label}: analyzer {name} failed: {error}")
     for warning in result.warnings:
         out.say(f"warning: {warning}")
-    from tpuperf.render.diff import render_diff_markdown, render_diff_table
 
-    view = out.View(
-        document=result.to_dict,
-        table=lambda console, wide: render_diff_table(result, console, top=top, wide=wide),
-        markdown=lambda: render_diff_markdown(result, top=top),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.diff import render_diff_table  # rich: for a table only
+
+        render_diff_table(result, console, top=top, wide=wide)
+
+    def markdown() -> str:
+        from tpuperf.render.diff import render_diff_markdown
+
+        return render_diff_markdown(result, top=top)
+
+    view = out.View(document=result.to_dict, table=table, markdown=markdown)
     out.emit(view, fmt, output, wide=wide)
 
     row = result.gate_row()

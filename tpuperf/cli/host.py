@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from tpuperf.cli._common import ProfileRequest, profile_command, steps_option, warmup_option
 from tpuperf.cli._params import Option
 from tpuperf.output import Format
@@ -40,10 +42,11 @@ def command(
     config = analysis_config(steps=steps, warmup=warmup, host=request.host)
     loaded = request.load()
     document = report(loaded, config, top)
-    from tpuperf.render.host import render_host
 
-    view = out.View(
-        document=lambda: document,
-        table=lambda console, wide: render_host(document, console, wide=wide),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.host import render_host  # rich: for a table only
+
+        render_host(document, console, wide=wide)
+
+    view = out.View(document=lambda: document, table=table)
     request.emit(view)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from tpuperf.cli._common import ProfileRequest, profile_command
 from tpuperf.cli._params import Option
 from tpuperf.output import Format
@@ -55,11 +57,16 @@ def command(
             out.note(note)
         if not report.programs and not report.allocators:
             return
-    from tpuperf.render.memory import render_memory, render_memory_markdown
 
-    view = out.View(
-        document=lambda: document,
-        table=lambda console, wide: render_memory(document, console, wide=wide),
-        markdown=lambda: render_memory_markdown(document),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.memory import render_memory  # rich: for a table only
+
+        render_memory(document, console, wide=wide)
+
+    def markdown() -> str:
+        from tpuperf.render.memory import render_memory_markdown
+
+        return render_memory_markdown(document)
+
+    view = out.View(document=lambda: document, table=table, markdown=markdown)
     request.emit(view)
