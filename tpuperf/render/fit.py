@@ -471,23 +471,35 @@ class _Lines:
         ]
         header = [_header(column.header, width) for _, column, width in shown]
         widths = [width for _, _, width in shown]
-        for width, head, values in zip(widths, header, texts, strict=True):
-            for value in [*head.split("\n"), *values]:
-                if "\t" in value or "\n" in value or _cells(value) > width:
-                    return None
-        body = [list(row) for row in zip(*texts, strict=True)] if texts else []
-        return cls(widths, [column.justify for _, column, _ in shown], header, body, styles)
+        justify = [column.justify for _, column, _ in shown]
+        cells = []  # each column's cells justified to its width
+        for width, right, values in zip(widths, justify, texts, strict=True):
+            justified = [_justified(value, width, right == "right") for value in values]
+            if None in justified:
+                return None
+            cells.append(justified)
+        lines = [head.split("\n") for head in header]
+        for width, right, head in zip(widths, justify, lines, strict=True):
+            if None in (_justified(line, width, right == "right") for line in head):
+                return None
+        body = [list(row) for row in zip(*cells, strict=True)] if cells else []
+        return cls(widths, justify, header, body, styles)
 
     def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
         new_line = Segment.line()
+        plain = console.color_system is None  # no style is drawn: one segment per line
         for line in self._lines(console, options):
-            if console.color_system is None:  # no style is drawn: one segment per line
+            if isinstance(line, str):
+                yield Segment(line)
+            elif plain:
                 yield Segment("".join(segment.text for segment in line))
             else:
                 yield from line
             yield new_line
 
-    def _lines(self, console: Console, options: Any) -> Iterator[list[Segment]]:
+    def _lines(self, console: Console, options: Any) -> Iterator[list[Segment] | str]:
+        """Each line as rich's table draws it: its segments, or where no style is drawn
+        (``console.color_system`` None) a body line as its text."""
         # As rich's Table with box SIMPLE_HEAD, no edge, padding (0, 1) collapsed and not at
         # the edges: a column's cells are its width wide plus one space of padding in the
         # cell's style (none after the last column), then the box's divider, unstyled. The
@@ -506,7 +518,8 @@ class _Lines:
                 if line_no < top:
                     line.append(Segment(" " * padded[i], bold))
                 else:
-                    line.append(Segment(self._justified(lines[line_no - top], i), bold))
+                    text = _justified(lines[line_no - top], self.widths[i], self._right(i))
+                    line.append(Segment(text or "", bold))
                     if i < last:
                         line.append(Segment(" ", bold))
                 if i < last:
@@ -516,28 +529,41 @@ class _Lines:
         null = console.get_style("")
         row_styles: dict[str | None, Style] = {}
         for n, row in enumerate(self.rows):
+            vertical = (
+                drawn_box.foot_vertical if n == len(self.rows) - 1 else drawn_box.mid_vertical
+            )
+            if console.color_system is None:
+                yield (" " + vertical).join(row)
+                continue
             name = self.styles[n] if self.styles else None
             if name not in row_styles:
                 row_styles[name] = console.get_style(name or "")
             row_style = row_styles[name]
             style = null + row_style
-            vertical = (
-                drawn_box.foot_vertical if n == len(self.rows) - 1 else drawn_box.mid_vertical
-            )
             divider = Segment(vertical, row_style.background_style + Style.null())
             line = []
             for i, value in enumerate(row):
-                line.append(Segment(self._justified(value, i), style))
+                line.append(Segment(value, style))
                 if i < last:
                     line += (Segment(" ", style), divider)
             yield line
 
-    def _justified(self, text: str, column: int) -> str:
-        width = self.widths[column]
-        if self.justify[column] == "right":
-            text = text.rstrip()
-            return " " * (width - _cells(text)) + text
-        return text + " " * (width - _cells(text))
+    def _right(self, column: int) -> bool:
+        return self.justify[column] == "right"
+
+
+def _justified(text: str, width: int, right: bool) -> str | None:
+    """``text`` justified to ``width`` cells as rich justifies a cell (right: without its
+    trailing space); None where rich's table draws it otherwise (wider than the width, or
+    holding a tab or a line break)."""
+    if "\t" in text or "\n" in text:
+        return None
+    if right:
+        text = text.rstrip()
+    cells = _cells(text)
+    if cells > width:
+        return None
+    return " " * (width - cells) + text if right else text + " " * (width - cells)
 
 
 def wider_console(console: Console, width: int) -> Console:
@@ -568,13 +594,11 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
         [display_name(r[i]) if c.kind in ("key", "text") else r[i] for r in rows]
         for i, c in enumerate(columns)
     ]
-    natural = [
-        max([_header_width(c.header), *(_cells(v) for v in values)])
-        for c, values in zip(columns, names, strict=True)
-    ]
+    widest = [max(map(_cells, values), default=0) for values in names]
+    natural = [max(_header_width(c.header), w) for c, w in zip(columns, widest, strict=True)]
     if width is None:
         return Fit(columns, list(natural))
-    need = [_need(c, n, values) for c, n, values in zip(columns, natural, names, strict=True)]
+    need = [_need(c, n, w) for c, n, w in zip(columns, natural, widest, strict=True)]
     low = _low_value(columns, names)
     left_out: set[int] = set()
     widths = _layout(columns, need, natural, low, width, left_out)
@@ -668,12 +692,12 @@ def _layout(
     return widths
 
 
-def _need(column: Column, natural: int, values: list[str]) -> int:
+def _need(column: Column, natural: int, widest: int) -> int:
     """The narrowest a column may be: numbers whole (their header may take two lines),
-    names down to a minimum."""
+    names down to a minimum (``widest``: its widest cell)."""
     if column.kind == "number":
         words = max((_cells(w) for w in column.header.split()), default=0)
-        return max([words, *(_cells(v) for v in values)])
+        return max(words, widest)
     floor = column.min_width or {"key": KEY_MIN, "text": TEXT_MIN, "prose": PROSE_MIN}[column.kind]
     return min(natural, floor)
 
