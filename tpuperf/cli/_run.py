@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -117,6 +116,8 @@ def stdout_to_devnull() -> None:
 
 def _traceback(debug: bool) -> None:
     if debug:
+        import traceback  # for --debug only: it imports linecache and tokenize
+
         traceback.print_exc(file=sys.stderr)
 
 
