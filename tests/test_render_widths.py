@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
@@ -512,3 +514,91 @@ def test_golden_text_scan_and_analyzers(
     text = _cli_text(cli, ["scan", "profiles", "--no-cache", "--workers", "1"])
     _check_golden(request, "scan", text)
     assert re.search(r"tpu/v6e_4chip_inference\s+784\.3", text)
+
+
+# Fit.print draws its tables line by line (fit._Lines): rich's Table laid each cell out on its
+# own, seconds for the thousands of rows of `tpuperf ops` on a large profile. The lines must
+# be the bytes rich's Table draws, in colour too.
+_CELLS = st.sampled_from(
+    [
+        "fusion.1",
+        "loop fusion",
+        "a" * 50,
+        "x/y/z/a/long/path/name",
+        "é漢字",
+        "",
+        "-",
+        "  lead",
+        "12  ",
+        "Eigen<int, float>",
+        "tab\there",
+        "line\nbreak",
+        "\x1b[31mred",
+    ]
+)
+
+
+def _drawn(layout: Any, rows: list[list[str]], styles: Any, colour: bool, lines: bool) -> str:
+    from tpuperf import output
+    from tpuperf.render import fit as fit_mod
+
+    buffer = io.StringIO()
+    console = output.console(buffer, width=80, color=colour)
+    if lines:
+        layout.print(console, rows, title="title", styles=styles)
+    else:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fit_mod._Lines, "of", classmethod(lambda cls, *args: None))
+            layout.print(console, rows, title="title", styles=styles)
+    return buffer.getvalue()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    spec=st.lists(
+        st.tuples(
+            st.sampled_from(["text", "number", "number"]),
+            st.sampled_from(["op", "category", "total ms", "peak HBM GB/s", "n"]),
+            st.integers(0, 5),
+        ),
+        max_size=5,
+    ),
+    cells=st.data(),
+    width=st.sampled_from([16, 40, 60, 80, 120, None]),
+    colour=st.booleans(),
+)
+def test_tables_drawn_line_by_line_are_what_rich_draws(
+    spec: list[tuple[str, str, int]], cells: Any, width: int | None, colour: bool
+) -> None:
+    from tpuperf.render.fit import Column, _Lines, fit
+
+    columns = [Column("name", "key")] + [Column(h, k, drop=d) for k, h, d in spec]  # type: ignore[arg-type]
+    numbers = st.floats(0, 1e9).map(lambda v: f"{v:,.2f}")
+    n_rows = cells.draw(st.integers(0, 6))
+    rows = [
+        [cells.draw(numbers if c.kind == "number" else _CELLS) for c in columns]
+        for _ in range(n_rows)
+    ]
+    styles = cells.draw(
+        st.none()
+        | st.lists(
+            st.sampled_from([None, "green", "dim", "bold on blue"]),
+            min_size=n_rows,
+            max_size=n_rows,
+        )
+    )
+    layout = fit(columns, rows, width)
+    assert _Lines.of(layout, rows, styles) is not None  # names are shortened, numbers fit
+    drawn = _drawn(layout, rows, styles, colour, lines=True)
+    assert drawn == _drawn(layout, rows, styles, colour, lines=False)
+
+
+def test_tables_rich_draws_alone() -> None:
+    """A prose column (it wraps) or a cell wider than its column is drawn by rich's Table."""
+    from tpuperf.render.fit import Column, Fit, _Lines
+
+    prose = Fit([Column("name", "key"), Column("summary", "prose")], [10, 30])
+    assert _Lines.of(prose, [["a", "b"]], None) is None
+    narrow = Fit([Column("name", "key"), Column("n")], [10, 3])
+    assert _Lines.of(narrow, [["a", "1,234"]], None) is None
+    assert _Lines.of(narrow, [["a", "123"]], None) is not None

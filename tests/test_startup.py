@@ -148,6 +148,67 @@ def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
     assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "--format", "json"],
+        ["info"],
+        ["ops", "--top", "3", "-f", "csv"],
+        ["ops", "--by", "category"],
+        ["analyze", "-f", "json", "--top", "5"],
+        ["tree", "--format=json"],
+        ["--debug", "info", "-f", "json"],
+    ],
+)
+def test_a_plain_command_line_is_read_without_typer(args: list[str]) -> None:
+    """typer and click are imported to draw help and to say what is wrong with a command
+    line, not to run one (tpuperf.cli._params reads it)."""
+    where = args.index("--debug") + 2 if "--debug" in args else 1
+    line = [*args[:where], str(CPU_FIXTURE), *args[where:]]
+    code, out, modules = _imports(*line)
+    assert code == 0 and out.strip()
+    assert not {"typer", "click"} & _top_level(modules), line
+
+
+def test_help_and_usage_errors_are_typers() -> None:
+    code, out, modules = _imports("ops", "--help")
+    assert code == 0 and "Usage: tpuperf ops" in out and "typer" in _top_level(modules)
+    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--top", "x")
+    assert code == 2 and "typer" in _top_level(modules)
+
+
+@pytest.mark.parametrize("command", ["analyze", "tree", "host", "memory", "diff"])
+def test_json_needs_no_rich(command: str) -> None:
+    """A command imports its table's renderer (and rich) only to draw the table."""
+    profiles = [str(CPU_FIXTURE)] * (2 if command == "diff" else 1)
+    code, out, modules = _imports(command, *profiles, "-f", "json")
+    assert code == 0 and json.loads(out)["schema_version"] == 1
+    assert "rich" not in _top_level(modules), command
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
+def test_openblas_starts_one_thread_unless_told(given: str | None, kept: str) -> None:
+    """numpy's OpenBLAS starts a thread per core as it loads; the CLI asks for one (before
+    numpy is imported), unless the user set OPENBLAS_NUM_THREADS."""
+    import os
+
+    child = (
+        "import os, sys; from tpuperf.cli import main; code = main(sys.argv[1:]); "
+        "print(code, os.environ['OPENBLAS_NUM_THREADS'], file=sys.stderr)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", child, "info", str(CPU_FIXTURE), "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert done.stderr.split()[-2:] == ["0", kept], done.stderr
+
+
 def test_the_spinner_is_drawn_on_a_terminal_only() -> None:
     """The "reading PATH" spinner goes to stderr when it is a terminal (rich draws it); on a
     pipe nothing is drawn, and rich is not imported for it."""

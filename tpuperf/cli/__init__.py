@@ -1,13 +1,14 @@
 """The ``tpuperf`` command line: one module per command, errors turned into exit codes.
 
 This module is what the ``tpuperf`` console script imports, so it imports nothing itself:
-``tpuperf --version`` is answered here without typer, and everything else goes to the typer
-application in :mod:`tpuperf.cli._app` (``app``, ``COMMANDS`` and ``reflow`` are reached from
-here on first use).
+``tpuperf --version`` is answered here, and everything else is run by :mod:`tpuperf.cli._run`
+(directly, or by the typer application in :mod:`tpuperf.cli._app`; ``app``, ``COMMANDS`` and
+``reflow`` are reached from here on first use).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 # typing itself is not imported: `import tpuperf` and `tpuperf --version` need nothing of it.
@@ -37,6 +38,17 @@ def main(argv: list[str] | None = None) -> int:
         from tpuperf.cli._root import page
 
         return _print(page(), 0 if args else 2, argv)
+    # numpy's OpenBLAS starts a thread per core as it is loaded, and they spin a while: on
+    # a small profile, a sixth of the CPU of the run. tpuperf does little matrix algebra (a
+    # diff's bootstrap); a user's own setting is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # A plain command line is read against the command's declared options and run without
+    # typer; help, usage errors and the rest go to the typer application.
+    from tpuperf.cli import _run
+
+    command = _run.direct(args)
+    if command is not None:
+        return _run.run(command, argv)
     from tpuperf.cli._app import main as run
 
     return run(argv)
@@ -47,9 +59,9 @@ def _print(text: str, code: int, argv: list[str] | None) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `tpuperf --help | head -1`: end as the other commands do
-        from tpuperf.cli._app import _stdout_to_devnull
+        from tpuperf.cli._run import stdout_to_devnull
 
-        _stdout_to_devnull()
+        stdout_to_devnull()
         code = 141
     if argv is None:  # called as the console script
         sys.exit(code)

@@ -8,9 +8,9 @@ import functools
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format, listed
 
 if TYPE_CHECKING:
@@ -23,27 +23,19 @@ PROFILE_ARGUMENT_HELP = (
 
 
 def profile_argument() -> Any:
-    import typer
-
-    return typer.Argument(..., metavar="PROFILE", help=PROFILE_ARGUMENT_HELP, show_default=False)
+    return Argument(..., metavar="PROFILE", help=PROFILE_ARGUMENT_HELP, show_default=False)
 
 
 def run_option(name: str = "--run", of: str = "a logdir") -> Any:
-    import typer
-
-    return typer.Option(None, name, help=f"This run of {of} (default: the latest).")
+    return Option(None, name, help=f"This run of {of} (default: the latest).")
 
 
 def host_option(help: str = "Only this host of a run.") -> Any:
-    import typer
-
-    return typer.Option(None, "--host", help=help)
+    return Option(None, "--host", help=help)
 
 
 def no_cache_option() -> Any:
-    import typer
-
-    return typer.Option(
+    return Option(
         False,
         "--no-cache",
         help="Decode the profile without reading or writing the cache of decoded tables.",
@@ -112,9 +104,7 @@ def _spinner(status: str) -> AbstractContextManager[Any]:
 
 
 def analyzer_option() -> Any:
-    import typer
-
-    return typer.Option(
+    return Option(
         None,
         "--analyzer",
         "-a",
@@ -123,9 +113,7 @@ def analyzer_option() -> Any:
 
 
 def steps_option(of: str = "") -> Any:
-    import typer
-
-    return typer.Option(
+    return Option(
         None,
         "--steps",
         help=f"Analyse step numbers A <= n < B{of} (A:B, either side optional).",
@@ -133,24 +121,20 @@ def steps_option(of: str = "") -> Any:
 
 
 def warmup_option() -> Any:
-    import typer
-
-    return typer.Option(
+    return Option(
         1, "--warmup", help="Leading steps to leave out as warm-up (ignored with --steps)."
     )
 
 
 def peak_options() -> tuple[Any, Any]:
     """``--peak-tflops`` and ``--peak-hbm-gbps``."""
-    import typer
-
     return (
-        typer.Option(
+        Option(
             None,
             "--peak-tflops",
             help="Dense bf16 peak TFLOP/s, used when the profile and chip table do not know it.",
         ),
-        typer.Option(
+        Option(
             None,
             "--peak-hbm-gbps",
             help="HBM bandwidth in GB/s, used when the profile and chip table do not know it.",
@@ -183,45 +167,21 @@ def html_page(report: Report) -> str:
 def format_option(*formats: Format, help: str | None = None) -> Any:
     """The ``--format/-f`` option of a command offering ``formats`` (the first is the
     default when ``-o`` has no known suffix). The CLI turns the annotation ``Format | None``
-    into an enum of just these formats (:func:`bind_formats`), so help and completion list
-    them."""
-    import typer
-
+    into an enum of just these formats (:func:`tpuperf.cli._params.for_typer`), so help and
+    completion list them."""
     text = help or f"{listed(formats)} (default: from the -o suffix, else {formats[0].value})."
-    option = typer.Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
-    option.tpuperf_formats = tuple(formats)  # type: ignore[attr-defined]
-    return option
-
-
-def bind_formats(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Give each ``format_option`` parameter of ``function`` an enum of the formats it offers,
-    so that Typer checks, lists and completes only those. Returns ``function``."""
-    import inspect
-
-    for name, parameter in inspect.signature(function).parameters.items():
-        offered = getattr(parameter.default, "tpuperf_formats", None)
-        if offered:
-            subset = Enum(  # type: ignore[misc]
-                f"{function.__module__.rsplit('.', 1)[-1].capitalize()}Format",
-                {f.name: f.value for f in offered},
-                type=str,
-            )
-            function.__annotations__[name] = subset | None
-    return function
+    option = Option(None, "--format", "-f", help=text, metavar="FORMAT", show_default=False)
+    return dataclasses.replace(option, formats=tuple(formats))
 
 
 def output_option(
     help: str = "Write to FILE (a path or a URL such as gs://) instead of stdout.",
 ) -> Any:
-    import typer
-
-    return typer.Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
+    return Option(None, "--output", "-o", help=help, metavar="FILE", show_default=False)
 
 
 def wide_option() -> Any:
-    import typer
-
-    return typer.Option(
+    return Option(
         False,
         "--wide",
         help="Full names and every column, however wide (lines may wrap in the terminal).",

@@ -2,9 +2,9 @@
 importing typer.
 
 ``tpuperf --help`` (and ``tpuperf`` alone) lists each command with the first paragraph of its
-docstring. Importing a command module imports typer and builds its options (0.05-0.2 s, longer
-than starting the interpreter), so this page reads the docstrings from the modules' source
-instead; tests/test_startup.py checks that it is the page typer's application draws.
+docstring. Importing the thirteen command modules (and what they share) takes longer than
+reading their source, so this page reads the docstrings from the modules' source instead;
+tests/test_startup.py checks that it is the page typer's application draws.
 """
 
 from __future__ import annotations

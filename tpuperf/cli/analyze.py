@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import typer
-
 from tpuperf.cli._common import AnalysisRequest, analysis_command
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 if TYPE_CHECKING:
@@ -18,7 +17,7 @@ FORMATS = (Format.table, Format.json, Format.md, Format.html)
 @analysis_command(*FORMATS)
 def command(
     request: AnalysisRequest,
-    top: int = typer.Option(10, "--top", help="How many top ops to show."),
+    top: int = Option(10, "--top", help="How many top ops to show."),
 ) -> None:
     """Analyze a profile: step time, idle, collectives, roofline, and ranked recommendations.
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from tpuperf.cli._capture_view import (
     capture_with_display,
     parse_seconds,
@@ -13,42 +11,41 @@ from tpuperf.cli._capture_view import (
     stderr_console,
     stdout_console,
 )
+from tpuperf.cli._params import Argument, Option
 
 
 def command(
-    addresses: list[str] = typer.Argument(
+    addresses: list[str] = Argument(
         ...,
         metavar="ADDR[,ADDR...]",
         help="host:port of each job's profiler server (jax.profiler.start_server(port)), "
         "comma-separated, or a file with one address per line.",
         show_default=False,
     ),
-    duration: str = typer.Option(
-        "2s", "--duration", "-d", help="Length of the window: 500ms, 2s, 1m."
-    ),
-    logdir: Path = typer.Option(
+    duration: str = Option("2s", "--duration", "-d", help="Length of the window: 500ms, 2s, 1m."),
+    logdir: Path = Option(
         Path("profiles"),
         "--logdir",
         help="Where to write: LOGDIR/plugins/profile/SESSION/, a HOST_PORT.xplane.pb per host.",
     ),
-    session: str | None = typer.Option(
+    session: str | None = Option(
         None, "--session", help="Session directory name (default: the time, YYYY_MM_DD_HH_MM_SS)."
     ),
-    host_tracer_level: int = typer.Option(
+    host_tracer_level: int = Option(
         2,
         "--host-tracer-level",
         help="0 off, 1 user annotations, 2 also XLA ops on host threads, 3 verbose.",
     ),
-    python_tracer: bool = typer.Option(
+    python_tracer: bool = Option(
         False, "--python-tracer", help="Also trace Python calls (slows the job down)."
     ),
-    delay: str = typer.Option(
+    delay: str = Option(
         "0s", "--delay", help="Wait this long before the window starts (e.g. 30s)."
     ),
-    retries: int = typer.Option(
+    retries: int = Option(
         0, "--retries", help="Try a failed host this many more times, in a later window."
     ),
-    analyze: bool = typer.Option(
+    analyze: bool = Option(
         False, "--analyze", help="Analyze the new session and print the report."
     ),
 ) -> None:

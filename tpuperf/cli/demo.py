@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-import typer
+from tpuperf.cli._params import Option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,14 +22,14 @@ _START_TIMEOUT_S = 90.0
 
 
 def command(
-    duration: str = typer.Option("2s", "--duration", "-d", help="Length of the capture."),
-    logdir: Path | None = typer.Option(
+    duration: str = Option("2s", "--duration", "-d", help="Length of the capture."),
+    logdir: Path | None = Option(
         None,
         "--logdir",
         help="Where to write the profile (default: a new temporary directory, kept).",
         show_default=False,
     ),
-    port: int = typer.Option(0, "--port", help="Profiler port for the job (0: any free one)."),
+    port: int = Option(0, "--port", help="Profiler port for the job (0: any free one)."),
 ) -> None:
     """Profile the bundled example training job: start it, capture it, analyze it.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from tpuperf.cli._common import (
     format_option,
@@ -14,30 +14,31 @@ from tpuperf.cli._common import (
     warmup_option,
     wide_option,
 )
+from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
 
 
 def command(
-    base: str = typer.Argument(
+    base: str = Argument(
         ...,
         help="The run(s) to compare against: a file, run dir or logdir; several, comma-separated.",
     ),
-    new: str = typer.Argument(
+    new: str = Argument(
         ..., help="The run(s) to compare: a file, run dir or logdir; several, comma-separated."
     ),
     format: Format | None = format_option(*FORMATS),
     output: str | None = output_option(),
     wide: bool = wide_option(),
-    top: int = typer.Option(10, "--top", help="Op rows in table and md (JSON has every op)."),
-    fail_on: list[str] = typer.Option(
+    top: int = Option(10, "--top", help="Op rows in table and md (JSON has every op)."),
+    fail_on: list[str] = Option(
         None,
         "--fail-on",
         help="Exit 3 when FIELD OP VALUE holds, e.g. step_time_ms.median.delta_pct>5 or "
         "verdict==slower (repeatable); a step-time gate trips only on a significant change.",
     ),
-    no_significance: bool = typer.Option(
+    no_significance: bool = Option(
         False,
         "--no-significance",
         help="Let step-time gates trip on any change, significant or not.",
@@ -117,13 +118,18 @@ def command(
                 out.say(f"{label}: analyzer {name} failed: {error}")
     for warning in result.warnings:
         out.say(f"warning: {warning}")
-    from tpuperf.render.diff import render_diff_markdown, render_diff_table
 
-    view = out.View(
-        document=result.to_dict,
-        table=lambda console, wide: render_diff_table(result, console, top=top, wide=wide),
-        markdown=lambda: render_diff_markdown(result, top=top),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.diff import render_diff_table  # rich: for a table only
+
+        render_diff_table(result, console, top=top, wide=wide)
+
+    def markdown() -> str:
+        from tpuperf.render.diff import render_diff_markdown
+
+        return render_diff_markdown(result, top=top)
+
+    view = out.View(document=result.to_dict, table=table, markdown=markdown)
     out.emit(view, fmt, output, wide=wide)
 
     row = result.gate_row()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import typer
-
 from tpuperf.cli._common import (
     host_option,
     no_cache_option,
     profile_argument,
     run_option,
 )
+from tpuperf.cli._params import Option
 
 # Names a Perfetto protobuf trace goes by (the first is the one to use); ui.perfetto.dev opens
 # each of them.
@@ -36,10 +35,10 @@ _COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
 
 def command(
     profile: str = profile_argument(),
-    format: str = typer.Option(
+    format: str = Option(
         "perfetto", "--format", "-f", metavar="FORMAT", help="perfetto (a .pftrace file)."
     ),
-    output: str = typer.Option(
+    output: str = Option(
         None,
         "--output",
         "-o",
@@ -47,7 +46,7 @@ def command(
     ),
     host: str = host_option("Only this host of a run (default: all)."),
     run: str = run_option(),
-    align: str = typer.Option(
+    align: str = Option(
         "clock",
         "--align",
         help="clock: hosts as their clocks say; steps: shift hosts so their steps line up.",
@@ -69,6 +68,7 @@ def command(
 
         tpuperf export logdir/plugins/profile/run1/ --align steps -o run1.pftrace
     """
+    from tpuperf import output as out
     from tpuperf.cli._common import load_profile
     from tpuperf.errors import UsageError
     from tpuperf.exporting import export_perfetto
@@ -81,10 +81,9 @@ def command(
     counts = export_perfetto(
         load_profile(profile, host, run, cache=not no_cache), output, align=align
     )
-    typer.echo(
-        f"tpuperf: wrote {output}: {counts.slices:,} slices on {counts.tracks:,} tracks; "
-        "open it at https://ui.perfetto.dev",
-        err=True,
+    out.say(
+        f"wrote {output}: {counts.slices:,} slices on {counts.tracks:,} tracks; "
+        "open it at https://ui.perfetto.dev"
     )
 
 

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from tpuperf.cli._common import ProfileRequest, profile_command, steps_option, warmup_option
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
@@ -11,7 +12,7 @@ FORMATS = (Format.table, Format.json)
 @profile_command(*FORMATS)
 def command(
     request: ProfileRequest,
-    top: int = typer.Option(20, "--top", help="Show this many host events."),
+    top: int = Option(20, "--top", help="Show this many host events."),
     steps: str = steps_option(),
     warmup: int = warmup_option(),
 ) -> None:
@@ -41,10 +42,11 @@ def command(
     config = analysis_config(steps=steps, warmup=warmup, host=request.host)
     loaded = request.load()
     document = report(loaded, config, top)
-    from tpuperf.render.host import render_host
 
-    view = out.View(
-        document=lambda: document,
-        table=lambda console, wide: render_host(document, console, wide=wide),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.host import render_host  # rich: for a table only
+
+        render_host(document, console, wide=wide)
+
+    view = out.View(document=lambda: document, table=table)
     request.emit(view)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from tpuperf.cli._common import ProfileRequest, profile_command
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.md)
@@ -11,13 +12,11 @@ FORMATS = (Format.table, Format.json, Format.md)
 @profile_command(*FORMATS)
 def command(
     request: ProfileRequest,
-    program: str = typer.Option(
-        None, "--program", help="Only this program (module name or program id)."
-    ),
-    top: int = typer.Option(
+    program: str = Option(None, "--program", help="Only this program (module name or program id)."),
+    top: int = Option(
         10, "--top", help="Show this many of each program's buffers live at the peak (0: all)."
     ),
-    hbm_gib: float = typer.Option(
+    hbm_gib: float = Option(
         None,
         "--hbm-gib",
         help="Device memory in GiB, used when the profile and chip table do not know it.",
@@ -58,11 +57,16 @@ def command(
             out.note(note)
         if not report.programs and not report.allocators:
             return
-    from tpuperf.render.memory import render_memory, render_memory_markdown
 
-    view = out.View(
-        document=lambda: document,
-        table=lambda console, wide: render_memory(document, console, wide=wide),
-        markdown=lambda: render_memory_markdown(document),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.memory import render_memory  # rich: for a table only
+
+        render_memory(document, console, wide=wide)
+
+    def markdown() -> str:
+        from tpuperf.render.memory import render_memory_markdown
+
+        return render_memory_markdown(document)
+
+    view = out.View(document=lambda: document, table=table, markdown=markdown)
     request.emit(view)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from tpuperf.cli._common import ProfileRequest, profile_command
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
@@ -15,7 +14,7 @@ FORMATS = (Format.table, Format.json, Format.csv, Format.parquet)
 @profile_command(*FORMATS)
 def command(
     request: ProfileRequest,
-    by: str = typer.Option(
+    by: str = Option(
         "program_op",
         "--by",
         help="program_op (each program's ops apart, as XProf's hlo_stats), op (same-named ops "
@@ -24,16 +23,16 @@ def command(
         "(forward, backward, optimizer); or collective (one row per collective op: bytes, "
         "group size, waiting vs moving, bus bandwidth, last arriver).",
     ),
-    depth: int = typer.Option(
+    depth: int = Option(
         None, "--depth", help="With --by scope: scopes down to this level (default: all)."
     ),
-    per_device: bool = typer.Option(
+    per_device: bool = Option(
         False, "--per-device", help="One table per device instead of all together."
     ),
-    top: int = typer.Option(
+    top: int = Option(
         None, "--top", "-n", help="Only the first N rows (per device with --per-device)."
     ),
-    sort: str = typer.Option(
+    sort: str = Option(
         "total_time",
         "--sort",
         help="total_time, self_time, occurrences, avg_time, flops, bytes_accessed or name.",

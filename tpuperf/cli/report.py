@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import typer
-
 from tpuperf.cli._common import AnalysisRequest, analysis_command
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 
 @analysis_command(
     Format.html,
-    output=typer.Option(
+    output=Option(
         "report.html", "--output", "-o", help="The HTML file to write (default report.html)."
     ),
 )
 def command(
     request: AnalysisRequest,
-    top: int = typer.Option(25, "--top", help="How many top ops the table lists."),
+    top: int = Option(25, "--top", help="How many top ops the table lists."),
 ) -> None:
     """Write the analysis as one self-contained HTML file: summary, per-step and per-device
     charts, a roofline of every op, ranked recommendations and a sortable top-ops table.

@@ -8,9 +8,8 @@ import time
 from enum import Enum
 from typing import Any
 
-import typer
-
 from tpuperf.cli._common import format_option, wide_option
+from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.ndjson, Format.csv, Format.parquet, Format.json)
@@ -22,14 +21,14 @@ class Engine(str, Enum):
 
 
 def command(
-    paths: list[str] = typer.Argument(
+    paths: list[str] = Argument(
         ...,
         metavar="PATH",
         help="Profile files, run directories, logdirs or globs ('logs/**/*.xplane.pb'); "
         "local or gs://.",
         show_default=False,
     ),
-    out: str = typer.Option(
+    out: str = Option(
         None,
         "--out",
         "--output",
@@ -44,37 +43,37 @@ def command(
         "the --out suffix: .ndjson/.jsonl, .csv, .parquet, .json; else table).",
     ),
     wide: bool = wide_option(),
-    workers: int = typer.Option(
+    workers: int = Option(
         None,
         "--workers",
         "-j",
         help="Worker processes (local engine; default: one per core), or Ray tasks in flight.",
     ),
-    engine: Engine = typer.Option(
+    engine: Engine = Option(
         None,
         "--engine",
         help="local: a process pool on this machine; ray: Ray tasks (default: ray with "
         "--ray-address, else local).",
         show_default=False,
     ),
-    ray_address: str = typer.Option(
+    ray_address: str = Option(
         None,
         "--ray-address",
         help="Ray cluster to run on (auto, ray://HEAD:10001); default: a local Ray instance.",
     ),
-    fail_on: list[str] = typer.Option(
+    fail_on: list[str] = Option(
         None,
         "--fail-on",
         help="Exit 3 when a row trips FIELD OP VALUE, e.g. idle_pct>20 (repeatable).",
     ),
-    cache_dir: str = typer.Option(
+    cache_dir: str = Option(
         None,
         "--cache-dir",
         help="Cache of decoded tables and results (default: $TPUPERF_CACHE_DIR, else "
         "~/.cache/tpuperf).",
     ),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
-    per_run: bool = typer.Option(
+    no_cache: bool = Option(False, "--no-cache", help="Neither read nor write the cache."),
+    per_run: bool = Option(
         False, "--per-run", help="One row per run directory (its hosts together), not per host."
     ),
 ) -> None:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-import typer
+from typing import Any
 
 from tpuperf.cli._common import ProfileRequest, profile_command, steps_option, warmup_option
+from tpuperf.cli._params import Option
 from tpuperf.output import Format
 
 FORMATS = (Format.table, Format.json)
@@ -11,10 +12,10 @@ FORMATS = (Format.table, Format.json)
 @profile_command(*FORMATS, then=("steps", "warmup"))
 def command(
     request: ProfileRequest,
-    depth: int = typer.Option(
+    depth: int = Option(
         None, "--depth", help="Show scopes down to this level (op leaves count one more)."
     ),
-    min_pct: float = typer.Option(
+    min_pct: float = Option(
         1.0, "--min-pct", help="Hide nodes under this share of all op time, in percent."
     ),
     steps: str = steps_option(),
@@ -50,10 +51,11 @@ def command(
     if request.fmt is Format.table and not document["scoped"]:
         out.note(no_scopes_message(loaded.source))
         return
-    from tpuperf.render.tree import render_tree
 
-    view = out.View(
-        document=lambda: document,
-        table=lambda console, wide: render_tree(document, console, wide=wide),
-    )
+    def table(console: Any, wide: bool) -> None:
+        from tpuperf.render.tree import render_tree  # rich: for a table only
+
+        render_tree(document, console, wide=wide)
+
+    view = out.View(document=lambda: document, table=table)
     request.emit(view)

@@ -20,13 +20,15 @@ layout is computed once for all the rows, so several tables (one per device) lin
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +45,11 @@ TEXT_MIN = 12
 PROSE_MIN = 24
 
 Kind = Literal["key", "text", "number", "prose"]
+
+
+def _cells(text: str) -> int:
+    """The cells ``text`` takes (:func:`rich.cells.cell_len`), at once for printable ASCII."""
+    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
 
 
 @dataclass(frozen=True)
@@ -204,25 +211,25 @@ def shorten(text: str, width: int) -> str:
     (``a/b/c``) keeps its last components whole after ``…/``, and its first ones whole before
     it where they fit (``base/…/recompiled/host``); other names keep a third of the room for
     their start and the rest for their end (``broadcast_…add_fusion.1``)."""
-    if cell_len(text) <= width:
+    if _cells(text) <= width:
         return text
     if width <= 1:
         return ELLIPSIS[:width]
     if "<" in text:  # a C++ template: its compact form first (compact_name)
         text = compact_name(text)
-        if cell_len(text) <= width:
+        if _cells(text) <= width:
             return text
     if "/" in text.rstrip("/"):
         parts = text.split("/")
         first = len(parts) - 1
-        while first > 1 and cell_len("/".join(parts[first - 1 :])) + 2 <= width:
+        while first > 1 and _cells("/".join(parts[first - 1 :])) + 2 <= width:
             first -= 1
         tail = "/".join(parts[first:])
-        room = width - 2 - cell_len(tail)
+        room = width - 2 - _cells(tail)
         if room >= 0:
             lead = ""  # the first components that fit whole (``base/…/run/host``)
             for part in parts[:first]:
-                if cell_len(lead) + cell_len(part) + 1 > room:
+                if _cells(lead) + _cells(part) + 1 > room:
                     break
                 lead += part + "/"
             head = lead or (_head(text, room) if room >= 6 else "")
@@ -237,7 +244,7 @@ def shorten_apart(names: Sequence[str], width: int) -> list[str]:
     (C++ kernels of one library share long starts and ends), show instead the part where
     the name differs from the others: ``EigenM…TensorConversionOp<half, Tens…``."""
     short = [shorten(name, width) for name in names]
-    compact = {name: compact_name(name) if cell_len(name) > width else name for name in names}
+    compact = {name: compact_name(name) if _cells(name) > width else name for name in names}
     seen: dict[str, set[str]] = {}
     for name, text in zip(names, short, strict=True):
         seen.setdefault(text, set()).add(name)
@@ -272,7 +279,7 @@ def _path_apart(name: str, others: set[str], width: int) -> str | None:
     rest = parts[first + 1 :]
     for keep in range(len(rest), 0, -1):
         text = lead + ("/" if keep == len(rest) else "/…/") + "/".join(rest[-keep:])
-        if cell_len(text) <= width:
+        if _cells(text) <= width:
             return text
     return None
 
@@ -313,7 +320,7 @@ def _common_prefix(a: str, b: str) -> int:
 def _head(text: str, cells: int) -> str:
     out, used = [], 0
     for char in text:
-        used += cell_len(char)
+        used += _cells(char)
         if used > cells:
             break
         out.append(char)
@@ -399,11 +406,12 @@ class Fit:
         ``styles``: one per row, as :meth:`table` takes them."""
         if title:  # a line of its own: a table's title would be padded to the table's width
             console.print(Text(title, style="bold"))
-        table = self.table(rows, styles=styles)
+        table = _Lines.of(self, rows, styles) or self.table(rows, styles=styles)
+        # Its lines are as wide as the layout (crop: rich would measure each line again).
         if self.total_width > console.width:  # --wide: let the terminal wrap long lines
-            wider_console(console, self.total_width).print(table)
+            wider_console(console, self.total_width).print(table, crop=False)
         else:
-            console.print(table)
+            console.print(table, crop=False)
         if note_hidden:
             self.print_hidden(console)
 
@@ -415,6 +423,147 @@ class Fit:
                     style="dim",
                 )
             )
+
+
+class _Lines:
+    """A table of :meth:`Fit.table`'s layout drawn line by line: the segments rich's ``Table``
+    draws for it (each cell justified to its width in its style, the padding after it, the
+    divider; the rule under the header), made directly. rich lays out each cell of a table
+    on its own (about a millisecond a row: seconds for the thousands of rows of ``tpuperf
+    ops``); here the layout is already known. Only for tables whose cells each fit their
+    width on one line, without tabs; others are drawn by rich (:meth:`of` says which)."""
+
+    def __init__(
+        self,
+        widths: list[int],
+        justify: list[Literal["left", "right"]],
+        header: list[str],
+        rows: list[list[str]],
+        styles: Sequence[str | None] | None,
+    ) -> None:
+        self.widths = widths
+        self.justify = justify
+        self.header = header
+        self.rows = rows
+        self.styles = styles
+
+    @classmethod
+    def of(
+        cls, layout: Fit, rows: Sequence[Sequence[str]], styles: Sequence[str | None] | None
+    ) -> _Lines | None:
+        """The lines of ``layout`` over ``rows``; None where only rich's table draws them
+        the same (a prose column wraps, a cell is wider than its column or holds a tab or a
+        line break)."""
+        shown = [
+            (i, column, width)
+            for i, (column, width) in enumerate(zip(layout.columns, layout.widths, strict=True))
+            if width is not None
+        ]
+        if any(column.kind == "prose" or column.style for _, column, _ in shown):
+            return None
+        texts = [
+            shorten_apart([display_name(row[i]) for row in rows], width)
+            if column.kind == "key"
+            else [shorten(display_name(row[i]), width) for row in rows]
+            if column.kind == "text"
+            else [row[i] for row in rows]
+            for i, column, width in shown
+        ]
+        header = [_header(column.header, width) for _, column, width in shown]
+        widths = [width for _, _, width in shown]
+        justify = [column.justify for _, column, _ in shown]
+        cells = []  # each column's cells justified to its width
+        for width, right, values in zip(widths, justify, texts, strict=True):
+            justified = [_justified(value, width, right == "right") for value in values]
+            if None in justified:
+                return None
+            cells.append(justified)
+        lines = [head.split("\n") for head in header]
+        for width, right, head in zip(widths, justify, lines, strict=True):
+            if None in (_justified(line, width, right == "right") for line in head):
+                return None
+        body = [list(row) for row in zip(*cells, strict=True)] if cells else []
+        return cls(widths, justify, header, body, styles)
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
+        new_line = Segment.line()
+        plain = console.color_system is None  # no style is drawn: one segment per line
+        for line in self._lines(console, options):
+            if isinstance(line, str):
+                yield Segment(line)
+            elif plain:
+                yield Segment("".join(segment.text for segment in line))
+            else:
+                yield from line
+            yield new_line
+
+    def _lines(self, console: Console, options: Any) -> Iterator[list[Segment] | str]:
+        """Each line as rich's table draws it: its segments, or where no style is drawn
+        (``console.color_system`` None) a body line as its text."""
+        # As rich's Table with box SIMPLE_HEAD, no edge, padding (0, 1) collapsed and not at
+        # the edges: a column's cells are its width wide plus one space of padding in the
+        # cell's style (none after the last column), then the box's divider, unstyled. The
+        # header is bold and aligned to the bottom of its lines.
+        drawn_box = box.SIMPLE_HEAD.substitute(options, safe=console.safe_box)
+        padded = [width + 1 for width in self.widths[:-1]] + self.widths[-1:]
+        last = len(self.widths) - 1
+        bold = console.get_style("bold") + console.get_style("")
+        header = [text.split("\n") for text in self.header]
+        height = max(len(lines) for lines in header)
+        divider = Segment(drawn_box.head_vertical, Style.null())
+        for line_no in range(height):
+            line: list[Segment] = []
+            for i, lines in enumerate(header):
+                top = height - len(lines)  # blank lines above: aligned to the bottom
+                if line_no < top:
+                    line.append(Segment(" " * padded[i], bold))
+                else:
+                    text = _justified(lines[line_no - top], self.widths[i], self._right(i))
+                    line.append(Segment(text or "", bold))
+                    if i < last:
+                        line.append(Segment(" ", bold))
+                if i < last:
+                    line.append(divider)
+            yield line
+        yield [Segment(drawn_box.get_row(padded, "head", edge=False), Style.null())]
+        null = console.get_style("")
+        row_styles: dict[str | None, Style] = {}
+        for n, row in enumerate(self.rows):
+            vertical = (
+                drawn_box.foot_vertical if n == len(self.rows) - 1 else drawn_box.mid_vertical
+            )
+            if console.color_system is None:
+                yield (" " + vertical).join(row)
+                continue
+            name = self.styles[n] if self.styles else None
+            if name not in row_styles:
+                row_styles[name] = console.get_style(name or "")
+            row_style = row_styles[name]
+            style = null + row_style
+            divider = Segment(vertical, row_style.background_style + Style.null())
+            line = []
+            for i, value in enumerate(row):
+                line.append(Segment(value, style))
+                if i < last:
+                    line += (Segment(" ", style), divider)
+            yield line
+
+    def _right(self, column: int) -> bool:
+        return self.justify[column] == "right"
+
+
+def _justified(text: str, width: int, right: bool) -> str | None:
+    """``text`` justified to ``width`` cells as rich justifies a cell (right: without its
+    trailing space); None where rich's table draws it otherwise (wider than the width, or
+    holding a tab or a line break)."""
+    if "\t" in text or "\n" in text:
+        return None
+    if right:
+        text = text.rstrip()
+    cells = _cells(text)
+    if cells > width:
+        return None
+    return " " * (width - cells) + text if right else text + " " * (width - cells)
 
 
 def wider_console(console: Console, width: int) -> Console:
@@ -445,13 +594,11 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
         [display_name(r[i]) if c.kind in ("key", "text") else r[i] for r in rows]
         for i, c in enumerate(columns)
     ]
-    natural = [
-        max([_header_width(c.header), *(cell_len(v) for v in values)])
-        for c, values in zip(columns, names, strict=True)
-    ]
+    widest = [max(map(_cells, values), default=0) for values in names]
+    natural = [max(_header_width(c.header), w) for c, w in zip(columns, widest, strict=True)]
     if width is None:
         return Fit(columns, list(natural))
-    need = [_need(c, n, values) for c, n, values in zip(columns, natural, names, strict=True)]
+    need = [_need(c, n, w) for c, n, w in zip(columns, natural, widest, strict=True)]
     low = _low_value(columns, names)
     left_out: set[int] = set()
     widths = _layout(columns, need, natural, low, width, left_out)
@@ -545,18 +692,18 @@ def _layout(
     return widths
 
 
-def _need(column: Column, natural: int, values: list[str]) -> int:
+def _need(column: Column, natural: int, widest: int) -> int:
     """The narrowest a column may be: numbers whole (their header may take two lines),
-    names down to a minimum."""
+    names down to a minimum (``widest``: its widest cell)."""
     if column.kind == "number":
-        words = max((cell_len(w) for w in column.header.split()), default=0)
-        return max([words, *(cell_len(v) for v in values)])
+        words = max((_cells(w) for w in column.header.split()), default=0)
+        return max(words, widest)
     floor = column.min_width or {"key": KEY_MIN, "text": TEXT_MIN, "prose": PROSE_MIN}[column.kind]
     return min(natural, floor)
 
 
 def _header_width(header: str) -> int:
-    return max(cell_len(line) for line in header.split("\n"))
+    return max(_cells(line) for line in header.split("\n"))
 
 
 def _header(header: str, width: int) -> str:
@@ -564,7 +711,7 @@ def _header(header: str, width: int) -> str:
     than the width shortened."""
     lines: list[str] = []
     for word in header.split():
-        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+        if lines and _cells(lines[-1]) + 1 + _cells(word) <= width:
             lines[-1] += " " + word
         else:
             lines.append(word)
