@@ -275,6 +275,7 @@ def in_scratch(
 ) -> list[dict[str, float]]:
     """Run ``commands`` one after another (``{f}`` is the file) on one fresh copy of ``source``
     in a fresh directory, with a fresh TMPDIR and an empty tpuperf cache; each one's figures."""
+    (HERE / "out").mkdir(exist_ok=True)  # the small profile alone on a fresh clone
     with tempfile.TemporaryDirectory(dir=HERE / "out") as scratch:
         run_dir = Path(scratch) / "run"
         run_dir.mkdir()
