@@ -3,13 +3,19 @@ program, computed on the profile's columns (no pandas; ``aggregate`` gives a Dat
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table, group_index, sum_by, sum_by_min_count
+from tpuperf.columns import (
+    Strings,
+    Table,
+    concat_strings,
+    group_index,
+    sum_by,
+    sum_by_min_count,
+)
 from tpuperf.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,19 +56,6 @@ _SORT_COLUMNS = {
 }
 
 
-@dataclass
-class _Group:
-    """One row of the result while it is summed over devices."""
-
-    occurrences: int = 0
-    total_ps: int = 0
-    self_ps: int = 0
-    flops: float = float("nan")
-    bytes_accessed: float = float("nan")
-    labels: dict[str, dict[str, int]] = field(default_factory=dict)  # column -> value -> ps
-    programs: set[str] = field(default_factory=set)
-
-
 def aggregate_table(
     profile: Profile,
     by: str = DEFAULT_GROUPING,
@@ -99,7 +92,9 @@ def aggregate_table(
     labels = [c for c in ("category",) if c not in key] + (
         ["module"] if "program_id" in key else []
     )
-    groups: dict[tuple[Any, ...], _Group] = {}
+    # Each device's groups (one part a device, in device order), merged below into the
+    # groups of the table by their names: a group's row is where its name first appears.
+    parts: list[dict[str, Any]] = []
     for device in profile.device_tables:
         ops = device.ops
         if not ops.n:
@@ -107,65 +102,124 @@ def aggregate_table(
         keys = [ops.strings(c) for c in key]
         group, first = group_index(keys)
         n_groups = len(first)
-        occurrences = np.bincount(group, minlength=n_groups)
-        total = sum_by(group, n_groups, ops.array("dur_ps"))
-        self_ = sum_by(group, n_groups, ops.array("self_ps"))
-        flops = sum_by_min_count(group, n_groups, ops.array("flops").astype("float64"))
-        nbytes = sum_by_min_count(group, n_groups, ops.array("bytes_accessed").astype("float64"))
-        names = list(zip(*(k.take(first).tolist() for k in keys), strict=True))
-        prefix = (device.host, device.device) if per_device else ()
-        rows = [groups.setdefault((*prefix, *name), _Group()) for name in names]
-        # Python numbers from lists: indexing numpy arrays one scalar at a time costs more.
-        for row, n, t, s, f, b in zip(
-            rows,
-            occurrences.tolist(),
-            total.tolist(),
-            self_.tolist(),
-            flops.tolist(),
-            nbytes.tolist(),
-            strict=True,
-        ):
-            row.occurrences += n
-            row.total_ps += t
-            row.self_ps += s
-            row.flops = _add(row.flops, f)
-            row.bytes_accessed = _add(row.bytes_accessed, b)
         dur = ops.array("dur_ps")
+        part: dict[str, Any] = {
+            "names": [k.take(first).compact() for k in keys],
+            "host": Strings.constant(device.host, n_groups),
+            "device": np.full(n_groups, device.device, dtype=np.int64),
+            "occurrences": np.bincount(group, minlength=n_groups).astype(np.int64),
+            "total": sum_by(group, n_groups, dur).astype(np.int64),
+            "self": sum_by(group, n_groups, ops.array("self_ps")).astype(np.int64),
+            "flops": sum_by_min_count(group, n_groups, ops.array("flops").astype("float64")),
+            "bytes": sum_by_min_count(
+                group, n_groups, ops.array("bytes_accessed").astype("float64")
+            ),
+        }
         for label in labels:
-            _label_time(rows, group, keys, ops.strings(label), dur, label)
+            # The op time of each (group, value of the label) pair, pairs in order of first
+            # appearance; on TPU the keys and the label share one index (no sort of the ops).
+            values = ops.strings(label)
+            pairs, pair_first = group_index([*keys, values])
+            part[label] = (
+                group[pair_first],
+                values.take(pair_first).compact(),
+                sum_by(pairs, len(pair_first), dur).astype(np.int64),
+            )
         if by == "op":
             # The programs of each group: its distinct (group, program) pairs, not every op.
             program = ops.strings("program_id")
-            _, firsts = group_index([group, program])
-            for i, value in zip(group[firsts].tolist(), program.take(firsts).tolist(), strict=True):
-                rows[i].programs.add(value)
-    return _table(groups, by, key, labels, per_device, sort, top)
+            _, pair_first = group_index([group, program])
+            part["programs"] = (group[pair_first], program.take(pair_first).compact())
+        parts.append(part)
+    return _table(_merge(parts, key, labels, by, per_device), by, key, per_device, sort, top)
 
 
-def _add(total: float, value: float) -> float:
-    """Sum of two sums that skip NaN, NaN only while neither has a value (min_count=1)."""
-    if math.isnan(value):
-        return total
-    return value if math.isnan(total) else total + value
+def _merge(
+    parts: list[dict[str, Any]],
+    key: tuple[str, ...],
+    labels: list[str],
+    by: str,
+    per_device: bool,
+) -> dict[str, Any]:
+    """The devices' groups (``parts``) summed by name ([host, device,] the key columns), as
+    the columns of the table before its order. The rules, as a sum over devices in their order:
 
-
-def _label_time(
-    rows: list[_Group],
-    group: np.ndarray,
-    keys: list[Strings],
-    label: Strings,
-    dur: np.ndarray,
-    column: str,
-) -> None:
-    """Add each group's op time per value of ``label`` (to pick the value with most time).
-    ``group`` is each op's group by ``keys``: the (group, label) pairs are grouped by the keys
-    and the label, which on TPU share one index (by metadata row, no sort of the ops)."""
-    pairs, first = group_index([*keys, label])
-    time = sum_by(pairs, len(first), dur)
-    values = label.take(first).tolist()
-    for g, value, t in zip(group[first].tolist(), values, time.tolist(), strict=True):
-        per_value = rows[g].labels.setdefault(column, {})
-        per_value[value] = per_value.get(value, 0) + int(t)
+    - a row per distinct name, in order of first appearance (device order, then each device's
+      groups in order of their first op);
+    - occurrences, total and self time: exact integer sums;
+    - flops, bytes_accessed: each device's sum skipping NaN (NaN where the device's group has
+      no value), then those summed skipping NaN in device order (the first value as it is,
+      then added one by one), NaN where no device has a value;
+    - category, module: the value with the most op time summed over the devices (exact
+      integer picoseconds); on equal time the value whose (group, value) pair appeared first
+      (device order, then each device's pairs in order of their first op); "" when no value
+      has time >= 0 (or the group has none);
+    - programs (``by`` op): how many distinct program ids the row's ops have.
+    """
+    columns: dict[str, Any] = {}
+    if not parts:
+        for name in ("host", *key, *labels):
+            columns[name] = Strings.from_list([])
+        columns["device"] = np.zeros(0, dtype=np.int64)
+        for name in ("occurrences", "total", "self", "programs"):
+            columns[name] = np.zeros(0, dtype=np.int64)
+        columns["flops"] = columns["bytes"] = np.zeros(0, dtype=np.float64)
+        return columns
+    names = [concat_strings([p["names"][i] for p in parts]) for i in range(len(key))]
+    if per_device:
+        hosts = concat_strings([p["host"] for p in parts])
+        devices = np.concatenate([p["device"] for p in parts])
+        row, first = group_index([hosts, devices, *names])
+        columns["host"] = hosts.take(first)
+        columns["device"] = devices[first]
+    else:
+        row, first = group_index(names)
+    n_rows = len(first)
+    for name, strings in zip(key, names, strict=True):
+        columns[name] = strings.take(first)
+    for name in ("occurrences", "total", "self"):
+        columns[name] = sum_by(row, n_rows, np.concatenate([p[name] for p in parts]))
+    for name in ("flops", "bytes"):
+        per_device_sums = np.concatenate([p[name] for p in parts])
+        present = ~np.isnan(per_device_sums)
+        sums = np.full(n_rows, -0.0)  # -0.0 + x is x, to the bit: the first value as it is
+        np.add.at(sums, row[present], per_device_sums[present])  # one by one, in order
+        counts = np.bincount(row[present], minlength=n_rows)
+        columns[name] = np.where(counts > 0, sums, np.nan)
+    # Each device's rows start where the parts before it end.
+    starts = np.cumsum([0] + [len(p["occurrences"]) for p in parts])[:-1]
+    for label in labels:
+        pair_row = np.concatenate(
+            [row[start + p[label][0]] for start, p in zip(starts, parts, strict=True)]
+        )
+        values = concat_strings([p[label][1] for p in parts])
+        time = np.concatenate([p[label][2] for p in parts])
+        # (row, value) pairs over the devices, in order of first appearance
+        pair, pair_first = group_index([pair_row, values.codes])
+        pair_time = sum_by(pair, len(pair_first), time).astype(np.int64)
+        pair_of_row = pair_row[pair_first]
+        # By row, then most time, then first appearance: the first of each row wins.
+        order = np.lexsort((np.arange(len(pair_first)), -pair_time, pair_of_row))
+        lead = np.ones(len(order), dtype=bool)
+        lead[1:] = pair_of_row[order[1:]] != pair_of_row[order[:-1]]
+        best = order[lead]
+        # "" where no value has time >= 0 (as a first pick that must beat -1)
+        none = values.code("")
+        texts = values.values if none >= 0 else (*values.values, "")
+        value_code = np.full(n_rows, none if none >= 0 else len(values.values), dtype=np.int64)
+        keep = pair_time[best] > -1
+        value_code[pair_of_row[best][keep]] = values.codes[pair_first[best][keep]]
+        columns[label] = Strings(value_code, texts)
+    if by == "op":
+        program_row = np.concatenate(
+            [row[start + p["programs"][0]] for start, p in zip(starts, parts, strict=True)]
+        )
+        programs = concat_strings([p["programs"][1] for p in parts])
+        _, pair_first = group_index([program_row, programs.codes])
+        columns["programs"] = np.bincount(program_row[pair_first], minlength=n_rows).astype(
+            np.int64
+        )
+    return columns
 
 
 def _dominant(per_value: dict[str, int]) -> str:
@@ -178,53 +232,54 @@ def _dominant(per_value: dict[str, int]) -> str:
 
 
 def _table(
-    groups: dict[tuple[Any, ...], _Group],
+    merged: dict[str, Any],
     by: str,
     key: tuple[str, ...],
-    labels: list[str],
     per_device: bool,
     sort: str,
     top: int | None,
 ) -> Table:
-    names = list(groups)
-    rows = list(groups.values())
-    prefix = 2 if per_device else 0
-    columns = _device_columns(names, per_device)
-    for i, name in enumerate(key):
-        columns[name] = Strings.from_list([n[prefix + i] for n in names])
+    n_rows = len(merged["occurrences"])
+    columns: dict[str, Any] = {}
+    if per_device:
+        columns["host"] = merged["host"]
+        columns["device"] = merged["device"].astype(np.int64)
+    for name in key:
+        columns[name] = merged[name]
     for label in ("module", "category"):
-        if label in labels:
-            columns[label] = Strings.from_list([_dominant(r.labels.get(label, {})) for r in rows])
+        if label in merged and label not in key:
+            columns[label] = merged[label]
     if by == "op":
-        columns["programs"] = np.array([len(r.programs) for r in rows], dtype=np.int64)
-    occurrences = np.array([r.occurrences for r in rows], dtype=np.int64)
-    total_ms = np.array([r.total_ps for r in rows], dtype=np.int64) / 1e9
+        columns["programs"] = merged["programs"]
+    occurrences = merged["occurrences"].astype(np.int64)
+    total_ms = merged["total"].astype(np.int64) / 1e9
     columns["occurrences"] = occurrences
     columns["total_time_ms"] = total_ms
-    columns["self_time_ms"] = np.array([r.self_ps for r in rows], dtype=np.int64) / 1e9
+    columns["self_time_ms"] = merged["self"].astype(np.int64) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):
         columns["avg_time_us"] = total_ms * 1e3 / occurrences
     if per_device:
-        hosts = [n[:2] for n in names]
+        hosts = list(zip(merged["host"].tolist(), merged["device"].tolist(), strict=True))
         device_total: dict[tuple[Any, ...], float] = {}
         for h, t in zip(hosts, total_ms.tolist(), strict=True):
             device_total[h] = device_total.get(h, 0.0) + t
         denominator = np.array([device_total[h] for h in hosts])
     else:
-        denominator = np.full(len(rows), total_ms.sum())
+        denominator = np.full(n_rows, total_ms.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
         columns["time_pct"] = 100.0 * total_ms / denominator
-    columns["flops"] = np.array([r.flops for r in rows], dtype=np.float64)
-    columns["bytes_accessed"] = np.array([r.bytes_accessed for r in rows], dtype=np.float64)
-    table = Table(columns, n=len(rows))
+    columns["flops"] = merged["flops"].astype(np.float64)
+    columns["bytes_accessed"] = merged["bytes"].astype(np.float64)
+    table = Table(columns, n=n_rows)
     if sort == "name":
-        order = sorted(range(len(rows)), key=lambda i: names[i][prefix:][::-1])
+        names = list(zip(*(merged[name].tolist() for name in key), strict=True))
+        order = sorted(range(n_rows), key=lambda i: names[i][::-1])
     else:
         values = table.array(_SORT_COLUMNS[sort]).astype("float64")
         # Descending and stable; NaN (no FLOPs recorded) last, as pandas sorts them.
         missing = np.isnan(values)
         order = sorted(
-            range(len(rows)), key=lambda i: (missing[i], -0.0 if missing[i] else -values[i])
+            range(n_rows), key=lambda i: (missing[i], -0.0 if missing[i] else -values[i])
         )
     return _top_rows(table.take(np.array(order, dtype=np.int64)), per_device, top)
 
