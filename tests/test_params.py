@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tpuperf.cli._params import Param, parse
+from tpuperf.cli._params import Param, annotation_text, parse
 from tpuperf.cli._root import COMMANDS
 
 # A value of each type the direct reading knows.
@@ -52,17 +52,10 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
 
 def _declared(command: Any) -> list[tuple[str, Param, str]]:
     """Each parameter: name, declaration, annotation as text."""
-    found = []
-    for name, parameter in inspect.signature(command).parameters.items():
-        annotation = parameter.annotation
-        if isinstance(annotation, str):
-            text = annotation
-        elif isinstance(annotation, type):
-            text = annotation.__name__
-        else:  # str | None, list[str]
-            text = str(annotation)
-        found.append((name, parameter.default, text.removesuffix(" | None")))
-    return found
+    return [
+        (name, parameter.default, annotation_text(parameter.annotation))
+        for name, parameter in inspect.signature(command).parameters.items()
+    ]
 
 
 def _command_lines(command: Any) -> list[list[str]]:

@@ -92,14 +92,20 @@ _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
-def _value_type(annotation: Any) -> type | None:
+def annotation_text(annotation: Any) -> str:
+    """A parameter's annotation as written, without ``| None`` (``str``, ``list[str]``), from
+    the source's text or the annotation object."""
     if isinstance(annotation, str):
         text = annotation
     elif isinstance(annotation, type):
         text = annotation.__name__
     else:  # str | None, list[str]
         text = str(annotation)
-    return _TYPES.get(text.removesuffix(" | None"))
+    return text.removesuffix(" | None")
+
+
+def _value_type(annotation: Any) -> type | None:
+    return _TYPES.get(annotation_text(annotation))
 
 
 def parse(function: Callable[..., Any], args: list[str]) -> dict[str, Any] | None:
