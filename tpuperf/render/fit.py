@@ -377,22 +377,27 @@ class Fit:
                 overflow="fold" if column.kind == "prose" else "ellipsis",
                 style=column.style,
             )
-        shown = [
-            (column, width, [row[i] for row in rows])
-            for i, (column, width) in enumerate(zip(self.columns, self.widths, strict=True))
-            if width is not None
-        ]
-        texts = [
-            shorten_apart([display_name(v) for v in values], width)
-            if column.kind == "key"
-            else [shorten(display_name(v), width) for v in values]
-            if column.kind == "text"
-            else values
-            for column, width, values in shown
-        ]
+        texts = [cells for _, _, cells in self.shown_cells(rows)]
         for i, row in enumerate(zip(*texts, strict=True)):
             table.add_row(*(Text(cell) for cell in row), style=styles[i] if styles else None)
         return table
+
+    def shown_cells(self, rows: Sequence[Sequence[str]]) -> list[tuple[Column, int, list[str]]]:
+        """Each column shown in this layout, its width, and its cells as they are drawn:
+        names shortened to the width (keys apart from each other), numbers as given."""
+        return [
+            (
+                column,
+                width,
+                shorten_apart([display_name(row[i]) for row in rows], width)
+                if column.kind == "key"
+                else [shorten(display_name(row[i]), width) for row in rows]
+                if column.kind == "text"
+                else [row[i] for row in rows],
+            )
+            for i, (column, width) in enumerate(zip(self.columns, self.widths, strict=True))
+            if width is not None
+        ]
 
     def print(
         self,
@@ -454,24 +459,17 @@ class _Lines:
         """The lines of ``layout`` over ``rows``; None where only rich's table draws them
         the same (a prose column wraps, a cell is wider than its column or holds a tab or a
         line break)."""
-        shown = [
-            (i, column, width)
-            for i, (column, width) in enumerate(zip(layout.columns, layout.widths, strict=True))
+        if any(
+            column.kind == "prose" or column.style
+            for column, width in zip(layout.columns, layout.widths, strict=True)
             if width is not None
-        ]
-        if any(column.kind == "prose" or column.style for _, column, _ in shown):
+        ):
             return None
-        texts = [
-            shorten_apart([display_name(row[i]) for row in rows], width)
-            if column.kind == "key"
-            else [shorten(display_name(row[i]), width) for row in rows]
-            if column.kind == "text"
-            else [row[i] for row in rows]
-            for i, column, width in shown
-        ]
-        header = [_header(column.header, width) for _, column, width in shown]
-        widths = [width for _, _, width in shown]
-        justify = [column.justify for _, column, _ in shown]
+        shown = layout.shown_cells(rows)
+        texts = [cells for _, _, cells in shown]
+        header = [_header(column.header, width) for column, width, _ in shown]
+        widths = [width for _, width, _ in shown]
+        justify = [column.justify for column, _, _ in shown]
         cells = []  # each column's cells justified to its width
         for width, right, values in zip(widths, justify, texts, strict=True):
             justified = [_justified(value, width, right == "right") for value in values]
