@@ -161,8 +161,10 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
 
 
 def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window [s, e), the length of ``a`` inside it."""
-    return covered_before(a, win_ends) - covered_before(a, win_starts)
+    """For each window [s, e), the length of ``a`` inside it (one pass over both edges)."""
+    n = len(win_starts)
+    before = covered_before(a, np.concatenate([win_ends, win_starts]))
+    return before[:n] - before[n:]
 
 
 def interior_gaps(

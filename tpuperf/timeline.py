@@ -50,10 +50,10 @@ from tpuperf.errors import UsageError
 from tpuperf.intervals import (
     EMPTY,
     Intervals,
-    covered_before,
     first_inside,
     interior_gaps,
     last_inside,
+    measure_in,
     merge,
     nonempty,
     subtract,
@@ -777,15 +777,12 @@ def _breakdowns(
 def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.ndarray]:
     """BREAKDOWN_COLUMNS of each window of ``win`` (in its order; windows may overlap)."""
     ws, we = win.start_ps, win.end_ps
-    n = len(ws)
-    edges = np.concatenate([we, ws])
     measured: dict[int, np.ndarray] = {}  # by set: busy is the same set as occupied or compute
 
     def inside(times: Intervals) -> np.ndarray:
         """The length of ``times`` inside each window."""
         if id(times) not in measured:
-            before = covered_before(times, edges)
-            measured[id(times)] = before[:n] - before[n:]
+            measured[id(times)] = measure_in(times, ws, we)
         return measured[id(times)]
 
     out: dict[str, np.ndarray] = {"step_ps": we - ws}
