@@ -10,7 +10,6 @@ the terminal's width, indented blocks (the Example lines) kept as written.
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,7 +21,14 @@ from tpuperf._malloc import keep_freed_memory
 from tpuperf.cli._help import format_help
 from tpuperf.cli._params import for_typer
 from tpuperf.cli._root import COMMANDS, DEBUG_HELP, HELP, VERSION_HELP, reflow, summaries
-from tpuperf.cli._run import Interrupted, OutputClosed, command_module, exit_code, failed
+from tpuperf.cli._run import (
+    Interrupted,
+    OutputClosed,
+    command_module,
+    exit_code,
+    failed,
+    print_traceback,
+)
 
 
 def _plain_flags(command: Any, ctx: Any) -> None:
@@ -125,7 +131,7 @@ def _commands_to_register(args: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``) with the typer application:
-    what :func:`tpuperf.cli._run.main` does not read directly (help, errors of usage, and
+    what :func:`tpuperf.cli._run.direct` does not read directly (help, errors of usage, and
     the command lines :func:`tpuperf.cli._params.parse` leaves to typer)."""
     args = argv if argv is not None else sys.argv[1:]
     debug = "--debug" in args
@@ -144,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         # Usage errors of click (or of the copy of click that typer ships): one line, as ours.
         message, code = _click_message(exc), getattr(exc, "exit_code", None)
         if message is not None and isinstance(code, int):
-            if debug:
-                traceback.print_exc(file=sys.stderr)
+            print_traceback(debug)
             output.say(f"error: {message}")
             return exit_code(code, argv)
         return exit_code(failed(exc, debug), argv)

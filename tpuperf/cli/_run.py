@@ -82,7 +82,7 @@ def failed(exc: BaseException, debug: bool) -> int:
     """The exit code of a command that raised ``exc``, said on stderr in one line (with the
     traceback under ``--debug``)."""
     if isinstance(exc, TpuperfError):
-        _traceback(debug)
+        print_traceback(debug)
         output.say(f"error: {exc}")
         return exc.exit_code
     if isinstance(exc, OutputClosed):
@@ -91,11 +91,11 @@ def failed(exc: BaseException, debug: bool) -> int:
         stdout_to_devnull()
         return 141
     if isinstance(exc, KeyboardInterrupt | Interrupted):
-        _traceback(debug)
+        print_traceback(debug)
         sys.stderr.write("tpuperf: interrupted\n")
         sys.stderr.flush()
         return 130
-    _traceback(debug)
+    print_traceback(debug)
     output.say(
         f"internal error: {type(exc).__name__}: {exc}"
         + ("" if debug else " (run with --debug for the traceback, and please report it)")
@@ -114,7 +114,8 @@ def stdout_to_devnull() -> None:
         pass
 
 
-def _traceback(debug: bool) -> None:
+def print_traceback(debug: bool) -> None:
+    """Under ``--debug``, the traceback of the error being handled, on stderr."""
     if debug:
         import traceback  # for --debug only: it imports linecache and tokenize
 
