@@ -257,6 +257,47 @@ def test_two_writers_of_one_entry_leave_one_whole_entry(
         ]
 
 
+def test_an_entry_stored_in_the_background_is_the_entry_stored_in_place(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runs["collective_training"] / "tpu-host-0.xplane.pb"
+    in_place = Cache(tmp_path / "in_place")
+    behind = Cache(tmp_path / "behind", write_behind=True)
+    decoded, key = cache_mod.host_tables(str(source), "h", in_place)
+    _, same = cache_mod.host_tables(str(source), "h", behind)
+    behind.wait()  # the entry is whole once wait returns
+    (a,), (b,) = _entries(tmp_path / "in_place"), _entries(tmp_path / "behind")
+    assert same == key and a.name == b.name
+    assert (a / "columns.bin").read_bytes() == (b / "columns.bin").read_bytes()
+    meta_a, meta_b = (json.loads((e / "host.json").read_text()) for e in (a, b))
+    assert meta_a.pop("blob")[0] == meta_b.pop("blob")[0]  # mtime and inode differ
+    assert meta_a == meta_b
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    served, _ = cache_mod.host_tables(str(source), "h", behind)
+    assert behind.hits == 1
+    assert [d.ops.array("dur_ps").tolist() for d in served.devices] == [
+        d.ops.array("dur_ps").tolist() for d in decoded.devices
+    ]
+
+
+def test_a_background_write_that_fails_raises_in_wait(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runs["straggler"] / "tpu-host-0.xplane.pb"
+    tables, key = cache_mod.host_tables(str(source), "h", None)
+
+    def fail(self: Cache, key: str, tables: Any) -> None:
+        raise RuntimeError("the writer broke")
+
+    monkeypatch.setattr(Cache, "_store_tables", fail)
+    cache = Cache(tmp_path / "cache", write_behind=True)
+    cache.put_tables(Cache.tables_key("h", key), tables)  # returns; the error waits for wait()
+    with pytest.raises(RuntimeError, match="the writer broke"):
+        cache.wait()
+    cache.wait()  # said once
+    assert not _entries(tmp_path / "cache")
+
+
 def test_processes_filling_one_cache_at_once_agree(runs: dict[str, Path], tmp_path: Path) -> None:
     profile = str(runs["straggler"])
     env = {**os.environ, "TPUPERF_CACHE_DIR": str(tmp_path / "c"), "PYTHONPATH": str(REPO)}

@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -145,6 +146,7 @@ class Cache:
         *,
         max_bytes: int | None = None,
         note: Callable[[str], None] | None = None,
+        write_behind: bool = False,
     ) -> None:
         self.root = Path(root) if root is not None else default_dir()
         self._base = self.root / FORMAT
@@ -153,6 +155,11 @@ class Cache:
         self.note = note  # told, in one line, of each damaged entry it removes
         self.hits = 0  # table entries read back (tests check what was served from here)
         self._known_bytes: int | None = None  # what the table entries take, once walked
+        # Store table entries in a thread of their own while the caller goes on (a command
+        # analyses the tables it just decoded meanwhile); :meth:`wait` joins it.
+        self.write_behind = write_behind
+        self._writer: threading.Thread | None = None
+        self._write_error: BaseException | None = None
 
     # ------------------------------------------------------------------ keys
 
@@ -244,6 +251,36 @@ class Cache:
         return hit
 
     def put_tables(self, key: str, tables: HostTables) -> None:
+        """Store ``tables`` under ``key``; with ``write_behind``, in a thread of its own, after
+        the entries this Cache is storing already (:meth:`wait` joins them)."""
+        if not self.write_behind:
+            self._store_tables(key, tables)
+            return
+        previous = self._writer
+
+        def store() -> None:
+            if previous is not None:
+                previous.join()  # one entry at a time, in order: evict counts them one by one
+            try:
+                self._store_tables(key, tables)
+            except BaseException as exc:  # said by wait(), as put_tables would have raised it
+                self._write_error = exc
+
+        # Not a daemon: should the caller never wait, the interpreter still does at exit.
+        self._writer = threading.Thread(target=store, name="tpuperf-cache-write")
+        self._writer.start()
+
+    def wait(self) -> None:
+        """Return once the entries stored in the background (``write_behind``) are written;
+        raises what writing one raised (a cache that cannot be written is no error)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.join()
+        error, self._write_error = self._write_error, None
+        if error is not None:
+            raise error
+
+    def _store_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
