@@ -292,8 +292,8 @@ class Cache:
             with blob:
                 devices = [
                     {
-                        "row": d.row,
-                        "untimed": d.untimed,
+                        "row": jsonout.clean(d.row),
+                        "untimed": int(d.untimed),
                         "tables": {
                             name: _encode(getattr(d, name), blob)
                             for name in _DEVICE_TABLES
@@ -312,14 +312,16 @@ class Cache:
                 "key": key,
                 "blob": [st.st_size, st.st_mtime_ns, st.st_ino],
                 "arrays": blob.arrays,
-                "info": dataclasses.asdict(tables.info),
-                "warnings": list(tables.warnings),
+                "info": jsonout.clean(dataclasses.asdict(tables.info)),
+                "warnings": [str(w) for w in tables.warnings],
                 "devices": devices,
                 "lines": lines,
                 "host_events": events,
                 "hlo_protos": protos,
             }
-            text = json.dumps(jsonout.clean(meta))
+            # Cleaned where values may be numpy's or NaN (the rows, the info): the tables'
+            # forms are plain already, and their strings are most of the text.
+            text = json.dumps(meta)
             if blob.size + len(text) > self.max_bytes:
                 return  # larger than the whole cache: not stored
             write_atomic(temp / "host.json", text, fsync=False)
@@ -459,13 +461,13 @@ def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
         column = table[name]
         if isinstance(column, Strings):
             mapping = None if column.mapping is None else blob.add(column.mapping)
-            values = [str(v) for v in column.values]
+            values = list(map(str, column.values))
             columns[name] = ["strings", blob.add(column.index), mapping, values]
         elif isinstance(column, Lookup):
             columns[name] = ["lookup", blob.add(column.index), blob.add(column.values)]
         else:
             columns[name] = ["array", blob.add(np.asarray(column))]
-    return {"n": table.n, "columns": columns}
+    return {"n": int(table.n), "columns": columns}
 
 
 class _Arrays:
