@@ -21,6 +21,7 @@ from fixtures.generate import write_run
 from tests.conftest import REPO, Cli
 from tpuperf import cache as cache_mod
 from tpuperf.cache import Cache
+from tpuperf.errors import BadProfile
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +155,47 @@ def test_a_changed_file_is_never_served_stale(
     assert after == cli.json("ops", path, "--format", "json", "--by", "op", "--no-cache")
     assert new.decode() in [row["op"] for row in after["rows"]]
     assert old.decode() not in [row["op"] for row in after["rows"]]
+
+
+def test_a_file_just_written_is_hashed_before_decoding_when_read_again(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf import xspace
+
+    path = tmp_path / "fresh.xplane.pb"
+    shutil.copy(runs["memory_bound"] / "tpu-host-0.xplane.pb", path)  # modified just now
+    cache = Cache(tmp_path / "cache")
+    assert not cache.seen(str(path))
+    first, key = cache_mod.host_tables(str(path), "h", cache)  # decoded beside the hash
+    assert key == cache_mod.content_key(path.read_bytes())
+    # Too fresh for its stat to stand in for its content, but seen: read again, it is hashed
+    # and found, with nothing of it decoded (not even its planes).
+    assert cache.seen(str(path)) and cache.known_content(str(path)) is None
+    decoded: list[object] = []
+    monkeypatch.setattr(xspace, "decode", decoded.append)
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    again, same = cache_mod.host_tables(str(path), "h", cache)
+    assert same == key and cache.hits == 1 and not decoded
+    assert [d.ops.array("dur_ps").tolist() for d in again.devices] == [
+        d.ops.array("dur_ps").tolist() for d in first.devices
+    ]
+
+
+def test_a_damaged_file_never_seen_is_the_same_error_through_the_cache(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    data = (runs["straggler"] / "tpu-host-0.xplane.pb").read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(BadProfile) as without:
+        cache_mod.host_tables(str(path), "h", None)
+    cache = Cache(tmp_path / "cache")
+    assert not cache.seen(str(path))
+    with pytest.raises(BadProfile) as through:
+        cache_mod.host_tables(str(path), "h", cache)
+    assert str(through.value) == str(without.value)
+    assert "not a readable XSpace profile" in str(through.value)
+    assert not _entries(tmp_path / "cache")
 
 
 def _put(cache: Cache, source: Path) -> Path:

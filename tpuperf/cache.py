@@ -197,11 +197,19 @@ class Cache:
         return key if isinstance(key, str) else None
 
     def remember_content(self, path: str, key: str) -> None:
-        """Record that local file ``path``, as it is now, has content key ``key``."""
+        """Record that local file ``path``, as it is now, has content key ``key``. A file
+        modified too recently for its stat to stand in for its content is recorded without
+        its stat: :meth:`known_content` never answers for it, :meth:`seen` does."""
         state = settled_state(path)
-        if state is not None:
+        if state is not None or os.path.exists(path):
             entry = self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
             self._write_json(entry, {"stat": state, "content": key})
+
+    def seen(self, path: str) -> bool:
+        """Whether a content key was recorded for local file ``path`` (:meth:`remember_content`),
+        however it has changed since: its tables may well be here, so they are looked for
+        before the file is decoded."""
+        return self._entry("stat", _hash("stat", os.path.abspath(path)), ".json").exists()
 
     # ------------------------------------------------------------------ rows
 
@@ -596,9 +604,26 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------- loading through the cache
 
 
-def decode_host(url: str, host: str, data: Any) -> HostTables:
-    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does."""
-    return read_host(url, host, data)
+def decode_host(url: str, host: str, data: Any, space: Any = None) -> HostTables:
+    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does (``space``:
+    their XSpace, when :func:`_hash_beside_decode` made it)."""
+    return read_host(url, host, data, space)
+
+
+def _hash_beside_decode(data: Any) -> tuple[str, Any]:
+    """The content key of ``data`` and its XSpace (``xspace.decode``; None when that fails,
+    and decoding again says why), made side by side: hashlib lets go of the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tpuperf import xspace
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tpuperf-hash") as pool:
+        hashing = pool.submit(content_key, data)
+        try:
+            space = xspace.decode(data)
+        except Exception:  # a bad profile: read_host decodes it again and names the damage
+            space = None
+        return hashing.result(), space
 
 
 def host_tables(
@@ -618,16 +643,23 @@ def host_tables(
         if hit is not None:
             return hit, content
     data = sources.read_profile(url)
+    space = None
     if content is None:
-        content = content_key(data)
+        local = "://" not in url
+        if cache is not None and local and not cache.seen(url):
+            # A file the cache has never seen is seldom in it (a copy of one is): its XSpace
+            # is decoded while it is hashed, for the tables to be built from on a miss.
+            content, space = _hash_beside_decode(data)
+        else:
+            content = content_key(data)
         if cache is not None:
-            if "://" not in url:
+            if local:
                 cache.remember_content(url, content)
             hit = cache.get_tables(Cache.tables_key(host, content), url)
             if hit is not None:
                 return hit, content
-    decoded = decode_host(url, host, data)
-    del data
+    decoded = decode_host(url, host, data, space)
+    del data, space
     if cache is not None:
         cache.put_tables(Cache.tables_key(host, content), decoded)
     return decoded, content
