@@ -11,7 +11,9 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           warnings, and the stamps that say the entry is whole and current)
     v2/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
     v2/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
-                          unchanged file is not read again just to hash it
+                          unchanged file is not read again just to hash it (a file modified
+                          too recently for that is recorded without its stat: seen, so that
+                          reading it again hashes it before decoding anything)
 
 Keys hash the content, never the path: a file's *content key* is the sha256 of its
 (decompressed) bytes, or, for an object store listing that states one, the object's MD5 or
@@ -19,10 +21,11 @@ ETag with its size. Entry keys add the tpuperf version (and, for development ver
 of tpuperf's own source) so a new tpuperf never reads an old one's results. Nothing is pickled:
 arrays are raw numbers and everything else JSON. An entry is written whole under a temporary
 name and renamed into place, so two processes storing the same one at once leave one whole
-entry. One that does not read back exactly (a file changed since it was written, a stamp of
-another format or version, anything missing) is removed, said in one note, and rebuilt. Table
-entries together take at most ``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least
-recently used go first.
+entry; a command stores the entry it decoded in a thread of its own while it analyses the
+tables (``write_behind``), and waits for it before it ends. One that does not read back
+exactly (a file changed since it was written, a stamp of another format or version, anything
+missing) is removed, said in one note, and rebuilt. Table entries together take at most
+``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
 """
 
 from __future__ import annotations
