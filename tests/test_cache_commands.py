@@ -157,6 +157,29 @@ def test_a_changed_file_is_never_served_stale(
     assert old.decode() not in [row["op"] for row in after["rows"]]
 
 
+def test_a_command_waits_for_its_cache_entry_and_says_what_broke_writing_it(
+    cli: Cli, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    host_file = runs["host_bound"] / "tpu-host-0.xplane.pb"
+    expected = cli.json("info", host_file, "--format", "json", "--no-cache")
+
+    def fail(self: Cache, key: str, tables: Any) -> None:
+        raise RuntimeError("the writer broke")
+
+    monkeypatch.setattr(Cache, "_store_tables", fail)
+    # The output is written, then the command waits for the entry and fails as it would
+    # have storing it in place: an internal error, said once.
+    code, out, err = cli("info", host_file, "--format", "json")
+    assert code == 1 and json.loads(out) == expected
+    assert err.count("internal error: RuntimeError: the writer broke") == 1
+    # A command that fails of its own after reading says its own error, not the writer's.
+    (tmp_path / "file").write_text("")
+    code, _, err = cli("info", host_file, "--format", "json", "-o", tmp_path / "file" / "x.json")
+    assert code == 6 and "cannot write" in err and "writer" not in err
+    assert not _entries(tmp_path / "cache")
+
+
 def test_a_file_just_written_is_hashed_before_decoding_when_read_again(
     runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -395,8 +395,11 @@ def _declare(
             }
         try:
             function(request_type(**fields), **values)
-        finally:  # the output is written: the cache entry the command decoded may end now
-            finish_writes()
+        except BaseException:  # the command's own error is the one said
+            with contextlib.suppress(Exception):
+                finish_writes()
+            raise
+        finish_writes()  # the output is written: the cache entry it decoded may end now
 
     command.__signature__ = inspect.Signature(order, return_annotation=None)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in order} | {"return": None}
