@@ -21,6 +21,7 @@ from fixtures.generate import write_run
 from tests.conftest import REPO, Cli
 from tpuperf import cache as cache_mod
 from tpuperf.cache import Cache
+from tpuperf.errors import BadProfile
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +157,70 @@ def test_a_changed_file_is_never_served_stale(
     assert old.decode() not in [row["op"] for row in after["rows"]]
 
 
+def test_a_command_waits_for_its_cache_entry_and_says_what_broke_writing_it(
+    cli: Cli, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "cache"))
+    host_file = runs["host_bound"] / "tpu-host-0.xplane.pb"
+    expected = cli.json("info", host_file, "--format", "json", "--no-cache")
+
+    def fail(self: Cache, key: str, tables: Any) -> None:
+        raise RuntimeError("the writer broke")
+
+    monkeypatch.setattr(Cache, "_store_tables", fail)
+    # The output is written, then the command waits for the entry and fails as it would
+    # have storing it in place: an internal error, said once.
+    code, out, err = cli("info", host_file, "--format", "json")
+    assert code == 1 and json.loads(out) == expected
+    assert err.count("internal error: RuntimeError: the writer broke") == 1
+    # A command that fails of its own after reading says its own error, not the writer's.
+    (tmp_path / "file").write_text("")
+    code, _, err = cli("info", host_file, "--format", "json", "-o", tmp_path / "file" / "x.json")
+    assert code == 6 and "cannot write" in err and "writer" not in err
+    assert not _entries(tmp_path / "cache")
+
+
+def test_a_file_just_written_is_hashed_before_decoding_when_read_again(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf import xspace
+
+    path = tmp_path / "fresh.xplane.pb"
+    shutil.copy(runs["memory_bound"] / "tpu-host-0.xplane.pb", path)  # modified just now
+    cache = Cache(tmp_path / "cache")
+    assert not cache.seen(str(path))
+    first, key = cache_mod.host_tables(str(path), "h", cache)  # decoded beside the hash
+    assert key == cache_mod.content_key(path.read_bytes())
+    # Too fresh for its stat to stand in for its content, but seen: read again, it is hashed
+    # and found, with nothing of it decoded (not even its planes).
+    assert cache.seen(str(path)) and cache.known_content(str(path)) is None
+    decoded: list[object] = []
+    monkeypatch.setattr(xspace, "decode", decoded.append)
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    again, same = cache_mod.host_tables(str(path), "h", cache)
+    assert same == key and cache.hits == 1 and not decoded
+    assert [d.ops.array("dur_ps").tolist() for d in again.devices] == [
+        d.ops.array("dur_ps").tolist() for d in first.devices
+    ]
+
+
+def test_a_damaged_file_never_seen_is_the_same_error_through_the_cache(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    data = (runs["straggler"] / "tpu-host-0.xplane.pb").read_bytes()
+    path = tmp_path / "cut.xplane.pb"
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(BadProfile) as without:
+        cache_mod.host_tables(str(path), "h", None)
+    cache = Cache(tmp_path / "cache")
+    assert not cache.seen(str(path))
+    with pytest.raises(BadProfile) as through:
+        cache_mod.host_tables(str(path), "h", cache)
+    assert str(through.value) == str(without.value)
+    assert "not a readable XSpace profile" in str(through.value)
+    assert not _entries(tmp_path / "cache")
+
+
 def _put(cache: Cache, source: Path) -> Path:
     cache_mod.host_tables(str(source), "h", cache)
     (entry,) = [e for e in _entries(cache.root) if e not in _put.seen]  # type: ignore[attr-defined]
@@ -255,6 +320,47 @@ def test_two_writers_of_one_entry_leave_one_whole_entry(
         assert [d.ops.array("dur_ps").sum() for d in got.devices] == [
             d.ops.array("dur_ps").sum() for d in results[0].devices
         ]
+
+
+def test_an_entry_stored_in_the_background_is_the_entry_stored_in_place(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runs["collective_training"] / "tpu-host-0.xplane.pb"
+    in_place = Cache(tmp_path / "in_place")
+    behind = Cache(tmp_path / "behind", write_behind=True)
+    decoded, key = cache_mod.host_tables(str(source), "h", in_place)
+    _, same = cache_mod.host_tables(str(source), "h", behind)
+    behind.wait()  # the entry is whole once wait returns
+    (a,), (b,) = _entries(tmp_path / "in_place"), _entries(tmp_path / "behind")
+    assert same == key and a.name == b.name
+    assert (a / "columns.bin").read_bytes() == (b / "columns.bin").read_bytes()
+    meta_a, meta_b = (json.loads((e / "host.json").read_text()) for e in (a, b))
+    assert meta_a.pop("blob")[0] == meta_b.pop("blob")[0]  # mtime and inode differ
+    assert meta_a == meta_b
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    served, _ = cache_mod.host_tables(str(source), "h", behind)
+    assert behind.hits == 1
+    assert [d.ops.array("dur_ps").tolist() for d in served.devices] == [
+        d.ops.array("dur_ps").tolist() for d in decoded.devices
+    ]
+
+
+def test_a_background_write_that_fails_raises_in_wait(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runs["straggler"] / "tpu-host-0.xplane.pb"
+    tables, key = cache_mod.host_tables(str(source), "h", None)
+
+    def fail(self: Cache, key: str, tables: Any) -> None:
+        raise RuntimeError("the writer broke")
+
+    monkeypatch.setattr(Cache, "_store_tables", fail)
+    cache = Cache(tmp_path / "cache", write_behind=True)
+    cache.put_tables(Cache.tables_key("h", key), tables)  # returns; the error waits for wait()
+    with pytest.raises(RuntimeError, match="the writer broke"):
+        cache.wait()
+    cache.wait()  # said once
+    assert not _entries(tmp_path / "cache")
 
 
 def test_processes_filling_one_cache_at_once_agree(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -540,15 +540,16 @@ def analyze(
     else:
         profile = source
     chosen = base.select(analyzers)
-    tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
-    tl = dataclasses.replace(tl, workload=_workload(profile, scopes))
-
-    # The built-in analyzers read the frozen timeline and share nothing: they run side by side
-    # (numpy lets go of the GIL in its loops), as do the report's own tables. Plug-ins run one
-    # after another, as they always have.
     builtin = {name for name, _ in base.BUILTIN}
     summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
     with ThreadPoolExecutor(min(os.cpu_count() or 1, 4), "tpuperf-analyze") as pool:
+        # What ran (the scope table) is read from the profile alone: beside the timeline.
+        workload = pool.submit(_workload, profile, scopes)
+        tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
+        tl = dataclasses.replace(tl, workload=workload.result())
+        # The built-in analyzers read the frozen timeline and share nothing: they run side by
+        # side (numpy lets go of the GIL in its loops), as do the report's own tables.
+        # Plug-ins run one after another, as they always have.
         running = {
             a.name: pool.submit(_run_one, a, tl, config) for a in chosen if a.name in builtin
         }

@@ -11,7 +11,9 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           warnings, and the stamps that say the entry is whole and current)
     v2/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
     v2/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
-                          unchanged file is not read again just to hash it
+                          unchanged file is not read again just to hash it (a file modified
+                          too recently for that is recorded without its stat: seen, so that
+                          reading it again hashes it before decoding anything)
 
 Keys hash the content, never the path: a file's *content key* is the sha256 of its
 (decompressed) bytes, or, for an object store listing that states one, the object's MD5 or
@@ -19,10 +21,11 @@ ETag with its size. Entry keys add the tpuperf version (and, for development ver
 of tpuperf's own source) so a new tpuperf never reads an old one's results. Nothing is pickled:
 arrays are raw numbers and everything else JSON. An entry is written whole under a temporary
 name and renamed into place, so two processes storing the same one at once leave one whole
-entry. One that does not read back exactly (a file changed since it was written, a stamp of
-another format or version, anything missing) is removed, said in one note, and rebuilt. Table
-entries together take at most ``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least
-recently used go first.
+entry; a command stores the entry it decoded in a thread of its own while it analyses the
+tables (``write_behind``), and waits for it before it ends. One that does not read back
+exactly (a file changed since it was written, a stamp of another format or version, anything
+missing) is removed, said in one note, and rebuilt. Table entries together take at most
+``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -145,6 +149,7 @@ class Cache:
         *,
         max_bytes: int | None = None,
         note: Callable[[str], None] | None = None,
+        write_behind: bool = False,
     ) -> None:
         self.root = Path(root) if root is not None else default_dir()
         self._base = self.root / FORMAT
@@ -153,6 +158,11 @@ class Cache:
         self.note = note  # told, in one line, of each damaged entry it removes
         self.hits = 0  # table entries read back (tests check what was served from here)
         self._known_bytes: int | None = None  # what the table entries take, once walked
+        # Store table entries in a thread of their own while the caller goes on (a command
+        # analyses the tables it just decoded meanwhile); :meth:`wait` joins it.
+        self.write_behind = write_behind
+        self._writer: threading.Thread | None = None
+        self._write_error: BaseException | None = None
 
     # ------------------------------------------------------------------ keys
 
@@ -190,11 +200,19 @@ class Cache:
         return key if isinstance(key, str) else None
 
     def remember_content(self, path: str, key: str) -> None:
-        """Record that local file ``path``, as it is now, has content key ``key``."""
+        """Record that local file ``path``, as it is now, has content key ``key``. A file
+        modified too recently for its stat to stand in for its content is recorded without
+        its stat: :meth:`known_content` never answers for it, :meth:`seen` does."""
         state = settled_state(path)
-        if state is not None:
+        if state is not None or os.path.exists(path):
             entry = self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
             self._write_json(entry, {"stat": state, "content": key})
+
+    def seen(self, path: str) -> bool:
+        """Whether a content key was recorded for local file ``path`` (:meth:`remember_content`),
+        however it has changed since: its tables may well be here, so they are looked for
+        before the file is decoded."""
+        return self._entry("stat", _hash("stat", os.path.abspath(path)), ".json").exists()
 
     # ------------------------------------------------------------------ rows
 
@@ -244,6 +262,36 @@ class Cache:
         return hit
 
     def put_tables(self, key: str, tables: HostTables) -> None:
+        """Store ``tables`` under ``key``; with ``write_behind``, in a thread of its own, after
+        the entries this Cache is storing already (:meth:`wait` joins them)."""
+        if not self.write_behind:
+            self._store_tables(key, tables)
+            return
+        previous = self._writer
+
+        def store() -> None:
+            if previous is not None:
+                previous.join()  # one entry at a time, in order: evict counts them one by one
+            try:
+                self._store_tables(key, tables)
+            except BaseException as exc:  # said by wait(), as put_tables would have raised it
+                self._write_error = exc
+
+        # Not a daemon: should the caller never wait, the interpreter still does at exit.
+        self._writer = threading.Thread(target=store, name="tpuperf-cache-write")
+        self._writer.start()
+
+    def wait(self) -> None:
+        """Return once the entries stored in the background (``write_behind``) are written;
+        raises what writing one raised (a cache that cannot be written is no error)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.join()
+        error, self._write_error = self._write_error, None
+        if error is not None:
+            raise error
+
+    def _store_tables(self, key: str, tables: HostTables) -> None:
         entry = self._entry("tables", key, "")
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -255,8 +303,8 @@ class Cache:
             with blob:
                 devices = [
                     {
-                        "row": d.row,
-                        "untimed": d.untimed,
+                        "row": jsonout.clean(d.row),
+                        "untimed": int(d.untimed),
                         "tables": {
                             name: _encode(getattr(d, name), blob)
                             for name in _DEVICE_TABLES
@@ -275,14 +323,16 @@ class Cache:
                 "key": key,
                 "blob": [st.st_size, st.st_mtime_ns, st.st_ino],
                 "arrays": blob.arrays,
-                "info": dataclasses.asdict(tables.info),
-                "warnings": list(tables.warnings),
+                "info": jsonout.clean(dataclasses.asdict(tables.info)),
+                "warnings": [str(w) for w in tables.warnings],
                 "devices": devices,
                 "lines": lines,
                 "host_events": events,
                 "hlo_protos": protos,
             }
-            text = json.dumps(jsonout.clean(meta))
+            # Cleaned where values may be numpy's or NaN (the rows, the info): the tables'
+            # forms are plain already, and their strings are most of the text.
+            text = json.dumps(meta)
             if blob.size + len(text) > self.max_bytes:
                 return  # larger than the whole cache: not stored
             write_atomic(temp / "host.json", text, fsync=False)
@@ -422,13 +472,13 @@ def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
         column = table[name]
         if isinstance(column, Strings):
             mapping = None if column.mapping is None else blob.add(column.mapping)
-            values = [str(v) for v in column.values]
+            values = list(map(str, column.values))
             columns[name] = ["strings", blob.add(column.index), mapping, values]
         elif isinstance(column, Lookup):
             columns[name] = ["lookup", blob.add(column.index), blob.add(column.values)]
         else:
             columns[name] = ["array", blob.add(np.asarray(column))]
-    return {"n": table.n, "columns": columns}
+    return {"n": int(table.n), "columns": columns}
 
 
 class _Arrays:
@@ -557,9 +607,26 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------- loading through the cache
 
 
-def decode_host(url: str, host: str, data: Any) -> HostTables:
-    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does."""
-    return read_host(url, host, data)
+def decode_host(url: str, host: str, data: Any, space: Any = None) -> HostTables:
+    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does (``space``:
+    their XSpace, when :func:`_hash_beside_decode` made it)."""
+    return read_host(url, host, data, space)
+
+
+def _hash_beside_decode(data: Any) -> tuple[str, Any]:
+    """The content key of ``data`` and its XSpace (``xspace.decode``; None when that fails,
+    and decoding again says why), made side by side: hashlib lets go of the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tpuperf import xspace
+
+    with ThreadPoolExecutor(1, thread_name_prefix="tpuperf-hash") as pool:
+        hashing = pool.submit(content_key, data)
+        try:
+            space = xspace.decode(data)
+        except Exception:  # a bad profile: read_host decodes it again and names the damage
+            space = None
+        return hashing.result(), space
 
 
 def host_tables(
@@ -579,16 +646,23 @@ def host_tables(
         if hit is not None:
             return hit, content
     data = sources.read_profile(url)
+    space = None
     if content is None:
-        content = content_key(data)
+        local = "://" not in url
+        if cache is not None and local and not cache.seen(url):
+            # A file the cache has never seen is seldom in it (a copy of one is): its XSpace
+            # is decoded while it is hashed, for the tables to be built from on a miss.
+            content, space = _hash_beside_decode(data)
+        else:
+            content = content_key(data)
         if cache is not None:
-            if "://" not in url:
+            if local:
                 cache.remember_content(url, content)
             hit = cache.get_tables(Cache.tables_key(host, content), url)
             if hit is not None:
                 return hit, content
-    decoded = decode_host(url, host, data)
-    del data
+    decoded = decode_host(url, host, data, space)
+    del data, space
     if cache is not None:
         cache.put_tables(Cache.tables_key(host, content), decoded)
     return decoded, content

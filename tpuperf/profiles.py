@@ -275,13 +275,14 @@ class HostPart:
     host_events: Table | None = None  # host-plane events (tpuperf.hostview.events_of)
 
 
-def read_host(url: str, host: str, data: Any) -> HostPart:
-    """Decode one host file's bytes (or a memory map of them) into its tables."""
+def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
+    """Decode one host file's bytes (or a memory map of them) into its tables; ``space``, when
+    given, is ``xspace.decode(data)`` already made (the cache makes it while it hashes)."""
     from tpuperf import build, hostview, xspace
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
-        space = xspace.decode(data)
+        space = xspace.decode(data) if space is None else space
         built = build.build_host(host, space)
         host_events = hostview.events_of(space)
         del space

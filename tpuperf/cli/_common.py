@@ -15,6 +15,7 @@ from tpuperf.output import Format, listed
 
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
+    from tpuperf.cache import Cache
     from tpuperf.profiles import Profile
 
 PROFILE_ARGUMENT_HELP = (
@@ -49,12 +50,15 @@ def load_profile(
     run_flag: str = "--run",
     notices: bool = True,
     cache: bool = True,
+    write_behind: bool = False,
 ) -> Any:
     """Load with a spinner (on a terminal) and the profile's notices on stderr (``notices``:
     a command whose output lists them itself, as analyze's report does, passes False).
     ``run_flag`` is the option that picks ``run`` (``diff`` has one per side): messages
     name it. ``cache``: through the cache of decoded tables (:mod:`tpuperf.cache`), which a
-    damaged entry notes on stderr."""
+    damaged entry notes on stderr. ``write_behind``: the tables decoded are stored while the
+    command goes on, and :func:`finish_writes` waits for them (the commands of
+    :func:`profile_command` and :func:`analysis_command` call it as they end)."""
     from tpuperf import output
     from tpuperf.errors import UsageError
 
@@ -62,7 +66,10 @@ def load_profile(
     if cache:
         from tpuperf import cache as cache_mod
 
-        read = functools.partial(cache_mod.load, cache=cache_mod.Cache(note=output.note))
+        store = cache_mod.Cache(note=output.note, write_behind=write_behind)
+        if write_behind:
+            _WRITING.append(store)
+        read = functools.partial(cache_mod.load, cache=store)
     else:
         from tpuperf import profiles as profile_mod
 
@@ -79,6 +86,16 @@ def load_profile(
     for warning in profile.warnings if notices else ():
         output.note(flag(warning))
     return profile
+
+
+# The caches of :func:`load_profile` storing entries in the background, for finish_writes.
+_WRITING: list[Cache] = []
+
+
+def finish_writes() -> None:
+    """Wait for the cache entries :func:`load_profile` stores in the background."""
+    while _WRITING:
+        _WRITING.pop().wait()
 
 
 def _spinner(status: str) -> AbstractContextManager[Any]:
@@ -208,7 +225,9 @@ class ProfileRequest:
 
     def load(self) -> Profile:
         """The profile, through the shared loader (:func:`load_profile`)."""
-        loaded: Profile = load_profile(self.profile, self.host, self.run, cache=not self.no_cache)
+        loaded: Profile = load_profile(
+            self.profile, self.host, self.run, cache=not self.no_cache, write_behind=True
+        )
         return loaded
 
     def emit(self, view: Any) -> None:
@@ -234,7 +253,12 @@ class AnalysisRequest(ProfileRequest):
         """The report (:func:`analyze_profile`) listing ``top`` top ops; ``notices``: the
         profile's notes on stderr too (see :func:`load_profile`)."""
         loaded = load_profile(
-            self.profile, None, self.run, notices=notices, cache=not self.no_cache
+            self.profile,
+            None,
+            self.run,
+            notices=notices,
+            cache=not self.no_cache,
+            write_behind=True,
         )
         return analyze_profile(
             loaded,
@@ -369,7 +393,13 @@ def _declare(
                 "peak_tflops": given["peak_tflops"],
                 "peak_hbm_gbps": given["peak_hbm_gbps"],
             }
-        function(request_type(**fields), **values)
+        try:
+            function(request_type(**fields), **values)
+        except BaseException:  # the command's own error is the one said
+            with contextlib.suppress(Exception):
+                finish_writes()
+            raise
+        finish_writes()  # the output is written: the cache entry it decoded may end now
 
     command.__signature__ = inspect.Signature(order, return_annotation=None)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in order} | {"return": None}
