@@ -9,6 +9,7 @@ does not take go to :mod:`tpuperf.cli._app`, the typer application, as before; b
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -151,8 +152,6 @@ def leave(code: int) -> None:
         code = 141
     except (OSError, ValueError):  # stdout closed or gone: nothing left to say there
         pass
-    try:
+    with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
     os._exit(code)
