@@ -143,3 +143,24 @@ def test_ops_starting_in_windows_are_the_ops_a_window_holds(
         bounds = list(zip(win.start_ps.tolist(), win.end_ps.tolist(), strict=True))
         expected = [r for r, t in enumerate(start.tolist()) if any(s <= t < e for s, e in bounds)]
         assert got.tolist() == expected
+
+
+def test_a_tpu_op_lines_compute_set_is_its_ops_without_a_copy(tmp_path: Path) -> None:
+    """On a TPU op line of compute ops that neither touch nor overlap, the compute set is the
+    ops themselves: its starts are the ops' start column (not a copy), its ends start + dur."""
+    from fixtures.generate import generate_large
+
+    path = tmp_path / "large.xplane.pb"
+    generate_large(path, devices=2, events=20_000)
+    tl = build_timeline(load(str(path)), AnalysisConfig(warmup_steps=0))
+    assert len(tl.devices) == 2
+    for view in tl.devices:
+        start, dur = view.ops.array("start_ps"), view.ops.array("dur_ps")
+        compute = view.sets.compute
+        assert len(compute) == view.ops.n == 10_000
+        assert np.shares_memory(compute.starts, start)
+        assert compute.ends.tolist() == (start + dur).tolist()
+        # Every op is a compute op on one line: busy is its ops' time, inside the windows.
+        assert int(view.breakdown["compute_ps"].sum()) == int(view.breakdown["busy_ps"].sum())
+        inside = view.selected
+        assert int(view.breakdown["compute_ps"].sum()) == int(dur[inside].sum())

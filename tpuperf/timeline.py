@@ -539,10 +539,12 @@ def _starting_in(start: np.ndarray, windows: Windows) -> np.ndarray:
     if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
         first = np.searchsorted(start, ws, side="left")
         stop = np.maximum(np.searchsorted(start, we, side="left"), first)
-        runs = [
-            np.arange(a, b, dtype=dtype) for a, b in zip(first.tolist(), stop.tolist(), strict=True)
-        ]
-        return np.concatenate(runs) if runs else np.zeros(0, dtype=dtype)
+        rows = np.empty(int((stop - first).sum()), dtype=dtype)
+        at = 0
+        for a, b in zip(first.tolist(), stop.tolist(), strict=True):
+            rows[at : at + b - a] = np.arange(a, b, dtype=dtype)
+            at += b - a
+        return rows
     return np.flatnonzero(window_of(start, ws, we) >= 0).astype(dtype)
 
 
@@ -699,7 +701,10 @@ def _device_sets(
         # A line of compute ops only has one set, every op: the others are empty.
         runs = kernels.kind_runs(start, end, kind, 0 if every_compute else 3)
         if runs is not None and every_compute:
-            occupied = nonempty(*runs[0])
+            # No op empty and none touching the next (the rule on a TPU op line): the set is the
+            # ops themselves, their start column rather than a copy (8 bytes an op kept).
+            same = len(runs[0][0]) == len(start)
+            occupied = nonempty(start, end) if same else nonempty(*runs[0])
             return DeviceSets(occupied, EMPTY, EMPTY, occupied, occupied)
         if runs is not None:
             compute, collective, other, occupied = (nonempty(s, e) for s, e in runs)
