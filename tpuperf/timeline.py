@@ -106,6 +106,23 @@ class DeviceSets:
     occupied: Intervals  # any op at all
 
 
+class OpSpans(Intervals):
+    """A device's ops as a set, where they are one (on one line, none empty and none touching
+    the next): their start and duration columns, each end made when it is read rather than
+    kept (8 bytes an op for as long as the analysis runs). The breakdowns, which read the
+    ends many times, are measured before the set takes this form."""
+
+    durations: np.ndarray
+
+    def __init__(self, starts: np.ndarray, durations: np.ndarray) -> None:
+        object.__setattr__(self, "starts", starts)
+        object.__setattr__(self, "durations", durations)
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self.starts + self.durations
+
+
 @dataclass(frozen=True)
 class Windows:
     """One device's windows, sorted by start: step numbers and [start, end)."""
@@ -474,8 +491,8 @@ def _view(
     """One device's view: its sets, its windows (``steps``; the op span when None) and their
     breakdown; None when no selected step falls on it."""
     ops = candidate.tables.ops
-    start = ops.array("start_ps")
-    end = start + ops.array("dur_ps")
+    start, dur = ops.array("start_ps"), ops.array("dur_ps")
+    end = start + dur
     kind = _set_codes(ops.strings("kind"))
     sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU")
     span = Windows.of([-1], [start.min()], [end.max()])
@@ -510,8 +527,17 @@ def _view(
         tables=candidate.tables,
         ops=ops,
         # The analyzers read compute, collective and other; busy and occupied were for the
-        # breakdowns above, and are let go of (they are as large as the op list).
-        sets=DeviceSets(sets.compute, sets.collective, sets.other, EMPTY, EMPTY),
+        # breakdowns above, and are let go of (they are as large as the op list). A compute
+        # set that is the ops themselves is kept as their columns (see OpSpans).
+        sets=DeviceSets(
+            OpSpans(start, dur)
+            if sets.compute.starts is start and ops["dur_ps"] is dur
+            else sets.compute,
+            sets.collective,
+            sets.other,
+            EMPTY,
+            EMPTY,
+        ),
         windows=windows,
         all_windows=all_windows,
         span=span,
