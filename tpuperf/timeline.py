@@ -791,7 +791,10 @@ def _breakdowns(
     sets: DeviceSets, parts: tuple[Windows, ...], micro_ps: int
 ) -> list[dict[str, np.ndarray]]:
     """The breakdown of each of several window sets (see _breakdown), measured together: the
-    set algebra is a few passes over all their windows at once rather than over each set."""
+    set algebra is a few passes over all their windows at once rather than over each set.
+    Each part's columns are its own (copies, not views of the whole), so that what a view
+    keeps of one part does not keep all of them (13 int64 columns of every window of every
+    part: 7.6 MB a device of 18,000 steps)."""
     every = Windows(
         np.concatenate([w.step for w in parts]),
         np.concatenate([w.start_ps for w in parts]),
@@ -800,7 +803,7 @@ def _breakdowns(
     whole = _breakdown(sets, every, micro_ps)
     bounds = np.cumsum([0] + [len(w) for w in parts]).tolist()
     return [
-        {name: values[lo:hi] for name, values in whole.items()}
+        {name: values[lo:hi].copy() for name, values in whole.items()}
         for lo, hi in itertools.pairwise(bounds)
     ]
 
