@@ -148,14 +148,15 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
     t = np.asarray(t, dtype="int64")
     if len(a) == 0:
         return np.zeros(len(t), dtype="int64")
-    idx = np.searchsorted(a.starts, t, side="right")  # intervals starting at or before t
+    starts, ends = a.starts, a.ends  # each read once (a set may make them when read)
+    idx = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
     # Their whole length (the ends' sum less the starts', so that no array of lengths is made) ...
-    full = sums_before(a.ends, idx) - sums_before(a.starts, idx)
+    full = sums_before(ends, idx) - sums_before(starts, idx)
     # ... less the part of the last one that lies after t.
     last = idx - 1
     has = last >= 0
     over = np.zeros(len(t), dtype="int64")
-    over[has] = np.maximum(a.ends[last[has]] - t[has], 0)
+    over[has] = np.maximum(ends[last[has]] - t[has], 0)
     return full - over
 
 
