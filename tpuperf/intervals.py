@@ -34,29 +34,52 @@ class Intervals:
         return len(self.starts)
 
 
-def sums_before(values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """For each k of ``at`` (0 <= k <= len(values)), the int64 sum of values[:k], wrapping
-    past int64 as numpy's integer sums do.
+def sums_before(at: np.ndarray, *columns: np.ndarray) -> list[np.ndarray]:
+    """For each k of ``at`` (0 <= k <= n, the columns' length), the int64 sum of column[:k],
+    for each column; sums wrap past int64 as numpy's integer sums do.
 
-    One pass over ``values`` summing the runs between the distinct ``at``, then the running
-    sum of those few sums: no array as long as ``values`` (a device's intervals are one an
-    op). A difference of two such sums is exact whenever the true difference fits in int64,
-    even where each sum wrapped: sums of op start times in ps can pass 2**63, the covered
-    time they measure cannot.
+    For few points (see _few), one pass over each column summing the runs between the
+    distinct points, then the running sum of those few sums: no array as long as the columns
+    (a device's intervals are one an op), so that nothing of that size is kept or made. A
+    difference of two such sums is exact whenever the true difference fits in int64, even
+    where each sum wrapped: sums of op start times in ps can pass 2**63, the covered time
+    they measure cannot. For many points, running sums over each column (made and let go
+    of here) cost less than sorting the points.
     """
     at = np.asarray(at, dtype=np.int64)
-    n = len(values)
+    n = len(columns[0])
     if not n or not len(at):
-        return np.zeros(len(at), dtype=np.int64)
+        return [np.zeros(len(at), dtype=np.int64) for _ in columns]
+    if not _few(at, n):
+        return [_running_sums(column)[at] for column in columns]
     cuts = distinct(at)
     inner = cuts[(cuts > 0) & (cuts < n)]
     bounds = np.empty(len(inner) + 2, dtype=np.int64)
     bounds[0], bounds[-1] = 0, n
     bounds[1:-1] = inner
-    sums = np.empty(len(bounds), dtype=np.int64)  # sums[j]: values[:bounds[j]]
-    sums[0] = 0
-    np.cumsum(np.add.reduceat(values, bounds[:-1], dtype=np.int64), out=sums[1:])
-    return sums[np.searchsorted(bounds, at)]
+    where = np.searchsorted(bounds, at)
+    out = []
+    for column in columns:
+        sums = np.empty(len(bounds), dtype=np.int64)  # sums[j]: column[:bounds[j]]
+        sums[0] = 0
+        np.cumsum(np.add.reduceat(column, bounds[:-1], dtype=np.int64), out=sums[1:])
+        out.append(sums[where])
+    return out
+
+
+def _few(at: np.ndarray, n: int) -> bool:
+    """Whether ``at`` are few enough points among ``n`` values to sort them rather than sum
+    over every value (a device's step windows against its ops, as a rule; a training profile
+    of short steps has one window for every few ops)."""
+    return 16 * len(at) < n
+
+
+def _running_sums(values: np.ndarray) -> np.ndarray:
+    """0, then the running int64 sum of ``values`` (len(values) + 1 values)."""
+    out = np.empty(len(values) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(values, out=out[1:], dtype=np.int64)
+    return out
 
 
 EMPTY = Intervals(np.empty(0, dtype="int64"), np.empty(0, dtype="int64"))
@@ -150,8 +173,13 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
         return np.zeros(len(t), dtype="int64")
     starts, ends = a.starts, a.ends  # each read once (a set may make them when read)
     idx = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
-    # Their whole length (the ends' sum less the starts', so that no array of lengths is made) ...
-    full = sums_before(ends, idx) - sums_before(starts, idx)
+    # Their whole length (for few t, the ends' sum less the starts', so that no array of
+    # lengths is made) ...
+    if _few(idx, len(starts)):
+        end_sums, start_sums = sums_before(idx, ends, starts)
+        full = end_sums - start_sums
+    else:
+        (full,) = sums_before(idx, ends - starts)
     # ... less the part of the last one that lies after t.
     last = idx - 1
     has = last >= 0
@@ -190,7 +218,7 @@ def interior_gaps(
     short = gaps < short_ps
     np.multiply(gaps, short, out=gaps)  # the long ones zeroed
     edges = np.concatenate([stop, first])
-    length, count = sums_before(gaps, edges), sums_before(short, edges)
+    length, count = sums_before(edges, gaps, short)
     short_n = count[:n] - count[n:]
     return length[:n] - length[n:], short_n, (stop - first) - short_n
 
