@@ -261,14 +261,15 @@ def release(data: Any) -> None:
     this process once it is decoded: they stay in the page cache and are read again if
     anything still asks for them. The map itself lives until nothing refers to it, which for
     a decoded XSpace (its planes and lines refer to each other) is the next garbage
-    collection: up to a tenth of the file stayed resident through the analysis. Bytes and
-    other buffers are left as they are."""
+    collection, and would keep up to a tenth of the file resident through the analysis.
+    Bytes, other buffers and systems without MADV_DONTNEED are left as they are."""
     import contextlib
     import mmap
 
-    if isinstance(data, mmap.mmap) and hasattr(data, "madvise"):
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if isinstance(data, mmap.mmap) and advice is not None and hasattr(data, "madvise"):
         with contextlib.suppress(OSError, ValueError):  # a closed map: nothing is resident
-            data.madvise(mmap.MADV_DONTNEED)
+            data.madvise(advice)
 
 
 def _check_memory(url: str, size: int, budget: int) -> None:
