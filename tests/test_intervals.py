@@ -24,6 +24,7 @@ from tpuperf.intervals import (
     merge,
     nonempty,
     subtract,
+    sums_before,
     union,
 )
 
@@ -74,7 +75,6 @@ def test_union_covers_what_the_intervals_cover(a: list[tuple[int, int]]) -> None
     assert_well_formed(sa)
     assert np.array_equal(mask_of(sa), mask(a))
     assert sa.total == int(mask(a).sum())
-    assert sa.cumulative.tolist() == [0, *np.cumsum(sa.ends - sa.starts).tolist()]
 
 
 @settings(max_examples=300, deadline=None)
@@ -138,6 +138,49 @@ def test_interior_gaps_are_the_gaps_between_intervals_inside_each_window(
         expected[2].append(sum(1 for g in gaps if g >= short_ps))
     got = interior_gaps(sa, starts, ends, short_ps)
     assert tuple(column.tolist() for column in got) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), max_size=200),
+    st.lists(st.integers(0, 200), min_size=1, max_size=3),
+)
+def test_sums_before_are_the_prefix_sums(values: list[int], at: list[int]) -> None:
+    at = [min(k, len(values)) for k in at]
+    flags = [v > 0 for v in values]
+    # Few points among many values (the runs between them summed) and as many points as
+    # values (running sums): the same sums.
+    for points in (at, at * 80):
+        got, counts = sums_before(
+            np.array(points, dtype=np.int64),
+            np.array(values, dtype=np.int64),
+            np.array(flags, dtype=bool),
+        )
+        assert got.dtype == counts.dtype == np.int64
+        assert got.tolist() == [sum(values[:k]) for k in points]
+        assert counts.tolist() == [sum(flags[:k]) for k in points]
+
+
+def test_measures_hold_where_sums_of_times_pass_int64() -> None:
+    # Times near 2**62 ps: the starts sum past 2**63, yet every measure fits in int64. Few
+    # windows among many intervals: their sums are taken over the runs between the windows.
+    base = 2**62
+    widths = [1 + (7 * k) % 9 for k in range(400)]
+    starts = np.array([base + 10 * k for k in range(400)], dtype=np.int64)
+    a = Intervals(starts, starts + np.array(widths, dtype=np.int64))
+    lo = np.array([base, base + 5, base + 1012, base + 3990], dtype=np.int64)
+    hi = np.array([base + 4000, base + 45, base + 1013, base + 3991], dtype=np.int64)
+    spans_ = [(base + 10 * k, base + 10 * k + w) for k, w in enumerate(widths)]
+    inside = [
+        sum(max(0, min(e, int(h)) - max(s, int(low))) for s, e in spans_)
+        for low, h in zip(lo.tolist(), hi.tolist(), strict=True)
+    ]
+    assert inside[0] == sum(widths) and inside[2] == 1
+    assert measure_in(a, lo, hi).tolist() == inside
+    gaps = [10 - w for w in widths[:-1]]  # between consecutive intervals
+    short, count, long_ = interior_gaps(a, lo, hi, 6)
+    expected = sum(g for g in gaps if g < 6), sum(g < 6 for g in gaps), sum(g >= 6 for g in gaps)
+    assert (short[0], count[0], long_[0]) == expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,51 @@ def test_gzip_bomb_under_ulimit_v_is_refused_in_one_line(tmp_path) -> None:
     assert line.startswith(f"tpuperf: error: {bomb}: this gzip file inflates to more than ")
     available_gib = float(line.split("than the ")[1].split(" GiB")[0])
     assert 0 < available_gib < limit_kib / 2**20  # the limit's room, not the machine's memory
+
+
+def _resident_kb(path: Path) -> int | None:
+    """kB of ``path``'s memory maps resident in this process (/proc/self/smaps); None where
+    the file is not mapped."""
+    found, total, current = False, 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and ":" not in head[0]:  # a mapping's first line
+            current = len(head) > 5 and head[5] == str(path)
+            found |= current
+        elif current and head[0] == "Rss:":
+            total += int(head[1])
+    return total if found else None
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc only")
+def test_release_drops_a_mapped_profiles_pages_and_keeps_its_bytes(tmp_path, v6e) -> None:
+    from tpuperf.sources import read_profile, release
+
+    path = tmp_path / "copy.xplane.pb"
+    path.write_bytes(v6e.read_bytes())
+    data = read_profile(str(path))
+    assert bytes(data[: len(data)]) == v6e.read_bytes()  # every page read: all resident
+    assert _resident_kb(path) >= len(data) // 1024 - 4
+    release(data)
+    assert _resident_kb(path) == 0
+    assert bytes(data[: len(data)]) == v6e.read_bytes()  # read again from the page cache
+    release(b"bytes are left alone")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc only")
+def test_a_loaded_profile_leaves_none_of_its_file_resident(tmp_path, v6e) -> None:
+    """Its decoded planes refer to each other, so the map lives until a garbage collection;
+    its pages are let go of as soon as the tables are built."""
+    import gc
+
+    import tpuperf
+
+    path = tmp_path / "copy.xplane.pb"
+    path.write_bytes(v6e.read_bytes())
+    gc.disable()
+    try:
+        profile = tpuperf.load(str(path))
+        assert profile.summary()["ops"] > 0
+        assert _resident_kb(path) in (0, None)
+    finally:
+        gc.enable()

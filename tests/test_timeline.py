@@ -143,3 +143,61 @@ def test_ops_starting_in_windows_are_the_ops_a_window_holds(
         bounds = list(zip(win.start_ps.tolist(), win.end_ps.tolist(), strict=True))
         expected = [r for r, t in enumerate(start.tolist()) if any(s <= t < e for s, e in bounds)]
         assert got.tolist() == expected
+
+
+def test_a_tpu_op_lines_compute_set_is_its_ops_without_a_copy(tmp_path: Path) -> None:
+    """On a TPU op line of compute ops that neither touch nor overlap, the compute set is the
+    ops themselves: the ops' start and duration columns (timeline.OpSpans), not a copy."""
+    from fixtures.generate import generate_large
+
+    path = tmp_path / "large.xplane.pb"
+    generate_large(path, devices=2, events=20_000)
+    tl = build_timeline(load(str(path)), AnalysisConfig(warmup_steps=0))
+    assert len(tl.devices) == 2
+    for view in tl.devices:
+        start, dur = view.ops.array("start_ps"), view.ops.array("dur_ps")
+        compute = view.sets.compute
+        assert len(compute) == view.ops.n == 10_000
+        # Nothing as long as the ops is kept for it: its ends are made when read.
+        assert compute.starts is start and compute.durations is dur
+        assert compute.ends.tolist() == (start + dur).tolist()
+        # Every op is a compute op on one line: busy is its ops' time, inside the windows.
+        assert int(view.breakdown["compute_ps"].sum()) == int(view.breakdown["busy_ps"].sum())
+        inside = view.selected
+        assert int(view.breakdown["compute_ps"].sum()) == int(dur[inside].sum())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5), st.integers(0, 2)), max_size=30),
+)
+def test_a_compute_set_of_one_op_an_interval_is_kept_as_rows_with_the_same_times(
+    ops: list[tuple[int, int, int]],
+) -> None:
+    """timeline.OpSpans.of: a set whose intervals are the compute ops that last, one each,
+    becomes their rows and reads back the same starts and ends; any other set (ops joined
+    where they touch) stays as it is."""
+    from tpuperf.columns import Table
+    from tpuperf.intervals import union
+    from tpuperf.timeline import OpSpans
+
+    # One line of ops in order that do not overlap: a gap, a duration (0: empty) and a kind.
+    start, t = [], 0
+    for gap, dur, _ in ops:
+        start.append(t + gap)
+        t = start[-1] + dur
+    starts = np.array(start, dtype=np.int64)
+    durs = np.array([d for _, d, _ in ops], dtype=np.int64)
+    kind = np.array([k for _, _, k in ops], dtype=np.int8)
+    compute = kind == 0
+    times = union(starts[compute], starts[compute] + durs[compute])
+    table = Table({"start_ps": starts, "dur_ps": durs})
+    got = OpSpans.of(times, table, kind, 0)
+    assert got.starts.tolist() == times.starts.tolist()
+    assert got.ends.tolist() == times.ends.tolist()
+    assert len(got) == len(times)
+    lasting = [i for i, (_, d, k) in enumerate(ops) if k == 0 and d > 0]
+    one_each = len(lasting) == len(times)
+    assert isinstance(got, OpSpans) == (one_each and len(times) > 0)
+    if isinstance(got, OpSpans):
+        assert got.rows is not None and got.rows.tolist() == lasting

@@ -12,7 +12,6 @@ brute-force count over the integers.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,33 +30,55 @@ class Intervals:
     def total(self) -> int:
         return int((self.ends - self.starts).sum())
 
-    @functools.cached_property
-    def cumulative(self) -> np.ndarray:
-        """cumulative[i]: the length of the first i intervals (len(self) + 1 values)."""
-        return _prefix_sums(self.ends - self.starts)
-
     def __len__(self) -> int:
         return len(self.starts)
 
-    def gap_sums(self, short_ps: int) -> tuple[np.ndarray, np.ndarray]:
-        """Prefix sums over the gaps between consecutive intervals: the length of the gaps
-        shorter than ``short_ps`` and their count (each len(self) values), computed once per
-        threshold (every window set measures the same gaps)."""
-        cache = self.__dict__.setdefault("_gap_sums", {})
-        if short_ps not in cache:
-            gaps = self.starts[1:] - self.ends[:-1]  # each > 0: no interval touches the next
-            short = gaps < short_ps
-            count = _prefix_sums(short)
-            np.multiply(gaps, short, out=gaps)  # the long ones zeroed
-            cache[short_ps] = (_prefix_sums(gaps), count)
-        return cache[short_ps]
+
+def sums_before(at: np.ndarray, *columns: np.ndarray) -> list[np.ndarray]:
+    """For each k of ``at`` (0 <= k <= n, the columns' length), the int64 sum of column[:k],
+    for each column; sums wrap past int64 as numpy's integer sums do.
+
+    For few points (see _few), one pass over each column summing the runs between the
+    distinct points, then the running sum of those few sums: no array as long as the columns
+    (a device's intervals are one an op), so that nothing of that size is kept or made. A
+    difference of two such sums is exact whenever the true difference fits in int64, even
+    where each sum wrapped: sums of op start times in ps can pass 2**63, the covered time
+    they measure cannot. For many points, running sums over each column (made and let go
+    of here) cost less than sorting the points.
+    """
+    at = np.asarray(at, dtype=np.int64)
+    n = len(columns[0])
+    if not n or not len(at):
+        return [np.zeros(len(at), dtype=np.int64) for _ in columns]
+    if not _few(at, n):
+        return [_running_sums(column)[at] for column in columns]
+    cuts = distinct(at)
+    inner = cuts[(cuts > 0) & (cuts < n)]
+    bounds = np.empty(len(inner) + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, n
+    bounds[1:-1] = inner
+    where = np.searchsorted(bounds, at)
+    out = []
+    for column in columns:
+        sums = np.empty(len(bounds), dtype=np.int64)  # sums[j]: column[:bounds[j]]
+        sums[0] = 0
+        np.cumsum(np.add.reduceat(column, bounds[:-1], dtype=np.int64), out=sums[1:])
+        out.append(sums[where])
+    return out
 
 
-def _prefix_sums(values: np.ndarray) -> np.ndarray:
+def _few(at: np.ndarray, n: int) -> bool:
+    """Whether ``at`` are few enough points among ``n`` values to sort them rather than sum
+    over every value (a device's step windows against its ops, as a rule; a training profile
+    of short steps has one window for every few ops)."""
+    return 16 * len(at) < n
+
+
+def _running_sums(values: np.ndarray) -> np.ndarray:
     """0, then the running int64 sum of ``values`` (len(values) + 1 values)."""
     out = np.empty(len(values) + 1, dtype=np.int64)
     out[0] = 0
-    np.cumsum(values, out=out[1:])
+    np.cumsum(values, out=out[1:], dtype=np.int64)
     return out
 
 
@@ -150,13 +171,20 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
     t = np.asarray(t, dtype="int64")
     if len(a) == 0:
         return np.zeros(len(t), dtype="int64")
-    idx = np.searchsorted(a.starts, t, side="right")  # intervals starting at or before t
-    full = a.cumulative[idx]  # their whole length ...
+    starts, ends = a.starts, a.ends  # each read once (a set may make them when read)
+    idx = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    # Their whole length (for few t, the ends' sum less the starts', so that no array of
+    # lengths is made) ...
+    if _few(idx, len(starts)):
+        end_sums, start_sums = sums_before(idx, ends, starts)
+        full = end_sums - start_sums
+    else:
+        (full,) = sums_before(idx, ends - starts)
     # ... less the part of the last one that lies after t.
     last = idx - 1
     has = last >= 0
     over = np.zeros(len(t), dtype="int64")
-    over[has] = np.maximum(a.ends[last[has]] - t[has], 0)
+    over[has] = np.maximum(ends[last[has]] - t[has], 0)
     return full - over
 
 
@@ -180,15 +208,19 @@ def interior_gaps(
     if len(a) < 2:
         zeros = np.zeros(n, dtype="int64")
         return zeros, zeros.copy(), zeros.copy()
-    short_len, short_n = a.gap_sums(short_ps)
     first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
     stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
     stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
     # Windows past the last interval (or overlapping ones) count no gap, never past the end.
-    last = len(short_len) - 1
+    last = len(a) - 1
     first, stop = np.minimum(first, last), np.minimum(stop, last)
-    short = short_n[stop] - short_n[first]
-    return short_len[stop] - short_len[first], short, (stop - first) - short
+    gaps = a.starts[1:] - a.ends[:-1]  # each > 0: no interval touches the next
+    short = gaps < short_ps
+    np.multiply(gaps, short, out=gaps)  # the long ones zeroed
+    edges = np.concatenate([stop, first])
+    length, count = sums_before(edges, gaps, short)
+    short_n = count[:n] - count[n:]
+    return length[:n] - length[n:], short_n, (stop - first) - short_n
 
 
 def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:

@@ -278,14 +278,18 @@ class HostPart:
 def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables; ``space``, when
     given, is ``xspace.decode(data)`` already made (the cache makes it while it hashes)."""
-    from tpuperf import build, hostview, xspace
+    from tpuperf import build, hostview, sources, xspace
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
         space = xspace.decode(data) if space is None else space
+        # Indexing read every page of the file; the tables read it again line by line, so
+        # only the lines being decoded are resident beside the growing tables.
+        sources.release(data)
         built = build.build_host(host, space)
         host_events = hostview.events_of(space)
         del space
+        sources.release(data)
     except xspace.DecodeError as exc:
         raise BadProfile(f"{url}: not a readable XSpace profile: {exc}") from None
     except (ValueError, IndexError, OverflowError, TypeError, KeyError, UnicodeError) as exc:

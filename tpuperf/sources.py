@@ -256,6 +256,22 @@ def _map(path: str) -> Any:
     return mapped
 
 
+def release(data: Any) -> None:
+    """Let the kernel drop the pages of a memory-mapped profile (:func:`read_profile`) from
+    this process once it is decoded: they stay in the page cache and are read again if
+    anything still asks for them. The map itself lives until nothing refers to it, which for
+    a decoded XSpace (its planes and lines refer to each other) is the next garbage
+    collection, and would keep up to a tenth of the file resident through the analysis.
+    Bytes, other buffers and systems without MADV_DONTNEED are left as they are."""
+    import contextlib
+    import mmap
+
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if isinstance(data, mmap.mmap) and advice is not None and hasattr(data, "madvise"):
+        with contextlib.suppress(OSError, ValueError):  # a closed map: nothing is resident
+            data.madvise(advice)
+
+
 def _check_memory(url: str, size: int, budget: int) -> None:
     need = int(size * MEMORY_PER_BYTE)
     if need > budget:
