@@ -20,7 +20,7 @@ done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 wall = time.perf_counter() - t0
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rc": done.returncode, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-                  "peak_rss_mb": usage.ru_maxrss / 1024, "stderr": done.stderr[-2000:]}))
+                  "peak_rss_mb": usage.ru_maxrss * 1024 / 1e6, "stderr": done.stderr[-2000:]}))
 """
 
 

@@ -54,7 +54,7 @@ else:
 seconds = time.perf_counter() - t0
 cpu_seconds = time.process_time() - c0
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": events,
-                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6}}))
 """
 
 

@@ -138,7 +138,7 @@ timed("report (timeline and analyzers again, in threads, and its own tables)", t
 from tpuperf import output
 t, c = clock(), cpu(); text = output.json_text(r.to_dict())
 timed("json", t, c)
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 # Floors: the least each stage could do.
 floor = {}

@@ -34,7 +34,7 @@ from tpuperf import exporting
 
 path, fmt, out = sys.argv[1], sys.argv[2], sys.argv[3]
 profile = tpuperf.load(path)
-loaded_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+loaded_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 
 
 def chrome_json(profile, out):
@@ -89,7 +89,7 @@ if fmt == "json":  # gzip's trailer holds the uncompressed size (mod 2**32)
         raw = struct.unpack("<I", handle.read(4))[0]
 print(json.dumps({{"format": fmt, "raw_bytes": raw, "slices": slices, "wall_s": wall, "cpu_s": cpu,
                   "bytes": os.path.getsize(out), "loaded_rss_mb": loaded_rss_mb,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6}}))
 """
 
 
