@@ -186,6 +186,24 @@ def test_json_needs_no_rich(command: str) -> None:
     assert "rich" not in _top_level(modules), command
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "-f", "json"],
+        ["memory", "-f", "json"],
+        ["ops", "--by", "scope", "-f", "json"],
+        ["tree", "-f", "json"],
+    ],
+)
+def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
+    """Scopes, collectives and the memory plan read the profile's HLO protos from the wire
+    (tpuperf._hlo_schema): the protobuf runtime is for writing profiles."""
+    code, out, modules = _imports(args[0], str(CPU_FIXTURE), *args[1:])
+    assert code == 0 and json.loads(out)["schema_version"] == 1
+    assert "tpuperf._hlo_schema" in modules, args
+    assert "google" not in _top_level(modules), args
+
+
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
 def test_openblas_starts_one_thread_unless_told(given: str | None, kept: str) -> None:
     """numpy's OpenBLAS starts a thread per core as it loads; the CLI asks for one (before
