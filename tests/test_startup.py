@@ -139,13 +139,18 @@ def test_wrap_breaks_where_the_next_word_does_not_fit(
     assert wrap(text, width) == lines
 
 
-def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
+def test_json_and_a_table_on_a_pipe_need_no_rich() -> None:
+    """JSON needs no renderer; a table on a pipe is plain text, which tpuperf.render.plain
+    writes itself (tests/test_render_plain.py holds it to what rich draws)."""
     code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
     assert code == 0 and "rich" not in _top_level(modules)
     code, out, modules = _imports("ops", str(CPU_FIXTURE), "--format", "json")
     assert code == 0 and json.loads(out)["rows"] and "rich" not in _top_level(modules)
     code, out, modules = _imports("ops", str(CPU_FIXTURE))
-    assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
+    assert code == 0 and out.splitlines()[0].split()[0] == "op"
+    assert "rich" not in _top_level(modules)
+    code, out, modules = _imports("info", str(CPU_FIXTURE))
+    assert code == 0 and "Devices" in out and "rich" not in _top_level(modules)
 
 
 @pytest.mark.parametrize(
