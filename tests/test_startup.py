@@ -209,6 +209,21 @@ def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
     assert "google" not in _top_level(modules), args
 
 
+@pytest.mark.parametrize("real", [False, True], ids=["cpu_fixture", "v6e"])
+def test_a_small_profile_imports_only_what_its_commands_use(real: bool) -> None:
+    """info, ops (tables on a pipe) and analyze --format json: no rich, no protobuf, and on
+    the TPU profile not numpy.ma (which np.unique and np.median import on first use; the CPU
+    profile's host devices are still read with np.unique)."""
+    from tests.conftest import shared_profile
+
+    path = str(shared_profile("tpu/v6e_4chip_inference.xplane.pb") if real else CPU_FIXTURE)
+    for args in (["info"], ["ops"], ["analyze", "-f", "json"]):
+        code, out, modules = _imports(args[0], path, *args[1:], "--no-cache")
+        assert code == 0 and out.strip()
+        assert not {"rich", "google"} & _top_level(modules), args
+        assert not real or "numpy.ma" not in modules, args
+
+
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
 def test_openblas_starts_one_thread_unless_told(given: str | None, kept: str) -> None:
     """numpy's OpenBLAS starts a thread per core as it loads; the CLI asks for one (before
