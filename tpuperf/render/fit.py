@@ -593,8 +593,9 @@ def _justified(text: str, width: int, right: bool) -> str | None:
 def wider_console(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
-    if isinstance(console, PlainConsole):
-        return console.wider(width)  # type: ignore[return-value]
+    if isinstance(console, PlainConsole):  # plain too; rich's wider console on first need
+        plain = console
+        return PlainConsole(plain.file, width, lambda: wider_console(plain.rich, width))  # type: ignore[return-value]
     from rich.console import Console
 
     wider = Console(

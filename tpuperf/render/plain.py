@@ -138,12 +138,6 @@ class PlainConsole:
         self.file.write(text)
         self.file.flush()
 
-    def wider(self, width: int) -> PlainConsole:
-        """This console ``width`` wide (as :func:`tpuperf.render.fit.wider_console`)."""
-        from tpuperf.render.fit import wider_console
-
-        return PlainConsole(self.file, width, lambda: wider_console(self.rich, width))
-
     def __getattr__(self, name: str) -> Any:
         # What a renderer asks of a console beyond printing (its size, options): rich's.
         if name.startswith("_"):
