@@ -118,14 +118,17 @@ def test_a_line_is_written_as_rich_writes_it(line: Line, soft_wrap: bool, plain:
     assert helped is not plain
 
 
-def test_several_renderables_and_blank_lines() -> None:
+def test_several_renderables_blank_lines_and_other_options() -> None:
     def draw(console: Any) -> None:
         console.print()
         console.print(Line("one"), Line("two"))
         console.print(Line("dim", style="dim"))
+        console.print("[b]a string[/b] :smile:", markup=False, soft_wrap=True)
+        console.print(Line("end"), end="|\n")
 
     drawn, written, helped = _both(draw, 40)
-    assert written == drawn == "\none two\ndim\n"
+    assert written == drawn
+    assert written.startswith("\none two\ndim\n[b]a string[/b]")
     assert helped
 
 

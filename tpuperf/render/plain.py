@@ -80,7 +80,6 @@ class PlainConsole:
 
     color_system = None
     is_terminal = False
-    no_color = False
 
     def __init__(self, file: Any, width: int, rich_console: Callable[[], Any]) -> None:
         self.file = file
@@ -95,19 +94,23 @@ class PlainConsole:
             self._rich = self._make_rich()
         return self._rich
 
-    def print(self, *objects: Any, soft_wrap: bool | None = None, crop: bool = True) -> None:
-        if not objects:
-            self._write("\n")
-            return
-        if len(objects) == 1:
-            text = self._plain_text(objects[0], soft_wrap, crop)
-            if text is not None:
-                self._write(text)
+    def print(
+        self, *objects: Any, soft_wrap: bool | None = None, crop: bool = True, **options: Any
+    ) -> None:
+        """As rich's ``Console.print``; what takes other ``options`` (a style, a separator,
+        markup) is rich's to print."""
+        if not options:
+            if not objects:
+                self._write("\n")
                 return
-        kwargs: dict[str, Any] = {"crop": crop}
+            if len(objects) == 1:
+                text = self._plain_text(objects[0], soft_wrap, crop)
+                if text is not None:
+                    self._write(text)
+                    return
         if soft_wrap is not None:
-            kwargs["soft_wrap"] = soft_wrap
-        self.rich.print(*objects, **kwargs)
+            options["soft_wrap"] = soft_wrap
+        self.rich.print(*objects, crop=crop, **options)
 
     def _plain_text(self, item: Any, soft_wrap: bool | None, crop: bool) -> str | None:
         """What rich would print for ``item``, where that is its text as written; else None."""
