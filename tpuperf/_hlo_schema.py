@@ -8,7 +8,7 @@ declared here, with the public field numbers of openxla/xla ``xla/service/hlo.pr
 ``xla/xla_data.proto`` (``OpMetadata``); every other field is skipped.
 
 :func:`read` and :func:`read_buffers` read a serialized proto without the protobuf runtime
-(importing it costs a small command 50-70 ms): each message's declared fields are attributes
+(importing it costs a small command 25-70 ms): each message's declared fields are attributes
 with protobuf's defaults where absent (0, "", False, an empty tuple for a repeated field, an
 empty message), and a message field is read on first access, so that what is never looked
 at (the metadata of ops nobody asked about) is never decoded. A malformed message raises
@@ -186,7 +186,7 @@ _PACKAGE = "xla"
 
 
 # Reading in Python costs scopes, collectives and the memory plan about 0.15 s more per MB of
-# HLO than protobuf's reader; the protobuf runtime's import costs 50-70 ms, once. So protos
+# HLO than protobuf's reader; the protobuf runtime's import costs 25-70 ms, once. So protos
 # are read from the wire until a process has read this many bytes of them (a small profile
 # carries tens of KB), the rest by protobuf. Either way every field holds the same value
 # (tests/test_hlo_schema.py).
