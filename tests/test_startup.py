@@ -209,19 +209,22 @@ def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
     assert "google" not in _top_level(modules), args
 
 
-@pytest.mark.parametrize("real", [False, True], ids=["cpu_fixture", "v6e"])
-def test_a_small_profile_imports_only_what_its_commands_use(real: bool) -> None:
+@pytest.mark.parametrize(
+    "profile", ["cpu_fixture", "tpu/v6e_4chip_inference", "gpu/mi300_jax_conv"]
+)
+def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> None:
     """info, ops (tables on a pipe) and analyze --format json: no rich, no protobuf, and on
-    the TPU profile not numpy.ma (which np.unique and np.median import on first use; the CPU
-    profile's host devices are still read with np.unique)."""
+    the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first use;
+    the CPU profile's host devices are still read with np.unique)."""
     from tests.conftest import shared_profile
 
-    path = str(shared_profile("tpu/v6e_4chip_inference.xplane.pb") if real else CPU_FIXTURE)
+    cpu = profile == "cpu_fixture"
+    path = str(CPU_FIXTURE if cpu else shared_profile(f"{profile}.xplane.pb"))
     for args in (["info"], ["ops"], ["analyze", "-f", "json"]):
         code, out, modules = _imports(args[0], path, *args[1:], "--no-cache")
         assert code == 0 and out.strip()
         assert not {"rich", "google"} & _top_level(modules), args
-        assert not real or "numpy.ma" not in modules, args
+        assert cpu or "numpy.ma" not in modules, args
 
 
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])
