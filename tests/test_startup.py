@@ -139,13 +139,18 @@ def test_wrap_breaks_where_the_next_word_does_not_fit(
     assert wrap(text, width) == lines
 
 
-def test_a_table_is_drawn_with_rich_and_json_needs_none() -> None:
+def test_json_and_a_table_on_a_pipe_need_no_rich() -> None:
+    """JSON needs no renderer; a table on a pipe is plain text, which tpuperf.render.plain
+    writes itself (tests/test_render_plain.py holds it to what rich draws)."""
     code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
     assert code == 0 and "rich" not in _top_level(modules)
     code, out, modules = _imports("ops", str(CPU_FIXTURE), "--format", "json")
     assert code == 0 and json.loads(out)["rows"] and "rich" not in _top_level(modules)
     code, out, modules = _imports("ops", str(CPU_FIXTURE))
-    assert code == 0 and "rich" in _top_level(modules) and out.splitlines()[0].split()[0] == "op"
+    assert code == 0 and out.splitlines()[0].split()[0] == "op"
+    assert "rich" not in _top_level(modules)
+    code, out, modules = _imports("info", str(CPU_FIXTURE))
+    assert code == 0 and "Devices" in out and "rich" not in _top_level(modules)
 
 
 @pytest.mark.parametrize(
@@ -184,6 +189,42 @@ def test_json_needs_no_rich(command: str) -> None:
     code, out, modules = _imports(command, *profiles, "-f", "json")
     assert code == 0 and json.loads(out)["schema_version"] == 1
     assert "rich" not in _top_level(modules), command
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "-f", "json"],
+        ["memory", "-f", "json"],
+        ["ops", "--by", "scope", "-f", "json"],
+        ["tree", "-f", "json"],
+    ],
+)
+def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
+    """Scopes, collectives and the memory plan read the profile's HLO protos from the wire
+    (tpuperf._hlo_schema): the protobuf runtime is for writing profiles."""
+    code, out, modules = _imports(args[0], str(CPU_FIXTURE), *args[1:])
+    assert code == 0 and json.loads(out)["schema_version"] == 1
+    assert "tpuperf._hlo_schema" in modules, args
+    assert "google" not in _top_level(modules), args
+
+
+@pytest.mark.parametrize(
+    "profile", ["cpu_fixture", "tpu/v6e_4chip_inference", "gpu/mi300_jax_conv"]
+)
+def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> None:
+    """info, ops (tables on a pipe) and analyze --format json: no rich, no protobuf, and on
+    the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first use;
+    the CPU profile's host devices are still read with np.unique)."""
+    from tests.conftest import shared_profile
+
+    cpu = profile == "cpu_fixture"
+    path = str(CPU_FIXTURE if cpu else shared_profile(f"{profile}.xplane.pb"))
+    for args in (["info"], ["ops"], ["analyze", "-f", "json"]):
+        code, out, modules = _imports(args[0], path, *args[1:], "--no-cache")
+        assert code == 0 and out.strip()
+        assert not {"rich", "google"} & _top_level(modules), args
+        assert cpu or "numpy.ma" not in modules, args
 
 
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])

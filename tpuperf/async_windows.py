@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tpuperf.columns import distinct
+
 if TYPE_CHECKING:
     from tpuperf.columns import Table
 
@@ -34,7 +36,7 @@ def pair_async(ops: Table) -> tuple[np.ndarray, np.ndarray] | None:
     start_codes = names.codes[start_rows]
     done_codes = names.codes[done_rows]
     end = np.full(len(start_rows), -1, dtype=np.int64)
-    for code in np.unique(start_codes).tolist():
+    for code in distinct(start_codes).tolist():  # np.unique would import numpy.ma
         partner = names.code(names.values[code].replace("-start", "-done"))
         if partner < 0:
             continue

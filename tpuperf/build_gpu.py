@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf.columns import Lookup, Strings, Table, concat_strings
-from tpuperf.hlo_collectives import HloCollective
 from tpuperf.schema import KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.tables import (
     EMPTY_MODULES,
@@ -30,6 +29,9 @@ from tpuperf.tables import (
     self_time,
 )
 from tpuperf.xspace import Line, Plane
+
+if TYPE_CHECKING:
+    from tpuperf.hlo_collectives import HloCollective
 
 _GPU_STREAM_PREFIX = "Stream #"
 _GPU_COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)

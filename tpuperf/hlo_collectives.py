@@ -79,7 +79,7 @@ def hlo_collectives(data: bytes) -> dict[str, HloCollective]:
     its first operand. Raises the protobuf runtime's error when ``data`` is not one."""
     from tpuperf import _hlo_schema
 
-    module = _hlo_schema.HloProto.FromString(data).hlo_module
+    module = _hlo_schema.read(data).hlo_module
     slicing = {c.id for c in module.computations if _slices_a_parameter(c)}
     out = {}
     for computation in module.computations:

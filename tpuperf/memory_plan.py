@@ -316,7 +316,7 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
     from tpuperf import _hlo_schema
     from tpuperf.tables import split_module_name
 
-    proto = _hlo_schema.HloBufferProto.FromString(data)
+    proto = _hlo_schema.read_buffers(data)
     assignment = proto.buffer_assignment
     if not assignment.buffer_allocations:
         return None

@@ -497,24 +497,35 @@ def console(
 ) -> Console:
     """The console every command draws on: ``file`` (default stdout, or stderr); a terminal
     at its own width with colours, anything else at :func:`text_width` columns, plain
-    unless ``color`` (or FORCE_COLOR) says otherwise. ``NO_COLOR`` is honoured."""
-    from rich.console import Console
-
+    unless ``color`` (or FORCE_COLOR) says otherwise. ``NO_COLOR`` is honoured. Plain text
+    is drawn without rich where it is the text rich would draw
+    (:class:`tpuperf.render.plain.PlainConsole`)."""
     stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
     is_terminal = _isatty(stream)
     if width is None and not is_terminal:
         width = text_width()
-    drawn = Console(
-        file=stream,
-        width=width,
-        highlight=False,
-        soft_wrap=False,
-        stderr=stderr and file is None,
-        color_system=None if color is False else "auto",
-        force_terminal=True if color else None,
-        markup=False,  # a path or a name may hold "[/]" or "[bold]": printed as written
-    )
-    return guarded(drawn)
+
+    def drawn() -> Console:
+        from rich.console import Console
+
+        made = Console(
+            file=stream,
+            width=width,
+            highlight=False,
+            soft_wrap=False,
+            stderr=stderr and file is None,
+            color_system=None if color is False else "auto",
+            force_terminal=True if color else None,
+            markup=False,  # a path or a name may hold "[/]" or "[bold]": printed as written
+        )
+        return guarded(made)
+
+    if not is_terminal and not color and width is not None:
+        from tpuperf.render.plain import PlainConsole, writes_plain
+
+        if writes_plain(stream, os.environ):
+            return PlainConsole(stream, width, drawn)  # type: ignore[return-value]
+    return drawn()
 
 
 def guarded(drawn: Console) -> Console:

@@ -218,7 +218,7 @@ def hlo_op_metadata(data: bytes, wanted: set[str]) -> dict[str, _OpMeta]:
     Raises the protobuf runtime's error when ``data`` is not one."""
     from tpuperf import _hlo_schema
 
-    module = _hlo_schema.HloProto.FromString(data).hlo_module
+    module = _hlo_schema.read(data).hlo_module
     computations = {c.id: c for c in module.computations}
     frames = module.stack_frame_index
     found: dict[str, _OpMeta] = {}

@@ -22,17 +22,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console
-from rich.segment import Segment
-from rich.style import Style
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Literal
 
 from tpuperf.output import guarded, visible
+from tpuperf.render.plain import Line, PlainConsole
+from tpuperf.render.plain import cells as _cells
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.table import Table
 
 ELLIPSIS = "…"
 # Columns are separated by two spaces (a SIMPLE_HEAD box without edges, padding collapsed).
@@ -45,11 +44,6 @@ TEXT_MIN = 12
 PROSE_MIN = 24
 
 Kind = Literal["key", "text", "number", "prose"]
-
-
-def _cells(text: str) -> int:
-    """The cells ``text`` takes (:func:`rich.cells.cell_len`), at once for printable ASCII."""
-    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
 
 
 @dataclass(frozen=True)
@@ -355,6 +349,10 @@ class Fit:
     ) -> Table:
         """A rich table of ``rows`` (cells as strings, one per column) in this layout,
         each row in its style from ``styles`` (a colour, ``dim``), if given."""
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
         table = Table(
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -410,7 +408,7 @@ class Fit:
         """Print the table of ``rows`` (and, when columns are left out, a line naming them);
         ``styles``: one per row, as :meth:`table` takes them."""
         if title:  # a line of its own: a table's title would be padded to the table's width
-            console.print(Text(title, style="bold"))
+            console.print(Line(title, style="bold"))
         table = _Lines.of(self, rows, styles) or self.table(rows, styles=styles)
         # Its lines are as wide as the layout (crop: rich would measure each line again).
         if self.total_width > console.width:  # --wide: let the terminal wrap long lines
@@ -422,12 +420,7 @@ class Fit:
 
     def print_hidden(self, console: Console) -> None:
         if self.hidden:
-            console.print(
-                Text(
-                    f"(--wide shows {', '.join(self.hidden)})",
-                    style="dim",
-                )
-            )
+            console.print(Line(f"(--wide shows {', '.join(self.hidden)})", style="dim"))
 
 
 class _Lines:
@@ -483,7 +476,36 @@ class _Lines:
         body = [list(row) for row in zip(*cells, strict=True)] if cells else []
         return cls(widths, justify, header, body, styles)
 
+    def plain_lines(self, console: Any) -> list[str] | None:
+        """The lines as rich draws them where no style is drawn and boxes are Unicode
+        (:class:`tpuperf.render.plain.PlainConsole`): the header's lines, the rule under it
+        (``─``, rich's SIMPLE_HEAD), the rows; columns apart by two spaces."""
+        if console.color_system is not None:
+            return None
+        padded = [width + 1 for width in self.widths[:-1]] + self.widths[-1:]
+        last = len(self.widths) - 1
+        header = [text.split("\n") for text in self.header]
+        height = max(len(lines) for lines in header)
+        lines = []
+        for line_no in range(height):
+            parts = []
+            for i, cell_lines in enumerate(header):
+                top = height - len(cell_lines)  # blank lines above: aligned to the bottom
+                if line_no < top:
+                    parts.append(" " * padded[i])
+                else:
+                    text = _justified(cell_lines[line_no - top], self.widths[i], self._right(i))
+                    parts.append((text or "") + (" " if i < last else ""))
+                if i < last:
+                    parts.append(" ")
+            lines.append("".join(parts))
+        lines.append("─" * (sum(padded) + last))
+        lines += ["  ".join(row) for row in self.rows]
+        return lines
+
     def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
+        from rich.segment import Segment
+
         new_line = Segment.line()
         plain = console.color_system is None  # no style is drawn: one segment per line
         for line in self._lines(console, options):
@@ -502,6 +524,10 @@ class _Lines:
         # the edges: a column's cells are its width wide plus one space of padding in the
         # cell's style (none after the last column), then the box's divider, unstyled. The
         # header is bold and aligned to the bottom of its lines.
+        from rich import box
+        from rich.segment import Segment
+        from rich.style import Style
+
         drawn_box = box.SIMPLE_HEAD.substitute(options, safe=console.safe_box)
         padded = [width + 1 for width in self.widths[:-1]] + self.widths[-1:]
         last = len(self.widths) - 1
@@ -567,6 +593,11 @@ def _justified(text: str, width: int, right: bool) -> str | None:
 def wider_console(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
+    if isinstance(console, PlainConsole):  # plain too; rich's wider console on first need
+        plain = console
+        return PlainConsole(plain.file, width, lambda: wider_console(plain.rich, width))  # type: ignore[return-value]
+    from rich.console import Console
+
     wider = Console(
         file=console.file,
         width=width,

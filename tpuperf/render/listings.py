@@ -2,7 +2,8 @@
 
 Each takes the command's data and a rich console (the width comes from the console;
 ``wide`` shows full names and every column) and draws tables with :mod:`tpuperf.render.fit`.
-Profile strings reach the console only as :class:`rich.text.Text`, never as markup.
+Profile strings reach the console only as :class:`~tpuperf.render.plain.Line` (drawn as
+:class:`rich.text.Text` by rich), never as markup.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
-
 from tpuperf.render.fit import Column, Kind, fit
+from tpuperf.render.plain import Line
 from tpuperf.render.text import fmt_step_ms
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from tpuperf.columns import Table
 
 
@@ -49,12 +50,12 @@ def _width(console: Console, wide: bool) -> int | None:
     return None if wide else console.width
 
 
-def _line(console: Console, text: Text | str, wide: bool = False) -> None:
+def _line(console: Console, text: Line | str, wide: bool = False) -> None:
     """One line of text (``wide``: never wrapped, however long)."""
-    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=wide)
+    console.print(text if isinstance(text, Line) else Line(text), soft_wrap=wide)
 
 
-def _packed(head: Text, items: list[str], width: int) -> Text:
+def _packed(head: Line, items: list[str], width: int) -> Line:
     """``head`` then ``items`` separated by ``; ``, lines broken between items (never inside
     one), continuation lines indented."""
     text = head.copy()
@@ -85,7 +86,7 @@ def _size(size_bytes: float) -> str:
 def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> None:
     """``tpuperf info``: the source, hosts, devices, steps, time span and lines."""
     width = _width(console, wide)
-    _line(console, Text(info["source"], style="bold"))
+    _line(console, Line(info["source"], style="bold"))
     decoder = (
         "C module (tpuperf._wire_native)"
         if info["decoder"] == "native"
@@ -94,7 +95,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
     )
     _line(console, f"platform {info['platform']}; decoder {decoder}")
     for host in info["hosts"]:
-        text = Text("host ")
+        text = Line("host ")
         text.append(host["host"], style="cyan")
         size = f"  {_size(host['size_bytes'])}"
         if host.get("gzip"):
@@ -173,7 +174,7 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
             console, f"... and {len(shown) - 40} more lines with events (--format json lists all)"
         )
     for warning in info["warnings"]:
-        text = Text("warning: ", style="yellow")
+        text = Line("warning: ", style="yellow")
         text.append(warning)
         console.print(text)
 
@@ -369,7 +370,7 @@ def render_scan(rows: Sequence[dict[str, Any]], console: Console, wide: bool = F
         console.print()
         _line(console, "errors:")
         for line in errors:
-            console.print(Text(f"  {line}"), soft_wrap=True)
+            console.print(Line(f"  {line}"), soft_wrap=True)
 
 
 def scan_labels(rows: Sequence[dict[str, Any]], wide: bool = False) -> list[str]:

@@ -1,0 +1,166 @@
+"""tpuperf.render.plain: the plain console draws, byte for byte, what the rich console it
+stands for draws, for every listing of ``info`` and ``ops`` at several widths, and hands
+rich what only rich draws that way (lines to wrap, control characters, tabs)."""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
+from tpuperf import output
+from tpuperf.render import listings
+from tpuperf.render.plain import Line, PlainConsole
+
+_PROFILES = [
+    CPU_FIXTURE,
+    SHARED_PROFILES / "tpu" / "v6e_4chip_inference.xplane.pb",
+    SHARED_PROFILES / "gpu" / "mi300_jax_te_fused_attn.xplane.pb",
+    SHARED_PROFILES / "gpu" / "v100_8gpu_tf_training.xplane.pb",
+]
+_LOADED: dict[Path, Any] = {}
+
+
+def _rich(buffer: io.StringIO, width: int) -> Console:
+    """The console :func:`tpuperf.output.console` makes on a pipe."""
+    console = Console(
+        file=buffer,
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+        color_system="auto",
+        markup=False,
+    )
+    return output.guarded(console)
+
+
+def _both(draw: Callable[[Any], None], width: int) -> tuple[str, str, bool]:
+    """(what rich draws, what the plain console draws, whether it asked rich for help)."""
+    drawn = io.StringIO()
+    draw(_rich(drawn, width))
+    plain = io.StringIO()
+    made: list[Console] = []
+
+    def rich_console() -> Console:
+        made.append(_rich(plain, width))
+        return made[0]
+
+    draw(PlainConsole(plain, width, rich_console))
+    return drawn.getvalue(), plain.getvalue(), bool(made)
+
+
+def _profile(path: Path) -> Any:
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    if path not in _LOADED:
+        from tpuperf.profiles import load
+
+        _LOADED[path] = load(path)
+    return _LOADED[path]
+
+
+def _ops(table: Any, by: str, console: Any, wide: bool, per_device: bool) -> None:
+    listings.render_ops(table, by, console, wide=wide, per_device=per_device)
+
+
+@pytest.mark.parametrize("path", _PROFILES, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("width", [36, 80, 132, None], ids=["36", "80", "132", "wide"])
+def test_info_and_ops_are_drawn_as_rich_draws_them(path: Path, width: int | None) -> None:
+    from tpuperf.inventory import describe
+    from tpuperf.opstats import aggregate_table
+
+    profile = _profile(path)
+    info = describe(profile)
+    wide = width is None
+    draws: list[Callable[[Any], None]] = [lambda c: listings.render_info(info, c, wide=wide)]
+    for by in ("program_op", "op", "category", "module"):
+        for per_device in (False, True):
+            table = aggregate_table(profile, by=by, per_device=per_device, top=30)
+            draws.append(functools.partial(_ops, table, by, wide=wide, per_device=per_device))
+    scopes = aggregate_table(profile, by="scope")
+    draws.append(lambda c: listings.render_scope_ops(scopes, "scope", c, wide=wide))
+    plain_only = 0
+    for draw in draws:
+        drawn, plain, helped = _both(draw, width or 80)
+        assert plain == drawn
+        plain_only += not helped
+    if width != 36:  # at 36 columns a path is longer than a line: rich folds it
+        assert plain_only == len(draws)
+
+
+@pytest.mark.parametrize(
+    ("line", "soft_wrap", "plain"),
+    [
+        (Line("fits in the width"), False, True),
+        (Line("host ").append("tpu-0", "cyan").append(" 1.2 MB"), False, True),
+        (Line(""), False, True),
+        (Line("x" * 30 + " and more words past the width"), False, True),
+        (Line("x" * 40 + " a word longer than the width"), False, False),
+        (Line("x" * 30 + " and more words past the width"), True, True),
+        (Line("two\nlines"), False, True),
+        (Line("an escape \x1b[2J in a name"), False, False),
+        (Line("a\ttab"), False, False),
+        (Line("wide 漢字漢字漢字漢字漢字漢字漢字漢字"), False, False),
+        (Line("wide 漢字"), False, True),
+    ],
+)
+def test_a_line_is_written_as_rich_writes_it(line: Line, soft_wrap: bool, plain: bool) -> None:
+    drawn, written, helped = _both(lambda c: c.print(line, soft_wrap=soft_wrap), 32)
+    assert written == drawn
+    assert helped is not plain
+
+
+def test_several_renderables_blank_lines_and_other_options() -> None:
+    def draw(console: Any) -> None:
+        console.print()
+        console.print(Line("one"), Line("two"))
+        console.print(Line("dim", style="dim"))
+        console.print("[b]a string[/b] :smile:", markup=False, soft_wrap=True)
+        console.print(Line("end"), end="|\n")
+
+    drawn, written, helped = _both(draw, 40)
+    assert written == drawn
+    assert written.startswith("\none two\ndim\n[b]a string[/b]")
+    assert helped
+
+
+@pytest.mark.parametrize(
+    ("environ", "stream", "plain"),
+    [
+        ({}, io.StringIO(), True),
+        ({"FORCE_COLOR": "1"}, io.StringIO(), False),
+        ({}, io.TextIOWrapper(io.BytesIO(), encoding="latin-1"), False),
+    ],
+)
+def test_the_console_of_a_pipe_is_plain_where_rich_would_draw_plain_text(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], stream: Any, plain: bool
+) -> None:
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    console = output.console(stream)
+    assert isinstance(console, PlainConsole) is plain
+    assert output.console(stream, color=True).color_system is not None
+
+
+@given(
+    st.lists(
+        st.text(alphabet=" abc-/:;.,", min_size=0, max_size=14),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=8, max_value=40),
+)
+@settings(max_examples=300, deadline=None)
+def test_lines_are_wrapped_as_rich_wraps_them(words: list[str], width: int) -> None:
+    line = Line(" ".join(words))
+    drawn, written, _ = _both(lambda c: c.print(line), width)
+    assert written == drawn
