@@ -53,8 +53,9 @@ else:
     events = int(profile.lines["events"].sum())
 seconds = time.perf_counter() - t0
 cpu_seconds = time.process_time() - c0
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
 print(json.dumps({{"seconds": seconds, "cpu_seconds": cpu_seconds, "events": events,
-                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6}}))
+                   "peak_rss_mb": rss_mb}}))
 """
 
 
