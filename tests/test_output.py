@@ -69,6 +69,26 @@ def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
     assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]  # no temporary file left
 
 
+@pytest.mark.parametrize("data", ["text", lambda handle: handle.write(b"text")])
+def test_write_atomic_writes_into_a_named_pipe_or_a_device(tmp_path: Path, data: Any) -> None:
+    """`-o /dev/null`, or `-o /dev/stdout` on a pipe: the output goes into the file, which stays
+    what it is (renaming a temporary file over it would replace the device with a file)."""
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    output.write_atomic(pipe, data)
+    reader.join(10)
+    assert received == [b"text"]
+    assert stat.S_ISFIFO(pipe.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]  # no temporary file beside it
+    output.write_atomic(os.devnull, "nothing")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
 def _unwritable(tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
     """A place -o cannot write, and the reason the error should give."""
     (tmp_path / "a_file").write_text("kept")

@@ -57,6 +57,11 @@ def write_atomic(
     try:
         if final.is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(final))
+        if final.exists() and not final.is_file():
+            # A device, a named pipe or a socket (`-o /dev/null`, `-o /dev/stdout` on a pipe):
+            # what is written goes into it; renaming a file over it would replace the device.
+            _write_into(final, data, cannot)
+            return
         final.parent.mkdir(parents=True, exist_ok=True)
         temporary = final.parent / f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -83,6 +88,24 @@ def write_atomic(
         raise
     if fsync:
         _fsync_directory(final.parent)
+
+
+def _write_into(
+    final: Path,
+    data: bytes | str | Callable[[BinaryIO], None],
+    cannot: Callable[[OSError], CannotWrite],
+) -> None:
+    """Write ``data`` into ``final``, a file that is not a regular one, as it is."""
+    try:
+        handle = open(final, "wb")  # noqa: SIM115 (closed below, its errors named)
+    except OSError as exc:
+        raise cannot(exc) from exc
+    with handle:
+        if callable(data):
+            data(_Guarded(handle, cannot))  # type: ignore[arg-type]
+        else:
+            _checked(cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data)
+        _checked(cannot, handle.flush)
 
 
 def _checked(cannot: Callable[[OSError], CannotWrite], call: Callable[..., Any], *args: Any) -> Any:
