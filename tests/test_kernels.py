@@ -185,6 +185,42 @@ def _scan_fields(rng: random.Random) -> tuple[Any, ...]:
     return data, 0, stop if rng.random() < 0.97 else stop + 1
 
 
+def any_field(rng: random.Random) -> bytes:
+    """A field of any number (one- and multi-byte tags) and wire type, sometimes one that
+    protobuf rejects (field number 0, wire types 3, 4, 6, 7)."""
+    number = rng.choice([1, 2, 3, 5, 15, 16, 300, 1 << 28, rng.randrange(1, 1 << 61)])
+    choice = rng.randrange(12)
+    if choice < 4:
+        return tag(number, 0) + varint(big(rng))
+    if choice < 7:
+        return len_field(number, rng.choice([b"", b"ab", stat_payload(rng)]))
+    if choice == 7:
+        return tag(number, 1) + rng.randbytes(8)
+    if choice == 8:
+        return tag(number, 5) + rng.randbytes(4)
+    if choice == 9 and rng.random() < 0.3:
+        return tag(0, rng.choice([0, 2])) + b"\x01"
+    if choice == 10 and rng.random() < 0.3:
+        return tag(number, rng.choice([3, 4, 6, 7]))
+    return tag(rng.randrange(1, 4), 0) + varint(rng.randrange(3))
+
+
+def _message_fields(rng: random.Random) -> tuple[Any, ...]:
+    """Messages of any fields back to back (events, stats, ...), sometimes with a fault;
+    spans sometimes empty, reversed, overlapping or outside the buffer."""
+    makers = [event_payload, stat_payload, lambda r: b"".join(any_field(r) for _ in range(4))]
+    payloads = [rng.choice(makers)(rng) for _ in range(rng.randrange(10))]
+    data = b"".join(payloads)
+    ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
+    starts = ends - np.array([len(p) for p in payloads], dtype=np.int64)
+    data, _ = corrupt(rng, data, 0, len(data))
+    ends = np.minimum(ends, len(data)) if rng.random() < 0.9 else ends
+    if len(starts) and rng.random() < 0.1:
+        i = rng.randrange(len(starts))
+        starts[i] = rng.choice([-3, 0, len(data) + 2, int(ends[i])])
+    return np.frombuffer(data, np.uint8) if rng.random() < 0.5 else data, starts, ends
+
+
 def _texts(rng: random.Random) -> tuple[Any, ...]:
     data = rng.choice([b"plain ascii names", "caf\u00e9 \u4e2d".encode(), b"\xff\xfe\x80 bad"])
     spans = sorted(rng.randrange(len(data) + 1) for _ in range(2 * rng.randrange(6)))
@@ -234,6 +270,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "int_events": _int_events,
     "stats": _stats,
     "scan_fields": _scan_fields,
+    "message_fields": _message_fields,
     "texts": _texts,
     "kind_runs": _kind_runs,
     "dense_groups": _dense_groups,
@@ -250,6 +287,8 @@ def _comparable(value: Any) -> Any:
         return (value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
         return type(value).__name__, [_comparable(v) for v in value]
+    if isinstance(value, dict):  # in order: the keys' order is part of the result
+        return "dict", [(key, _comparable(v)) for key, v in value.items()]
     return value
 
 

@@ -891,6 +891,438 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ many messages */
+
+/* message_fields: the fields of many small messages (metadata entries, stats), in the order
+ * and with the errors of the numpy rounds of tpuperf.kernels.wire.message_fields: round r
+ * reads the r-th field of every message that has one, so each field key's entries come
+ * round by round, in message order within a round; a round's faults are reported in the
+ * order numpy meets them (tags, field number 0, values by wire type, then a field past its
+ * message's end). Varints and payloads are read against the end of the buffer (as numpy
+ * does) and checked against their message's end after the round. */
+
+/* How a varint read against the buffer's end went: read, ran past the end, or too long. */
+enum { VARINT_READ, VARINT_PAST, VARINT_LONG };
+
+static inline int varint_at(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit,
+                            uint64_t *out)
+{
+    uint64_t result = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*pos >= limit)
+            return VARINT_PAST;
+        uint8_t byte = buf[(*pos)++];
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *out = result;
+            return VARINT_READ;
+        }
+    }
+    return VARINT_LONG;
+}
+
+static const char out_of_memory[] = "out of memory";
+
+/* The field keys met (tags: number * 8 + wire), each with the round it first appeared in
+ * and its count of entries; found by an open-addressing table of key ids. */
+typedef struct {
+    uint64_t *tags;
+    Py_ssize_t *first_round, *count;
+    Py_ssize_t n, capacity;
+    Py_ssize_t *slots; /* key id + 1, 0 for an empty slot */
+    Py_ssize_t n_slots;
+} key_table;
+
+static void free_keys(key_table *t)
+{
+    free(t->tags);
+    free(t->first_round);
+    free(t->count);
+    free(t->slots);
+}
+
+static inline size_t slot_of(uint64_t tag, Py_ssize_t n_slots)
+{
+    return (size_t)((tag * 0x9E3779B97F4A7C15ull) >> 20) & (size_t)(n_slots - 1);
+}
+
+static int grow_slots(key_table *t)
+{
+    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
+    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+    if (!slots)
+        return 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        size_t s = slot_of(t->tags[k], n_slots);
+        while (slots[s])
+            s = (s + 1) & (size_t)(n_slots - 1);
+        slots[s] = k + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    return 1;
+}
+
+/* The id of key `tag` (added, first met in `round`, where new); -1 out of memory. */
+static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
+{
+    if (2 * (t->n + 1) > t->n_slots && !grow_slots(t))
+        return -1;
+    size_t s = slot_of(tag, t->n_slots);
+    while (t->slots[s]) {
+        Py_ssize_t k = t->slots[s] - 1;
+        if (t->tags[k] == tag)
+            return k;
+        s = (s + 1) & (size_t)(t->n_slots - 1);
+    }
+    if (t->n == t->capacity) {
+        Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
+        uint64_t *tags = realloc(t->tags, (size_t)capacity * sizeof *tags);
+        if (tags)
+            t->tags = tags;
+        Py_ssize_t *first = realloc(t->first_round, (size_t)capacity * sizeof *first);
+        if (first)
+            t->first_round = first;
+        Py_ssize_t *count = realloc(t->count, (size_t)capacity * sizeof *count);
+        if (count)
+            t->count = count;
+        if (!tags || !first || !count)
+            return -1;
+        t->capacity = capacity;
+    }
+    Py_ssize_t k = t->n++;
+    t->tags[k] = tag;
+    t->first_round[k] = round;
+    t->count[k] = 0;
+    t->slots[s] = k + 1;
+    return k;
+}
+
+/* The entries of every field, in the order they were read (round by round): key id,
+ * message index, value, value stop. */
+typedef struct {
+    Py_ssize_t *key;
+    int64_t *row, *value, *stop;
+    Py_ssize_t n, capacity;
+} entries;
+
+static void free_entries(entries *e)
+{
+    free(e->key);
+    free(e->row);
+    free(e->value);
+    free(e->stop);
+}
+
+static int reserve_entries(entries *e, Py_ssize_t more)
+{
+    if (e->n + more <= e->capacity)
+        return 1;
+    Py_ssize_t capacity = e->capacity ? e->capacity : 64;
+    while (capacity < e->n + more)
+        capacity *= 2;
+    Py_ssize_t *key = realloc(e->key, (size_t)capacity * sizeof *key);
+    if (key)
+        e->key = key;
+    int64_t *row = realloc(e->row, (size_t)capacity * 8);
+    if (row)
+        e->row = row;
+    int64_t *value = realloc(e->value, (size_t)capacity * 8);
+    if (value)
+        e->value = value;
+    int64_t *stop = realloc(e->stop, (size_t)capacity * 8);
+    if (stop)
+        e->stop = stop;
+    if (!key || !row || !value || !stop)
+        return 0;
+    e->capacity = capacity;
+    return 1;
+}
+
+/* What one round of reads met first, per kind of fault, as numpy meets them. */
+enum {
+    FAULT_TAG_PAST, FAULT_TAG_LONG, FAULT_NUMBER_0,
+    FAULT_VARINT_PAST, FAULT_VARINT_LONG, FAULT_FIXED64,
+    FAULT_LEN_PAST, FAULT_LEN_LONG, FAULT_LEN_OVER,
+    FAULT_WIRE_3, FAULT_WIRE_4, FAULT_WIRE_6, FAULT_WIRE_7,
+    FAULT_END, N_FAULTS
+};
+
+static const char *const fault_messages[N_FAULTS] = {
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "field number 0 (not an XSpace protobuf)",
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "a fixed64 value runs past the end of its message (truncated file?)",
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "a field runs past the end of its message (truncated file?)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "a field runs past the end of its message (truncated file?)",
+};
+
+static inline void note_fault(Py_ssize_t *faults, int kind, Py_ssize_t at)
+{
+    if (faults[kind] < 0)
+        faults[kind] = at;
+}
+
+/* Read every field of the messages [starts[i], stops[i]) into the key table and entries. */
+static failure read_messages(const uint8_t *buf, Py_ssize_t limit, const int64_t *starts,
+                             const int64_t *stops, Py_ssize_t n, key_table *keys, entries *out)
+{
+    failure error = NULL;
+    Py_ssize_t *index = malloc((size_t)(n ? n : 1) * sizeof *index);
+    Py_ssize_t *cursor = malloc((size_t)(n ? n : 1) * sizeof *cursor);
+    Py_ssize_t *end = malloc((size_t)(n ? n : 1) * sizeof *end);
+    uint64_t *tag = malloc((size_t)(n ? n : 1) * sizeof *tag);
+    uint64_t *value = malloc((size_t)(n ? n : 1) * sizeof *value);
+    Py_ssize_t *after = malloc((size_t)(n ? n : 1) * sizeof *after);
+    if (!index || !cursor || !end || !tag || !value || !after) {
+        error = out_of_memory;
+        goto done;
+    }
+    Py_ssize_t active = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (starts[i] >= stops[i])
+            continue;
+        if (starts[i] < 0 || stops[i] > limit) {
+            error = fail("message span outside the buffer", -1);
+            goto done;
+        }
+        index[active] = i;
+        cursor[active] = starts[i];
+        end[active] = stops[i];
+        active++;
+    }
+    for (Py_ssize_t round = 0; active; round++) {
+        Py_ssize_t faults[N_FAULTS];
+        for (int f = 0; f < N_FAULTS; f++)
+            faults[f] = -1;
+        int faulted = 0;
+        /* The tags, then their field numbers, then the values. */
+        for (Py_ssize_t i = 0; i < active; i++) {
+            Py_ssize_t pos = cursor[i];
+            int read = varint_at(buf, &pos, limit, &tag[i]);
+            if (read != VARINT_READ) {
+                note_fault(faults, read == VARINT_PAST ? FAULT_TAG_PAST : FAULT_TAG_LONG,
+                           read == VARINT_PAST ? limit : cursor[i]);
+                faulted = 1;
+                continue;
+            }
+            after[i] = pos; /* where the value starts, for now */
+            if (tag[i] >> 3 == 0) {
+                note_fault(faults, FAULT_NUMBER_0, cursor[i]);
+                faulted = 1;
+            }
+        }
+        for (Py_ssize_t i = 0; i < active && !faulted; i++) {
+            Py_ssize_t pos = after[i];
+            int read;
+            switch ((int)(tag[i] & 7)) {
+            case WIRE_VARINT:
+                read = varint_at(buf, &pos, limit, &value[i]);
+                if (read == VARINT_PAST)
+                    note_fault(faults, FAULT_VARINT_PAST, limit);
+                else if (read == VARINT_LONG)
+                    note_fault(faults, FAULT_VARINT_LONG, after[i]);
+                break;
+            case WIRE_FIXED64:
+                if (limit - pos < 8) {
+                    note_fault(faults, FAULT_FIXED64, pos);
+                    break;
+                }
+                memcpy(&value[i], buf + pos, 8);
+                pos += 8;
+                break;
+            case WIRE_LEN: {
+                uint64_t length;
+                read = varint_at(buf, &pos, limit, &length);
+                if (read == VARINT_PAST) {
+                    note_fault(faults, FAULT_LEN_PAST, limit);
+                } else if (read == VARINT_LONG) {
+                    note_fault(faults, FAULT_LEN_LONG, after[i]);
+                } else if (length > (uint64_t)(limit - pos)) {
+                    note_fault(faults, FAULT_LEN_OVER, pos);
+                } else {
+                    value[i] = (uint64_t)pos;
+                    pos += (Py_ssize_t)length;
+                }
+                break;
+            }
+            case WIRE_FIXED32:
+                value[i] = 0;
+                pos += 4;
+                break;
+            default: {
+                int wire = (int)(tag[i] & 7);
+                note_fault(faults,
+                           wire == 3   ? FAULT_WIRE_3
+                           : wire == 4 ? FAULT_WIRE_4
+                           : wire == 6 ? FAULT_WIRE_6
+                                       : FAULT_WIRE_7,
+                           pos);
+            }
+            }
+            after[i] = pos;
+        }
+        for (int f = 0; f < N_FAULTS && !faulted; f++)
+            faulted = faults[f] >= 0;
+        for (Py_ssize_t i = 0; i < active && !faulted; i++) {
+            if (after[i] > end[i]) {
+                faults[FAULT_END] = cursor[i];
+                break;
+            }
+        }
+        for (int f = 0; f < N_FAULTS; f++) {
+            if (faults[f] >= 0) {
+                error = fail(fault_messages[f], faults[f]);
+                goto done;
+            }
+        }
+        if (!reserve_entries(out, active)) {
+            error = out_of_memory;
+            goto done;
+        }
+        Py_ssize_t kept = 0, last_key = -1;
+        uint64_t last_tag = 0;
+        for (Py_ssize_t i = 0; i < active; i++) {
+            Py_ssize_t k = last_key;
+            if (k < 0 || tag[i] != last_tag) {
+                k = key_id(keys, tag[i], round);
+                if (k < 0) {
+                    error = out_of_memory;
+                    goto done;
+                }
+                last_key = k;
+                last_tag = tag[i];
+            }
+            keys->count[k]++;
+            Py_ssize_t e = out->n++;
+            out->key[e] = k;
+            out->row[e] = index[i];
+            out->value[e] = (int64_t)value[i];
+            out->stop[e] = after[i];
+            if (after[i] < end[i]) {
+                index[kept] = index[i];
+                cursor[kept] = after[i];
+                end[kept] = end[i];
+                kept++;
+            }
+        }
+        active = kept;
+    }
+done:
+    free(index);
+    free(cursor);
+    free(end);
+    free(tag);
+    free(value);
+    free(after);
+    return error;
+}
+
+/* Key ids in the order numpy's dict has them: by first round, then wire type, then number. */
+static const key_table *sorting_keys;
+
+static int compare_keys(const void *a, const void *b)
+{
+    const key_table *t = sorting_keys;
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    if (t->first_round[x] != t->first_round[y])
+        return t->first_round[x] < t->first_round[y] ? -1 : 1;
+    uint64_t wx = t->tags[x] & 7, wy = t->tags[y] & 7;
+    if (wx != wy)
+        return wx < wy ? -1 : 1;
+    uint64_t nx = t->tags[x] >> 3, ny = t->tags[y] >> 3;
+    return nx < ny ? -1 : nx > ny;
+}
+
+/* message_fields(data, starts, stops) -> [(key, rows, values, value_stops)] */
+static PyObject *message_fields(PyObject *self, PyObject *args)
+{
+    Py_buffer views[3];
+    Py_ssize_t n;
+    if (!parse_spans(args, views, &n))
+        return NULL;
+    key_table keys = {0};
+    entries found = {0};
+    PyObject *result = NULL;
+    Py_ssize_t *order = NULL;
+    int64_t **rows = NULL, **values = NULL, **value_stops = NULL;
+    failure error;
+    Py_BEGIN_ALLOW_THREADS
+    error = read_messages((const uint8_t *)views[0].buf, views[0].len,
+                          (const int64_t *)views[1].buf, (const int64_t *)views[2].buf, n,
+                          &keys, &found);
+    Py_END_ALLOW_THREADS
+    if (error == out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (raised(error))
+        goto done;
+    Py_ssize_t n_keys = keys.n;
+    size_t size = (size_t)(n_keys ? n_keys : 1);
+    order = malloc(size * sizeof *order);
+    rows = calloc(size, sizeof *rows);
+    values = calloc(size, sizeof *values);
+    value_stops = calloc(size, sizeof *value_stops);
+    result = PyList_New(n_keys);
+    if (!order || !rows || !values || !value_stops) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    }
+    if (!result)
+        goto done;
+    for (Py_ssize_t k = 0; k < n_keys; k++)
+        order[k] = k;
+    sorting_keys = &keys; /* under the GIL: one sort at a time */
+    qsort(order, (size_t)n_keys, sizeof *order, compare_keys);
+    for (Py_ssize_t j = 0; j < n_keys; j++) {
+        Py_ssize_t k = order[j];
+        PyObject *out[3] = {NULL};
+        int64_t *columns[3];
+        if (!new_columns(out, columns, 3, keys.count[k])) {
+            drop_columns(out, 3);
+            Py_CLEAR(result);
+            goto done;
+        }
+        rows[k] = columns[0];
+        values[k] = columns[1];
+        value_stops[k] = columns[2];
+        PyObject *item = Py_BuildValue("KOOO", (unsigned long long)keys.tags[k], out[0], out[1],
+                                       out[2]);
+        drop_columns(out, 3);
+        if (!item) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, item);
+        keys.count[k] = 0; /* now the fill of its columns */
+    }
+    for (Py_ssize_t e = 0; e < found.n; e++) {
+        Py_ssize_t k = found.key[e], at = keys.count[k]++;
+        rows[k][at] = found.row[e];
+        values[k][at] = found.value[e];
+        value_stops[k][at] = found.stop[e];
+    }
+done:
+    free(order);
+    free(rows);
+    free(values);
+    free(value_stops);
+    free_keys(&keys);
+    free_entries(&found);
+    release_buffers(views, 3);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"event_records", event_records, METH_VARARGS,
      "event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps, "
@@ -907,6 +1339,9 @@ static PyMethodDef methods[] = {
      "-> "
      "(run_end, metadata_id, offset_ps, duration_ps, *columns): a run of event records with "
      "chosen integer stats as int64 columns (INT64_MIN where absent)."},
+    {"message_fields", message_fields, METH_VARARGS,
+     "message_fields(data, starts, stops) -> [(key, rows, values, value_stops)]: the fields "
+     "of many messages, per key (number * 8 + wire) in the order of numpy's rounds."},
     {"stats", stats, METH_VARARGS,
      "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
      "text_stop): XStat payloads decoded into columns."},
