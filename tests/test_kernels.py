@@ -208,14 +208,15 @@ def any_field(rng: random.Random) -> bytes:
 
 
 def _message_fields(rng: random.Random) -> tuple[Any, ...]:
-    """Messages of any fields back to back (events, stats, ...), sometimes with a fault;
+    """Messages of any fields back to back (events, stats, ...), sometimes with faults;
     spans sometimes empty, reversed, overlapping or outside the buffer."""
     makers = [event_payload, stat_payload, lambda r: b"".join(any_field(r) for _ in range(4))]
     payloads = [rng.choice(makers)(rng) for _ in range(rng.randrange(10))]
     data = b"".join(payloads)
     ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
     starts = ends - np.array([len(p) for p in payloads], dtype=np.int64)
-    data, _ = corrupt(rng, data, 0, len(data))
+    for _ in range(rng.choice([1, 1, 2, 3])):  # faults in several messages: which one is told
+        data, _ = corrupt(rng, data, 0, len(data))
     ends = np.minimum(ends, len(data)) if rng.random() < 0.9 else ends
     if len(starts) and rng.random() < 0.1:
         i = rng.randrange(len(starts))

@@ -923,6 +923,8 @@ static inline int varint_at(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limi
 
 static const char out_of_memory[] = "out of memory";
 
+enum { SMALL_TAGS = 1024 };
+
 /* The field keys met (tags: number * 8 + wire), each with the round it first appeared in
  * and its count of entries; found by an open-addressing table of key ids. */
 typedef struct {
@@ -931,6 +933,7 @@ typedef struct {
     Py_ssize_t n, capacity;
     Py_ssize_t *slots; /* key id + 1, 0 for an empty slot */
     Py_ssize_t n_slots;
+    Py_ssize_t small[SMALL_TAGS]; /* key id + 1 of the tags below SMALL_TAGS, 0 for none */
 } key_table;
 
 static void free_keys(key_table *t)
@@ -967,13 +970,22 @@ static int grow_slots(key_table *t)
 /* The id of key `tag` (added, first met in `round`, where new); -1 out of memory. */
 static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
 {
+    if (tag < SMALL_TAGS && t->small[tag]) { /* one- and two-byte tags: a table */
+        Py_ssize_t k = t->small[tag] - 1;
+        if (round < t->first_round[k])
+            t->first_round[k] = round;
+        return k;
+    }
     if (2 * (t->n + 1) > t->n_slots && !grow_slots(t))
         return -1;
     size_t s = slot_of(tag, t->n_slots);
     while (t->slots[s]) {
         Py_ssize_t k = t->slots[s] - 1;
-        if (t->tags[k] == tag)
+        if (t->tags[k] == tag) {
+            if (round < t->first_round[k])
+                t->first_round[k] = round;
             return k;
+        }
         s = (s + 1) & (size_t)(t->n_slots - 1);
     }
     if (t->n == t->capacity) {
@@ -996,20 +1008,23 @@ static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
     t->first_round[k] = round;
     t->count[k] = 0;
     t->slots[s] = k + 1;
+    if (tag < SMALL_TAGS)
+        t->small[tag] = k + 1;
     return k;
 }
 
-/* The entries of every field, in the order they were read (round by round): key id,
- * message index, value, value stop. */
+/* The entries of every field, in the order they were read (message by message): key id,
+ * round (the field's place in its message), message index, value, value stop. */
 typedef struct {
-    Py_ssize_t *key;
+    Py_ssize_t *key, *round;
     int64_t *row, *value, *stop;
-    Py_ssize_t n, capacity;
+    Py_ssize_t n, capacity, n_rounds;
 } entries;
 
 static void free_entries(entries *e)
 {
     free(e->key);
+    free(e->round);
     free(e->row);
     free(e->value);
     free(e->stop);
@@ -1025,6 +1040,9 @@ static int reserve_entries(entries *e, Py_ssize_t more)
     Py_ssize_t *key = realloc(e->key, (size_t)capacity * sizeof *key);
     if (key)
         e->key = key;
+    Py_ssize_t *round = realloc(e->round, (size_t)capacity * sizeof *round);
+    if (round)
+        e->round = round;
     int64_t *row = realloc(e->row, (size_t)capacity * 8);
     if (row)
         e->row = row;
@@ -1034,13 +1052,13 @@ static int reserve_entries(entries *e, Py_ssize_t more)
     int64_t *stop = realloc(e->stop, (size_t)capacity * 8);
     if (stop)
         e->stop = stop;
-    if (!key || !row || !value || !stop)
+    if (!key || !round || !row || !value || !stop)
         return 0;
     e->capacity = capacity;
     return 1;
 }
 
-/* What one round of reads met first, per kind of fault, as numpy meets them. */
+/* The kinds of fault, in the order numpy's rounds check for them. */
 enum {
     FAULT_TAG_PAST, FAULT_TAG_LONG, FAULT_NUMBER_0,
     FAULT_VARINT_PAST, FAULT_VARINT_LONG, FAULT_FIXED64,
@@ -1066,165 +1084,112 @@ static const char *const fault_messages[N_FAULTS] = {
     "a field runs past the end of its message (truncated file?)",
 };
 
-static inline void note_fault(Py_ssize_t *faults, int kind, Py_ssize_t at)
-{
-    if (faults[kind] < 0)
-        faults[kind] = at;
-}
-
-/* Read every field of the messages [starts[i], stops[i]) into the key table and entries. */
+/* Read every field of the messages [starts[i], stops[i]) into the key table and entries,
+ * message by message (reading them round by round, as numpy does, jumps across the buffer
+ * once per round: as slow in C as in numpy). The fault numpy would meet first is the one of
+ * the earliest round, then of the first kind in its order of checks, then of the first
+ * message: each message's walk stops at its own first fault, and the least one is raised. */
 static failure read_messages(const uint8_t *buf, Py_ssize_t limit, const int64_t *starts,
                              const int64_t *stops, Py_ssize_t n, key_table *keys, entries *out)
 {
-    failure error = NULL;
-    Py_ssize_t *index = malloc((size_t)(n ? n : 1) * sizeof *index);
-    Py_ssize_t *cursor = malloc((size_t)(n ? n : 1) * sizeof *cursor);
-    Py_ssize_t *end = malloc((size_t)(n ? n : 1) * sizeof *end);
-    uint64_t *tag = malloc((size_t)(n ? n : 1) * sizeof *tag);
-    uint64_t *value = malloc((size_t)(n ? n : 1) * sizeof *value);
-    Py_ssize_t *after = malloc((size_t)(n ? n : 1) * sizeof *after);
-    if (!index || !cursor || !end || !tag || !value || !after) {
-        error = out_of_memory;
-        goto done;
-    }
-    Py_ssize_t active = 0;
+    Py_ssize_t fault_round = PY_SSIZE_T_MAX, fault_at = -1;
+    int fault_kind = N_FAULTS;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (starts[i] >= stops[i])
+        Py_ssize_t pos = starts[i], end = stops[i];
+        if (pos >= end)
             continue;
-        if (starts[i] < 0 || stops[i] > limit) {
-            error = fail("message span outside the buffer", -1);
-            goto done;
-        }
-        index[active] = i;
-        cursor[active] = starts[i];
-        end[active] = stops[i];
-        active++;
-    }
-    for (Py_ssize_t round = 0; active; round++) {
-        Py_ssize_t faults[N_FAULTS];
-        for (int f = 0; f < N_FAULTS; f++)
-            faults[f] = -1;
-        int faulted = 0;
-        /* The tags, then their field numbers, then the values. */
-        for (Py_ssize_t i = 0; i < active; i++) {
-            Py_ssize_t pos = cursor[i];
-            int read = varint_at(buf, &pos, limit, &tag[i]);
+        if (pos < 0 || end > limit)
+            return fail("message span outside the buffer", -1);
+        for (Py_ssize_t round = 0; pos < end && round <= fault_round; round++) {
+            Py_ssize_t field_start = pos;
+            uint64_t tag, value = 0;
+            int kind = N_FAULTS, read;
+            Py_ssize_t at = -1;
+            read = varint_at(buf, &pos, limit, &tag);
             if (read != VARINT_READ) {
-                note_fault(faults, read == VARINT_PAST ? FAULT_TAG_PAST : FAULT_TAG_LONG,
-                           read == VARINT_PAST ? limit : cursor[i]);
-                faulted = 1;
-                continue;
-            }
-            after[i] = pos; /* where the value starts, for now */
-            if (tag[i] >> 3 == 0) {
-                note_fault(faults, FAULT_NUMBER_0, cursor[i]);
-                faulted = 1;
-            }
-        }
-        for (Py_ssize_t i = 0; i < active && !faulted; i++) {
-            Py_ssize_t pos = after[i];
-            int read;
-            switch ((int)(tag[i] & 7)) {
-            case WIRE_VARINT:
-                read = varint_at(buf, &pos, limit, &value[i]);
-                if (read == VARINT_PAST)
-                    note_fault(faults, FAULT_VARINT_PAST, limit);
-                else if (read == VARINT_LONG)
-                    note_fault(faults, FAULT_VARINT_LONG, after[i]);
-                break;
-            case WIRE_FIXED64:
-                if (limit - pos < 8) {
-                    note_fault(faults, FAULT_FIXED64, pos);
+                kind = read == VARINT_PAST ? FAULT_TAG_PAST : FAULT_TAG_LONG;
+                at = read == VARINT_PAST ? limit : field_start;
+            } else if (tag >> 3 == 0) {
+                kind = FAULT_NUMBER_0;
+                at = field_start;
+            } else {
+                Py_ssize_t value_start = pos;
+                switch ((int)(tag & 7)) {
+                case WIRE_VARINT:
+                    read = varint_at(buf, &pos, limit, &value);
+                    if (read != VARINT_READ) {
+                        kind = read == VARINT_PAST ? FAULT_VARINT_PAST : FAULT_VARINT_LONG;
+                        at = read == VARINT_PAST ? limit : value_start;
+                    }
+                    break;
+                case WIRE_FIXED64:
+                    if (limit - pos < 8) {
+                        kind = FAULT_FIXED64;
+                        at = pos;
+                        break;
+                    }
+                    memcpy(&value, buf + pos, 8);
+                    pos += 8;
+                    break;
+                case WIRE_LEN: {
+                    uint64_t length;
+                    read = varint_at(buf, &pos, limit, &length);
+                    if (read != VARINT_READ) {
+                        kind = read == VARINT_PAST ? FAULT_LEN_PAST : FAULT_LEN_LONG;
+                        at = read == VARINT_PAST ? limit : value_start;
+                    } else if (length > (uint64_t)(limit - pos)) {
+                        kind = FAULT_LEN_OVER;
+                        at = pos;
+                    } else {
+                        value = (uint64_t)pos;
+                        pos += (Py_ssize_t)length;
+                    }
                     break;
                 }
-                memcpy(&value[i], buf + pos, 8);
-                pos += 8;
-                break;
-            case WIRE_LEN: {
-                uint64_t length;
-                read = varint_at(buf, &pos, limit, &length);
-                if (read == VARINT_PAST) {
-                    note_fault(faults, FAULT_LEN_PAST, limit);
-                } else if (read == VARINT_LONG) {
-                    note_fault(faults, FAULT_LEN_LONG, after[i]);
-                } else if (length > (uint64_t)(limit - pos)) {
-                    note_fault(faults, FAULT_LEN_OVER, pos);
-                } else {
-                    value[i] = (uint64_t)pos;
-                    pos += (Py_ssize_t)length;
+                case WIRE_FIXED32:
+                    pos += 4;
+                    break;
+                default: {
+                    int wire = (int)(tag & 7);
+                    kind = wire == 3 ? FAULT_WIRE_3
+                         : wire == 4 ? FAULT_WIRE_4
+                         : wire == 6 ? FAULT_WIRE_6
+                                     : FAULT_WIRE_7;
+                    at = pos;
+                }
+                }
+                if (kind == N_FAULTS && pos > end) {
+                    kind = FAULT_END;
+                    at = field_start;
+                }
+            }
+            if (kind != N_FAULTS) {
+                if (round < fault_round || (round == fault_round && kind < fault_kind)) {
+                    fault_round = round;
+                    fault_kind = kind;
+                    fault_at = at;
                 }
                 break;
             }
-            case WIRE_FIXED32:
-                value[i] = 0;
-                pos += 4;
-                break;
-            default: {
-                int wire = (int)(tag[i] & 7);
-                note_fault(faults,
-                           wire == 3   ? FAULT_WIRE_3
-                           : wire == 4 ? FAULT_WIRE_4
-                           : wire == 6 ? FAULT_WIRE_6
-                                       : FAULT_WIRE_7,
-                           pos);
-            }
-            }
-            after[i] = pos;
-        }
-        for (int f = 0; f < N_FAULTS && !faulted; f++)
-            faulted = faults[f] >= 0;
-        for (Py_ssize_t i = 0; i < active && !faulted; i++) {
-            if (after[i] > end[i]) {
-                faults[FAULT_END] = cursor[i];
-                break;
-            }
-        }
-        for (int f = 0; f < N_FAULTS; f++) {
-            if (faults[f] >= 0) {
-                error = fail(fault_messages[f], faults[f]);
-                goto done;
-            }
-        }
-        if (!reserve_entries(out, active)) {
-            error = out_of_memory;
-            goto done;
-        }
-        Py_ssize_t kept = 0, last_key = -1;
-        uint64_t last_tag = 0;
-        for (Py_ssize_t i = 0; i < active; i++) {
-            Py_ssize_t k = last_key;
-            if (k < 0 || tag[i] != last_tag) {
-                k = key_id(keys, tag[i], round);
-                if (k < 0) {
-                    error = out_of_memory;
-                    goto done;
-                }
-                last_key = k;
-                last_tag = tag[i];
-            }
+            if (fault_kind != N_FAULTS)
+                continue; /* nothing is kept past a fault: only faults are looked for */
+            Py_ssize_t k = key_id(keys, tag, round);
+            if (k < 0 || !reserve_entries(out, 1))
+                return out_of_memory;
             keys->count[k]++;
             Py_ssize_t e = out->n++;
             out->key[e] = k;
-            out->row[e] = index[i];
-            out->value[e] = (int64_t)value[i];
-            out->stop[e] = after[i];
-            if (after[i] < end[i]) {
-                index[kept] = index[i];
-                cursor[kept] = after[i];
-                end[kept] = end[i];
-                kept++;
-            }
+            out->round[e] = round;
+            out->row[e] = i;
+            out->value[e] = (int64_t)value;
+            out->stop[e] = pos;
+            if (round >= out->n_rounds)
+                out->n_rounds = round + 1;
         }
-        active = kept;
     }
-done:
-    free(index);
-    free(cursor);
-    free(end);
-    free(tag);
-    free(value);
-    free(after);
-    return error;
+    if (fault_kind != N_FAULTS)
+        return fail(fault_messages[fault_kind], fault_at);
+    return NULL;
 }
 
 /* Key ids in the order numpy's dict has them: by first round, then wire type, then number. */
@@ -1253,7 +1218,7 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
     key_table keys = {0};
     entries found = {0};
     PyObject *result = NULL;
-    Py_ssize_t *order = NULL;
+    Py_ssize_t *order = NULL, *by_round = NULL, *in_rounds = NULL;
     int64_t **rows = NULL, **values = NULL, **value_stops = NULL;
     failure error;
     Py_BEGIN_ALLOW_THREADS
@@ -1306,14 +1271,32 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
         PyList_SET_ITEM(result, j, item);
         keys.count[k] = 0; /* now the fill of its columns */
     }
-    for (Py_ssize_t e = 0; e < found.n; e++) {
-        Py_ssize_t k = found.key[e], at = keys.count[k]++;
+    /* The entries round by round (message by message within a round), then per key. */
+    by_round = calloc((size_t)found.n_rounds + 1, sizeof *by_round);
+    in_rounds = malloc((size_t)(found.n ? found.n : 1) * sizeof *in_rounds);
+    if (!by_round || !in_rounds) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t e = 0; e < found.n; e++)
+        by_round[found.round[e] + 1]++;
+    for (Py_ssize_t r = 0; r < found.n_rounds; r++)
+        by_round[r + 1] += by_round[r];
+    for (Py_ssize_t e = 0; e < found.n; e++)
+        in_rounds[by_round[found.round[e]]++] = e;
+    for (Py_ssize_t j = 0; j < found.n; j++) {
+        Py_ssize_t e = in_rounds[j], k = found.key[e], at = keys.count[k]++;
         rows[k][at] = found.row[e];
         values[k][at] = found.value[e];
         value_stops[k][at] = found.stop[e];
     }
+    Py_END_ALLOW_THREADS
 done:
     free(order);
+    free(by_round);
+    free(in_rounds);
     free(rows);
     free(values);
     free(value_stops);
