@@ -210,7 +210,18 @@ def any_field(rng: random.Random) -> bytes:
 def _message_fields(rng: random.Random) -> tuple[Any, ...]:
     """Messages of any fields back to back (events, stats, ...), sometimes with faults;
     spans sometimes empty, reversed, overlapping or outside the buffer."""
-    makers = [event_payload, stat_payload, lambda r: b"".join(any_field(r) for _ in range(4))]
+    makers = [
+        event_payload,
+        stat_payload,
+        lambda r: b"".join(any_field(r) for _ in range(4)),
+        # 80 sound fields: more rounds than C keeps at hand, and many (key, round) pairs
+        lambda r: b"".join(
+            r.choice(
+                [tag(r.randrange(1, 300), 0) + varint(big(r)), len_field(r.randrange(1, 40), b"")]
+            )
+            for _ in range(80)
+        ),
+    ]
     payloads = [rng.choice(makers)(rng) for _ in range(rng.randrange(10))]
     data = b"".join(payloads)
     ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)

@@ -1013,49 +1013,91 @@ static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
     return k;
 }
 
-/* The entries of every field, in the order they were read (message by message): key id,
- * round (the field's place in its message), message index, value, value stop. */
+/* The (key id, round) pairs met, each with its count of fields: a key's fields go out round
+ * by round, so each pair gets the place of its first field in the key's columns. */
 typedef struct {
-    Py_ssize_t *key, *round;
-    int64_t *row, *value, *stop;
-    Py_ssize_t n, capacity, n_rounds;
-} entries;
+    Py_ssize_t *key, *round, *count, *offset;
+    Py_ssize_t n, capacity;
+    Py_ssize_t *slots; /* pair id + 1, 0 for an empty slot */
+    Py_ssize_t n_slots;
+} pair_table;
 
-static void free_entries(entries *e)
+static void free_pairs(pair_table *t)
 {
-    free(e->key);
-    free(e->round);
-    free(e->row);
-    free(e->value);
-    free(e->stop);
+    free(t->key);
+    free(t->round);
+    free(t->count);
+    free(t->offset);
+    free(t->slots);
 }
 
-static int reserve_entries(entries *e, Py_ssize_t more)
+static inline size_t pair_slot(Py_ssize_t key, Py_ssize_t round, Py_ssize_t n_slots)
 {
-    if (e->n + more <= e->capacity)
-        return 1;
-    Py_ssize_t capacity = e->capacity ? e->capacity : 64;
-    while (capacity < e->n + more)
-        capacity *= 2;
-    Py_ssize_t *key = realloc(e->key, (size_t)capacity * sizeof *key);
-    if (key)
-        e->key = key;
-    Py_ssize_t *round = realloc(e->round, (size_t)capacity * sizeof *round);
-    if (round)
-        e->round = round;
-    int64_t *row = realloc(e->row, (size_t)capacity * 8);
-    if (row)
-        e->row = row;
-    int64_t *value = realloc(e->value, (size_t)capacity * 8);
-    if (value)
-        e->value = value;
-    int64_t *stop = realloc(e->stop, (size_t)capacity * 8);
-    if (stop)
-        e->stop = stop;
-    if (!key || !round || !row || !value || !stop)
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ (uint64_t)round * 0xC2B2AE3D27D4EB4Full;
+    return (size_t)(h >> 20) & (size_t)(n_slots - 1);
+}
+
+static int grow_pair_slots(pair_table *t)
+{
+    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
+    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+    if (!slots)
         return 0;
-    e->capacity = capacity;
+    for (Py_ssize_t p = 0; p < t->n; p++) {
+        size_t s = pair_slot(t->key[p], t->round[p], n_slots);
+        while (slots[s])
+            s = (s + 1) & (size_t)(n_slots - 1);
+        slots[s] = p + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
     return 1;
+}
+
+/* The id of pair (key, round), added where new and `add`; -1 where absent (not `add`) or out
+ * of memory. */
+static Py_ssize_t pair_id(pair_table *t, Py_ssize_t key, Py_ssize_t round, int add)
+{
+    if (add && 2 * (t->n + 1) > t->n_slots && !grow_pair_slots(t))
+        return -1;
+    if (!t->n_slots)
+        return -1;
+    size_t s = pair_slot(key, round, t->n_slots);
+    while (t->slots[s]) {
+        Py_ssize_t p = t->slots[s] - 1;
+        if (t->key[p] == key && t->round[p] == round)
+            return p;
+        s = (s + 1) & (size_t)(t->n_slots - 1);
+    }
+    if (!add)
+        return -1;
+    if (t->n == t->capacity) {
+        Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
+        Py_ssize_t *columns[4] = {t->key, t->round, t->count, t->offset};
+        for (int c = 0; c < 4; c++) {
+            Py_ssize_t *grown = realloc(columns[c], (size_t)capacity * sizeof *grown);
+            if (!grown)
+                return -1;
+            columns[c] = grown;
+            if (c == 0)
+                t->key = grown;
+            else if (c == 1)
+                t->round = grown;
+            else if (c == 2)
+                t->count = grown;
+            else
+                t->offset = grown;
+        }
+        t->capacity = capacity;
+    }
+    Py_ssize_t p = t->n++;
+    t->key[p] = key;
+    t->round[p] = round;
+    t->count[p] = 0;
+    t->offset[p] = 0;
+    t->slots[s] = p + 1;
+    return p;
 }
 
 /* The kinds of fault, in the order numpy's rounds check for them. */
@@ -1084,14 +1126,21 @@ static const char *const fault_messages[N_FAULTS] = {
     "a field runs past the end of its message (truncated file?)",
 };
 
-/* Read every field of the messages [starts[i], stops[i]) into the key table and entries,
- * message by message (reading them round by round, as numpy does, jumps across the buffer
- * once per round: as slow in C as in numpy). The fault numpy would meet first is the one of
- * the earliest round, then of the first kind in its order of checks, then of the first
- * message: each message's walk stops at its own first fault, and the least one is raised. */
+/* Walk every field of the messages [starts[i], stops[i]), message by message (reading them
+ * round by round, as numpy does, jumps across the buffer once per round: as slow in C as in
+ * numpy). Without columns (the first pass), count each key's fields per round into the key
+ * and pair tables, and find the fault numpy would meet first: the one of the earliest round,
+ * then of the first kind in its order of checks, then of the first message (each message's
+ * walk stops at its own first fault, and the least one is raised). With columns (the second
+ * pass, on bytes the first found sound), write each field at its pair's next place. */
 static failure read_messages(const uint8_t *buf, Py_ssize_t limit, const int64_t *starts,
-                             const int64_t *stops, Py_ssize_t n, key_table *keys, entries *out)
+                             const int64_t *stops, Py_ssize_t n, key_table *keys,
+                             pair_table *pairs, int64_t **rows, int64_t **values,
+                             int64_t **value_stops)
 {
+    enum { CACHED_ROUNDS = 64 };
+    Py_ssize_t cached[CACHED_ROUNDS] = {0}; /* pair id + 1 last met at each early round */
+    Py_ssize_t known_keys = keys->n;
     Py_ssize_t fault_round = PY_SSIZE_T_MAX, fault_at = -1;
     int fault_kind = N_FAULTS;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1174,17 +1223,30 @@ static failure read_messages(const uint8_t *buf, Py_ssize_t limit, const int64_t
             if (fault_kind != N_FAULTS)
                 continue; /* nothing is kept past a fault: only faults are looked for */
             Py_ssize_t k = key_id(keys, tag, round);
-            if (k < 0 || !reserve_entries(out, 1))
+            if (k < 0)
                 return out_of_memory;
-            keys->count[k]++;
-            Py_ssize_t e = out->n++;
-            out->key[e] = k;
-            out->round[e] = round;
-            out->row[e] = i;
-            out->value[e] = (int64_t)value;
-            out->stop[e] = pos;
-            if (round >= out->n_rounds)
-                out->n_rounds = round + 1;
+            if (rows && k >= known_keys)
+                return fail("the buffer changed while it was read", -1);
+            Py_ssize_t p = round < CACHED_ROUNDS ? cached[round] - 1 : -1;
+            if (p < 0 || pairs->key[p] != k) {
+                p = pair_id(pairs, k, round, rows == NULL);
+                if (p < 0)
+                    return rows ? fail("the buffer changed while it was read", -1)
+                                : out_of_memory;
+                if (round < CACHED_ROUNDS)
+                    cached[round] = p + 1;
+            }
+            if (!rows) {
+                keys->count[k]++;
+                pairs->count[p]++;
+                continue;
+            }
+            Py_ssize_t place = pairs->offset[p]++;
+            if (place >= keys->count[k])
+                return fail("the buffer changed while it was read", -1);
+            rows[k][place] = i;
+            values[k][place] = (int64_t)value;
+            value_stops[k][place] = pos;
         }
     }
     if (fault_kind != N_FAULTS)
@@ -1208,6 +1270,18 @@ static int compare_keys(const void *a, const void *b)
     return nx < ny ? -1 : nx > ny;
 }
 
+/* Pair ids by key id, then round. */
+static const pair_table *sorting_pairs;
+
+static int compare_pairs(const void *a, const void *b)
+{
+    const pair_table *t = sorting_pairs;
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    if (t->key[x] != t->key[y])
+        return t->key[x] < t->key[y] ? -1 : 1;
+    return t->round[x] < t->round[y] ? -1 : t->round[x] > t->round[y];
+}
+
 /* message_fields(data, starts, stops) -> [(key, rows, values, value_stops)] */
 static PyObject *message_fields(PyObject *self, PyObject *args)
 {
@@ -1216,15 +1290,15 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
     if (!parse_spans(args, views, &n))
         return NULL;
     key_table keys = {0};
-    entries found = {0};
+    pair_table pairs = {0};
     PyObject *result = NULL;
-    Py_ssize_t *order = NULL, *by_round = NULL, *in_rounds = NULL;
+    Py_ssize_t *order = NULL;
     int64_t **rows = NULL, **values = NULL, **value_stops = NULL;
+    const uint8_t *buf = (const uint8_t *)views[0].buf;
+    const int64_t *starts = (const int64_t *)views[1].buf, *stops = (const int64_t *)views[2].buf;
     failure error;
     Py_BEGIN_ALLOW_THREADS
-    error = read_messages((const uint8_t *)views[0].buf, views[0].len,
-                          (const int64_t *)views[1].buf, (const int64_t *)views[2].buf, n,
-                          &keys, &found);
+    error = read_messages(buf, views[0].len, starts, stops, n, &keys, &pairs, NULL, NULL, NULL);
     Py_END_ALLOW_THREADS
     if (error == out_of_memory) {
         PyErr_NoMemory();
@@ -1233,7 +1307,7 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
     if (raised(error))
         goto done;
     Py_ssize_t n_keys = keys.n;
-    size_t size = (size_t)(n_keys ? n_keys : 1);
+    size_t size = (size_t)(n_keys > pairs.n ? n_keys : pairs.n) + 1;
     order = malloc(size * sizeof *order);
     rows = calloc(size, sizeof *rows);
     values = calloc(size, sizeof *values);
@@ -1245,9 +1319,22 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
     }
     if (!result)
         goto done;
+    /* Each pair's first place in its key's columns: the key's pairs in order of rounds. */
+    for (Py_ssize_t p = 0; p < pairs.n; p++)
+        order[p] = p;
+    sorting_pairs = &pairs; /* under the GIL: one sort at a time */
+    qsort(order, (size_t)pairs.n, sizeof *order, compare_pairs);
+    for (Py_ssize_t j = 0, placed = 0; j < pairs.n; j++) {
+        Py_ssize_t p = order[j];
+        if (j && pairs.key[p] != pairs.key[order[j - 1]])
+            placed = 0;
+        pairs.offset[p] = placed;
+        placed += pairs.count[p];
+    }
+    /* The keys in numpy's order, each with its columns. */
     for (Py_ssize_t k = 0; k < n_keys; k++)
         order[k] = k;
-    sorting_keys = &keys; /* under the GIL: one sort at a time */
+    sorting_keys = &keys;
     qsort(order, (size_t)n_keys, sizeof *order, compare_keys);
     for (Py_ssize_t j = 0; j < n_keys; j++) {
         Py_ssize_t k = order[j];
@@ -1268,40 +1355,25 @@ static PyObject *message_fields(PyObject *self, PyObject *args)
             Py_CLEAR(result);
             goto done;
         }
-        PyList_SET_ITEM(result, j, item);
-        keys.count[k] = 0; /* now the fill of its columns */
-    }
-    /* The entries round by round (message by message within a round), then per key. */
-    by_round = calloc((size_t)found.n_rounds + 1, sizeof *by_round);
-    in_rounds = malloc((size_t)(found.n ? found.n : 1) * sizeof *in_rounds);
-    if (!by_round || !in_rounds) {
-        PyErr_NoMemory();
-        Py_CLEAR(result);
-        goto done;
+        PyList_SET_ITEM(result, j, item); /* the list holds the columns written below */
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t e = 0; e < found.n; e++)
-        by_round[found.round[e] + 1]++;
-    for (Py_ssize_t r = 0; r < found.n_rounds; r++)
-        by_round[r + 1] += by_round[r];
-    for (Py_ssize_t e = 0; e < found.n; e++)
-        in_rounds[by_round[found.round[e]]++] = e;
-    for (Py_ssize_t j = 0; j < found.n; j++) {
-        Py_ssize_t e = in_rounds[j], k = found.key[e], at = keys.count[k]++;
-        rows[k][at] = found.row[e];
-        values[k][at] = found.value[e];
-        value_stops[k][at] = found.stop[e];
-    }
+    error = read_messages(buf, views[0].len, starts, stops, n, &keys, &pairs, rows, values,
+                          value_stops);
     Py_END_ALLOW_THREADS
+    if (error == out_of_memory) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    } else if (raised(error)) {
+        Py_CLEAR(result);
+    }
 done:
     free(order);
-    free(by_round);
-    free(in_rounds);
     free(rows);
     free(values);
     free(value_stops);
     free_keys(&keys);
-    free_entries(&found);
+    free_pairs(&pairs);
     release_buffers(views, 3);
     return result;
 }
