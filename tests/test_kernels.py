@@ -10,6 +10,7 @@ test_every_kernel_has_a_parity_case.
 
 from __future__ import annotations
 
+import collections
 import inspect
 import random
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tpuperf import kernels
+from tests.conftest import SHARED_PROFILES, shared_profile
+from tpuperf import kernels, xspace
 from tpuperf.kernels import _numpy
 from tpuperf.kernels.wire import DecodeError
 
@@ -185,6 +187,54 @@ def _scan_fields(rng: random.Random) -> tuple[Any, ...]:
     return data, 0, stop if rng.random() < 0.97 else stop + 1
 
 
+def any_field(rng: random.Random) -> bytes:
+    """A field of any number (one- and multi-byte tags) and wire type, sometimes one that
+    protobuf rejects (field number 0, wire types 3, 4, 6, 7)."""
+    number = rng.choice([1, 2, 3, 5, 15, 16, 300, 1 << 28, rng.randrange(1, 1 << 61)])
+    choice = rng.randrange(12)
+    if choice < 4:
+        return tag(number, 0) + varint(big(rng))
+    if choice < 7:
+        return len_field(number, rng.choice([b"", b"ab", stat_payload(rng)]))
+    if choice == 7:
+        return tag(number, 1) + rng.randbytes(8)
+    if choice == 8:
+        return tag(number, 5) + rng.randbytes(4)
+    if choice == 9 and rng.random() < 0.3:
+        return tag(0, rng.choice([0, 2])) + b"\x01"
+    if choice == 10 and rng.random() < 0.3:
+        return tag(number, rng.choice([3, 4, 6, 7]))
+    return tag(rng.randrange(1, 4), 0) + varint(rng.randrange(3))
+
+
+def _message_fields(rng: random.Random) -> tuple[Any, ...]:
+    """Messages of any fields back to back (events, stats, ...), sometimes with faults;
+    spans sometimes empty, reversed, overlapping or outside the buffer."""
+    makers = [
+        event_payload,
+        stat_payload,
+        lambda r: b"".join(any_field(r) for _ in range(4)),
+        # 80 sound fields: more rounds than C keeps at hand, and many (key, round) pairs
+        lambda r: b"".join(
+            r.choice(
+                [tag(r.randrange(1, 300), 0) + varint(big(r)), len_field(r.randrange(1, 40), b"")]
+            )
+            for _ in range(80)
+        ),
+    ]
+    payloads = [rng.choice(makers)(rng) for _ in range(rng.randrange(10))]
+    data = b"".join(payloads)
+    ends = np.cumsum([len(p) for p in payloads], dtype=np.int64)
+    starts = ends - np.array([len(p) for p in payloads], dtype=np.int64)
+    for _ in range(rng.choice([1, 1, 2, 3])):  # faults in several messages: which one is told
+        data, _ = corrupt(rng, data, 0, len(data))
+    ends = np.minimum(ends, len(data)) if rng.random() < 0.9 else ends
+    if len(starts) and rng.random() < 0.1:
+        i = rng.randrange(len(starts))
+        starts[i] = rng.choice([-3, 0, len(data) + 2, int(ends[i])])
+    return np.frombuffer(data, np.uint8) if rng.random() < 0.5 else data, starts, ends
+
+
 def _texts(rng: random.Random) -> tuple[Any, ...]:
     data = rng.choice([b"plain ascii names", "caf\u00e9 \u4e2d".encode(), b"\xff\xfe\x80 bad"])
     spans = sorted(rng.randrange(len(data) + 1) for _ in range(2 * rng.randrange(6)))
@@ -234,6 +284,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "int_events": _int_events,
     "stats": _stats,
     "scan_fields": _scan_fields,
+    "message_fields": _message_fields,
     "texts": _texts,
     "kind_runs": _kind_runs,
     "dense_groups": _dense_groups,
@@ -250,6 +301,8 @@ def _comparable(value: Any) -> Any:
         return (value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
         return type(value).__name__, [_comparable(v) for v in value]
+    if isinstance(value, dict):  # in order: the keys' order is part of the result
+        return "dict", [(key, _comparable(v)) for key, v in value.items()]
     return value
 
 
@@ -330,3 +383,118 @@ def test_int_events_reads_the_chosen_stats() -> None:
             assert found[4].tolist() == [kernels.MISSING] * 3
             _, kept = kernels.int_events(data, 0, len(data), ids, columns, 2, keep_column=0)
             assert kept[1].tolist() == [0, 100]
+
+
+def test_message_fields_reads_each_key_round_by_round() -> None:
+    """Values computed by hand: two messages, each key's entries in the order of the rounds
+    (first fields of both messages, then the second ones), keys in the order first met (by
+    round, then wire type, then number); a length-delimited value is its payload's start."""
+    first = tag(1, 0) + varint(300) + len_field(2, b"ab") + tag(1, 0) + varint(7)
+    second = tag(2, 2) + varint(1) + b"x" + tag(1, 0) + varint(5) + tag(20, 1) + bytes(8)
+    data = first + second
+    starts = np.array([0, len(first), len(data)], np.int64)
+    stops = np.array([len(first), len(data), len(data)], np.int64)
+    for implementation in BUILT:
+        with kernels.use(implementation):
+            fields = kernels.message_fields(data, starts, stops)
+        as_lists = {key: [column.tolist() for column in value] for key, value in fields.items()}
+        assert list(as_lists) == [1 * 8 + 0, 2 * 8 + 2, 20 * 8 + 1]
+        # first: 08 ac02 | 12 02 'ab' | 08 07 (bytes 0-8); second: 12 01 'x' | 08 05 | a101 ...
+        assert as_lists[8] == [[0, 1, 0], [300, 5, 7], [3, 14, 9]]
+        assert as_lists[18] == [[1, 0], [11, 5], [12, 7]]  # round 0 of message 1 first
+        assert as_lists[161] == [[1], [0], [24]]
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        (tag(1, 0) + varint(1) + tag(0, 0) + b"\x01", "field number 0 (not an XSpace protobuf)"),
+        (tag(1, 0) + varint(1) + len_field(2, b"abc")[:-1] + tag(3, 0), "a field runs past"),
+    ],
+)
+def test_message_fields_names_the_fault_and_its_byte(message: bytes, error: str) -> None:
+    """The fault's field starts at byte 2 (after the first field); the message ends one byte
+    early in the second case, so its length-delimited field runs past it."""
+    stop = len(message) - 1 if error.startswith("a field") else len(message)
+    for implementation in BUILT:
+        with kernels.use(implementation), pytest.raises(DecodeError) as caught:
+            kernels.message_fields(message, np.array([0], np.int64), np.array([stop], np.int64))
+        assert str(caught.value).startswith(error)
+        assert str(caught.value).endswith(", at byte 2")
+
+
+REAL = sorted(
+    str(p.relative_to(SHARED_PROFILES)) for p in SHARED_PROFILES.glob("*/*.xplane.pb")
+) or ["tpu/v6e_4chip_inference.xplane.pb"]
+
+
+@needs_c
+@pytest.mark.parametrize("relative", REAL)
+def test_message_fields_agree_on_every_message_of_a_real_profile(
+    relative: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call the decoder makes on a real profile (metadata, map entries, plane headers,
+    memory breakdowns), and every length-delimited payload of its planes but the lines read
+    as messages, four levels deep (names and other text too: real bytes that are no message),
+    give the same fields or the same error in C and numpy; so do the decoder's calls on
+    copies with a byte flipped or a message cut short."""
+    data = shared_profile(relative).read_bytes()
+    calls: list[tuple[Any, np.ndarray, np.ndarray]] = []
+    reader = kernels.message_fields
+
+    def recording(buf: Any, starts: Any, stops: Any) -> kernels.Fields:
+        calls.append((buf, np.array(starts, np.int64), np.array(stops, np.int64)))
+        return reader(buf, starts, stops)
+
+    monkeypatch.setattr(kernels, "message_fields", recording)
+    space = xspace.decode(data)
+    for plane in space.planes:
+        plane.metadata_memory_breakdown()
+    monkeypatch.undo()
+    assert len(calls) >= 3 * len(space.planes)
+    fields_read = 0
+    for args in calls:
+        in_c = _outcome("message_fields", "native", args)
+        assert _outcome("message_fields", "numpy", args) == in_c
+        fields_read += sum(len(rows) for _, rows, _ in kernels.message_fields(*args).values())
+    assert fields_read > 1000
+    # The same calls on damaged copies: a byte of a message flipped, or its span cut short.
+    rng = random.Random(relative)
+    faults = 0
+    for buf, starts, stops in calls:
+        spans = np.flatnonzero(stops > starts)
+        if not len(spans):
+            continue
+        for _ in range(5):
+            i = int(spans[rng.randrange(len(spans))])
+            damaged, cut = bytearray(buf), stops.copy()
+            if rng.random() < 0.5:
+                damaged[rng.randrange(int(starts[i]), int(stops[i]))] = rng.randrange(256)
+            else:
+                cut[i] = rng.randrange(int(starts[i]), int(stops[i]))
+            in_c = _outcome("message_fields", "native", (bytes(damaged), starts, cut))
+            assert _outcome("message_fields", "numpy", (bytes(damaged), starts, cut)) == in_c
+            faults += in_c[0] == "error"
+    assert faults > 0
+    # Each plane's length-delimited payloads (lines left out: their events are the other
+    # kernels'), then theirs, per field key, as messages.
+    batches = []
+    top_number, top_wire, _, top_start, top_stop = kernels.scan_fields(data, 0, len(data))
+    planes = (top_number == 1) & (top_wire == 2)
+    for start, stop in zip(top_start[planes], top_stop[planes], strict=True):
+        number, wire, _, value_start, value_stop = kernels.scan_fields(data, start, stop)
+        for key in set(number[(wire == 2) & (number != 3)].tolist()):
+            pick = (wire == 2) & (number == key)
+            batches.append((value_start[pick], value_stop[pick]))
+    outcomes: collections.Counter[str] = collections.Counter()
+    for _ in range(4):
+        deeper = []
+        for starts, stops in batches:
+            in_c = _outcome("message_fields", "native", (data, starts, stops))
+            assert _outcome("message_fields", "numpy", (data, starts, stops)) == in_c
+            outcomes[in_c[0]] += 1
+            if in_c[0] == "result":
+                found = kernels.message_fields(data, starts, stops)
+                deeper += [(s, e) for key, (_, s, e) in found.items() if key & 7 == 2]
+        batches = deeper
+    assert outcomes["result"] > len(space.planes)

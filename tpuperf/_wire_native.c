@@ -891,6 +891,493 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ many messages */
+
+/* message_fields: the fields of many small messages (metadata entries, stats), in the order
+ * and with the errors of the numpy rounds of tpuperf.kernels.wire.message_fields: round r
+ * reads the r-th field of every message that has one, so each field key's entries come
+ * round by round, in message order within a round; a round's faults are reported in the
+ * order numpy meets them (tags, field number 0, values by wire type, then a field past its
+ * message's end). Varints and payloads are read against the end of the buffer (as numpy
+ * does) and checked against their message's end after the round. */
+
+/* How a varint read against the buffer's end went: read, ran past the end, or too long. */
+enum { VARINT_READ, VARINT_PAST, VARINT_LONG };
+
+static inline int varint_at(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t limit,
+                            uint64_t *out)
+{
+    uint64_t result = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*pos >= limit)
+            return VARINT_PAST;
+        uint8_t byte = buf[(*pos)++];
+        result |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *out = result;
+            return VARINT_READ;
+        }
+    }
+    return VARINT_LONG;
+}
+
+static const char out_of_memory[] = "out of memory";
+
+enum { SMALL_TAGS = 1024 };
+
+/* The field keys met (tags: number * 8 + wire), each with the round it first appeared in
+ * and its count of entries; found by an open-addressing table of key ids. */
+typedef struct {
+    uint64_t *tags;
+    Py_ssize_t *first_round, *count;
+    Py_ssize_t n, capacity;
+    Py_ssize_t *slots; /* key id + 1, 0 for an empty slot */
+    Py_ssize_t n_slots;
+    Py_ssize_t small[SMALL_TAGS]; /* key id + 1 of the tags below SMALL_TAGS, 0 for none */
+} key_table;
+
+static void free_keys(key_table *t)
+{
+    free(t->tags);
+    free(t->first_round);
+    free(t->count);
+    free(t->slots);
+}
+
+static inline size_t slot_of(uint64_t tag, Py_ssize_t n_slots)
+{
+    return (size_t)((tag * 0x9E3779B97F4A7C15ull) >> 20) & (size_t)(n_slots - 1);
+}
+
+static int grow_slots(key_table *t)
+{
+    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
+    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+    if (!slots)
+        return 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        size_t s = slot_of(t->tags[k], n_slots);
+        while (slots[s])
+            s = (s + 1) & (size_t)(n_slots - 1);
+        slots[s] = k + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    return 1;
+}
+
+/* The id of key `tag` (added, first met in `round`, where new); -1 out of memory. */
+static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
+{
+    if (tag < SMALL_TAGS && t->small[tag]) { /* one- and two-byte tags: a table */
+        Py_ssize_t k = t->small[tag] - 1;
+        if (round < t->first_round[k])
+            t->first_round[k] = round;
+        return k;
+    }
+    if (2 * (t->n + 1) > t->n_slots && !grow_slots(t))
+        return -1;
+    size_t s = slot_of(tag, t->n_slots);
+    while (t->slots[s]) {
+        Py_ssize_t k = t->slots[s] - 1;
+        if (t->tags[k] == tag) {
+            if (round < t->first_round[k])
+                t->first_round[k] = round;
+            return k;
+        }
+        s = (s + 1) & (size_t)(t->n_slots - 1);
+    }
+    if (t->n == t->capacity) {
+        Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
+        uint64_t *tags = realloc(t->tags, (size_t)capacity * sizeof *tags);
+        if (tags)
+            t->tags = tags;
+        Py_ssize_t *first = realloc(t->first_round, (size_t)capacity * sizeof *first);
+        if (first)
+            t->first_round = first;
+        Py_ssize_t *count = realloc(t->count, (size_t)capacity * sizeof *count);
+        if (count)
+            t->count = count;
+        if (!tags || !first || !count)
+            return -1;
+        t->capacity = capacity;
+    }
+    Py_ssize_t k = t->n++;
+    t->tags[k] = tag;
+    t->first_round[k] = round;
+    t->count[k] = 0;
+    t->slots[s] = k + 1;
+    if (tag < SMALL_TAGS)
+        t->small[tag] = k + 1;
+    return k;
+}
+
+/* The (key id, round) pairs met, each with its count of fields: a key's fields go out round
+ * by round, so each pair gets the place of its first field in the key's columns. */
+typedef struct {
+    Py_ssize_t *key, *round, *count, *offset;
+    Py_ssize_t n, capacity;
+    Py_ssize_t *slots; /* pair id + 1, 0 for an empty slot */
+    Py_ssize_t n_slots;
+} pair_table;
+
+static void free_pairs(pair_table *t)
+{
+    free(t->key);
+    free(t->round);
+    free(t->count);
+    free(t->offset);
+    free(t->slots);
+}
+
+static inline size_t pair_slot(Py_ssize_t key, Py_ssize_t round, Py_ssize_t n_slots)
+{
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull ^ (uint64_t)round * 0xC2B2AE3D27D4EB4Full;
+    return (size_t)(h >> 20) & (size_t)(n_slots - 1);
+}
+
+static int grow_pair_slots(pair_table *t)
+{
+    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
+    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
+    if (!slots)
+        return 0;
+    for (Py_ssize_t p = 0; p < t->n; p++) {
+        size_t s = pair_slot(t->key[p], t->round[p], n_slots);
+        while (slots[s])
+            s = (s + 1) & (size_t)(n_slots - 1);
+        slots[s] = p + 1;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    return 1;
+}
+
+/* The id of pair (key, round), added where new and `add`; -1 where absent (not `add`) or out
+ * of memory. */
+static Py_ssize_t pair_id(pair_table *t, Py_ssize_t key, Py_ssize_t round, int add)
+{
+    if (add && 2 * (t->n + 1) > t->n_slots && !grow_pair_slots(t))
+        return -1;
+    if (!t->n_slots)
+        return -1;
+    size_t s = pair_slot(key, round, t->n_slots);
+    while (t->slots[s]) {
+        Py_ssize_t p = t->slots[s] - 1;
+        if (t->key[p] == key && t->round[p] == round)
+            return p;
+        s = (s + 1) & (size_t)(t->n_slots - 1);
+    }
+    if (!add)
+        return -1;
+    if (t->n == t->capacity) {
+        Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
+        Py_ssize_t *columns[4] = {t->key, t->round, t->count, t->offset};
+        for (int c = 0; c < 4; c++) {
+            Py_ssize_t *grown = realloc(columns[c], (size_t)capacity * sizeof *grown);
+            if (!grown)
+                return -1;
+            columns[c] = grown;
+            if (c == 0)
+                t->key = grown;
+            else if (c == 1)
+                t->round = grown;
+            else if (c == 2)
+                t->count = grown;
+            else
+                t->offset = grown;
+        }
+        t->capacity = capacity;
+    }
+    Py_ssize_t p = t->n++;
+    t->key[p] = key;
+    t->round[p] = round;
+    t->count[p] = 0;
+    t->offset[p] = 0;
+    t->slots[s] = p + 1;
+    return p;
+}
+
+/* The kinds of fault, in the order numpy's rounds check for them. */
+enum {
+    FAULT_TAG_PAST, FAULT_TAG_LONG, FAULT_NUMBER_0,
+    FAULT_VARINT_PAST, FAULT_VARINT_LONG, FAULT_FIXED64,
+    FAULT_LEN_PAST, FAULT_LEN_LONG, FAULT_LEN_OVER,
+    FAULT_WIRE_3, FAULT_WIRE_4, FAULT_WIRE_6, FAULT_WIRE_7,
+    FAULT_END, N_FAULTS
+};
+
+static const char *const fault_messages[N_FAULTS] = {
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "field number 0 (not an XSpace protobuf)",
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "a fixed64 value runs past the end of its message (truncated file?)",
+    "a varint runs past the end of its message (truncated file?)",
+    "a varint is longer than 10 bytes (not an XSpace protobuf)",
+    "a field runs past the end of its message (truncated file?)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "invalid wire type (not an XSpace protobuf)",
+    "a field runs past the end of its message (truncated file?)",
+};
+
+/* Walk every field of the messages [starts[i], stops[i]), message by message (reading them
+ * round by round, as numpy does, jumps across the buffer once per round: as slow in C as in
+ * numpy). Without columns (the first pass), count each key's fields per round into the key
+ * and pair tables, and find the fault numpy would meet first: the one of the earliest round,
+ * then of the first kind in its order of checks, then of the first message (each message's
+ * walk stops at its own first fault, and the least one is raised). With columns (the second
+ * pass, on bytes the first found sound), write each field at its pair's next place. */
+static failure read_messages(const uint8_t *buf, Py_ssize_t limit, const int64_t *starts,
+                             const int64_t *stops, Py_ssize_t n, key_table *keys,
+                             pair_table *pairs, int64_t **rows, int64_t **values,
+                             int64_t **value_stops)
+{
+    enum { CACHED_ROUNDS = 64 };
+    Py_ssize_t cached[CACHED_ROUNDS] = {0}; /* pair id + 1 last met at each early round */
+    Py_ssize_t known_keys = keys->n;
+    Py_ssize_t fault_round = PY_SSIZE_T_MAX, fault_at = -1;
+    int fault_kind = N_FAULTS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = starts[i], end = stops[i];
+        if (pos >= end)
+            continue;
+        if (pos < 0 || end > limit)
+            return fail("message span outside the buffer", -1);
+        for (Py_ssize_t round = 0; pos < end && round <= fault_round; round++) {
+            Py_ssize_t field_start = pos;
+            uint64_t tag, value = 0;
+            int kind = N_FAULTS, read;
+            Py_ssize_t at = -1;
+            read = varint_at(buf, &pos, limit, &tag);
+            if (read != VARINT_READ) {
+                kind = read == VARINT_PAST ? FAULT_TAG_PAST : FAULT_TAG_LONG;
+                at = read == VARINT_PAST ? limit : field_start;
+            } else if (tag >> 3 == 0) {
+                kind = FAULT_NUMBER_0;
+                at = field_start;
+            } else {
+                Py_ssize_t value_start = pos;
+                switch ((int)(tag & 7)) {
+                case WIRE_VARINT:
+                    read = varint_at(buf, &pos, limit, &value);
+                    if (read != VARINT_READ) {
+                        kind = read == VARINT_PAST ? FAULT_VARINT_PAST : FAULT_VARINT_LONG;
+                        at = read == VARINT_PAST ? limit : value_start;
+                    }
+                    break;
+                case WIRE_FIXED64:
+                    if (limit - pos < 8) {
+                        kind = FAULT_FIXED64;
+                        at = pos;
+                        break;
+                    }
+                    memcpy(&value, buf + pos, 8);
+                    pos += 8;
+                    break;
+                case WIRE_LEN: {
+                    uint64_t length;
+                    read = varint_at(buf, &pos, limit, &length);
+                    if (read != VARINT_READ) {
+                        kind = read == VARINT_PAST ? FAULT_LEN_PAST : FAULT_LEN_LONG;
+                        at = read == VARINT_PAST ? limit : value_start;
+                    } else if (length > (uint64_t)(limit - pos)) {
+                        kind = FAULT_LEN_OVER;
+                        at = pos;
+                    } else {
+                        value = (uint64_t)pos;
+                        pos += (Py_ssize_t)length;
+                    }
+                    break;
+                }
+                case WIRE_FIXED32:
+                    pos += 4;
+                    break;
+                default: {
+                    int wire = (int)(tag & 7);
+                    kind = wire == 3 ? FAULT_WIRE_3
+                         : wire == 4 ? FAULT_WIRE_4
+                         : wire == 6 ? FAULT_WIRE_6
+                                     : FAULT_WIRE_7;
+                    at = pos;
+                }
+                }
+                if (kind == N_FAULTS && pos > end) {
+                    kind = FAULT_END;
+                    at = field_start;
+                }
+            }
+            if (kind != N_FAULTS) {
+                if (round < fault_round || (round == fault_round && kind < fault_kind)) {
+                    fault_round = round;
+                    fault_kind = kind;
+                    fault_at = at;
+                }
+                break;
+            }
+            if (fault_kind != N_FAULTS)
+                continue; /* nothing is kept past a fault: only faults are looked for */
+            Py_ssize_t k = key_id(keys, tag, round);
+            if (k < 0)
+                return out_of_memory;
+            if (rows && k >= known_keys)
+                return fail("the buffer changed while it was read", -1);
+            Py_ssize_t p = round < CACHED_ROUNDS ? cached[round] - 1 : -1;
+            if (p < 0 || pairs->key[p] != k) {
+                p = pair_id(pairs, k, round, rows == NULL);
+                if (p < 0)
+                    return rows ? fail("the buffer changed while it was read", -1)
+                                : out_of_memory;
+                if (round < CACHED_ROUNDS)
+                    cached[round] = p + 1;
+            }
+            if (!rows) {
+                keys->count[k]++;
+                pairs->count[p]++;
+                continue;
+            }
+            Py_ssize_t place = pairs->offset[p]++;
+            if (place >= keys->count[k])
+                return fail("the buffer changed while it was read", -1);
+            rows[k][place] = i;
+            values[k][place] = (int64_t)value;
+            value_stops[k][place] = pos;
+        }
+    }
+    if (fault_kind != N_FAULTS)
+        return fail(fault_messages[fault_kind], fault_at);
+    return NULL;
+}
+
+/* Key ids in the order numpy's dict has them: by first round, then wire type, then number. */
+static const key_table *sorting_keys;
+
+static int compare_keys(const void *a, const void *b)
+{
+    const key_table *t = sorting_keys;
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    if (t->first_round[x] != t->first_round[y])
+        return t->first_round[x] < t->first_round[y] ? -1 : 1;
+    uint64_t wx = t->tags[x] & 7, wy = t->tags[y] & 7;
+    if (wx != wy)
+        return wx < wy ? -1 : 1;
+    uint64_t nx = t->tags[x] >> 3, ny = t->tags[y] >> 3;
+    return nx < ny ? -1 : nx > ny;
+}
+
+/* Pair ids by key id, then round. */
+static const pair_table *sorting_pairs;
+
+static int compare_pairs(const void *a, const void *b)
+{
+    const pair_table *t = sorting_pairs;
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    if (t->key[x] != t->key[y])
+        return t->key[x] < t->key[y] ? -1 : 1;
+    return t->round[x] < t->round[y] ? -1 : t->round[x] > t->round[y];
+}
+
+/* message_fields(data, starts, stops) -> [(key, rows, values, value_stops)] */
+static PyObject *message_fields(PyObject *self, PyObject *args)
+{
+    Py_buffer views[3];
+    Py_ssize_t n;
+    if (!parse_spans(args, views, &n))
+        return NULL;
+    key_table keys = {0};
+    pair_table pairs = {0};
+    PyObject *result = NULL;
+    Py_ssize_t *order = NULL;
+    int64_t **rows = NULL, **values = NULL, **value_stops = NULL;
+    const uint8_t *buf = (const uint8_t *)views[0].buf;
+    const int64_t *starts = (const int64_t *)views[1].buf, *stops = (const int64_t *)views[2].buf;
+    failure error;
+    Py_BEGIN_ALLOW_THREADS
+    error = read_messages(buf, views[0].len, starts, stops, n, &keys, &pairs, NULL, NULL, NULL);
+    Py_END_ALLOW_THREADS
+    if (error == out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (raised(error))
+        goto done;
+    Py_ssize_t n_keys = keys.n;
+    size_t size = (size_t)(n_keys > pairs.n ? n_keys : pairs.n) + 1;
+    order = malloc(size * sizeof *order);
+    rows = calloc(size, sizeof *rows);
+    values = calloc(size, sizeof *values);
+    value_stops = calloc(size, sizeof *value_stops);
+    result = PyList_New(n_keys);
+    if (!order || !rows || !values || !value_stops) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    }
+    if (!result)
+        goto done;
+    /* Each pair's first place in its key's columns: the key's pairs in order of rounds. */
+    for (Py_ssize_t p = 0; p < pairs.n; p++)
+        order[p] = p;
+    sorting_pairs = &pairs; /* under the GIL: one sort at a time */
+    qsort(order, (size_t)pairs.n, sizeof *order, compare_pairs);
+    for (Py_ssize_t j = 0, placed = 0; j < pairs.n; j++) {
+        Py_ssize_t p = order[j];
+        if (j && pairs.key[p] != pairs.key[order[j - 1]])
+            placed = 0;
+        pairs.offset[p] = placed;
+        placed += pairs.count[p];
+    }
+    /* The keys in numpy's order, each with its columns. */
+    for (Py_ssize_t k = 0; k < n_keys; k++)
+        order[k] = k;
+    sorting_keys = &keys;
+    qsort(order, (size_t)n_keys, sizeof *order, compare_keys);
+    for (Py_ssize_t j = 0; j < n_keys; j++) {
+        Py_ssize_t k = order[j];
+        PyObject *out[3] = {NULL};
+        int64_t *columns[3];
+        if (!new_columns(out, columns, 3, keys.count[k])) {
+            drop_columns(out, 3);
+            Py_CLEAR(result);
+            goto done;
+        }
+        rows[k] = columns[0];
+        values[k] = columns[1];
+        value_stops[k] = columns[2];
+        PyObject *item = Py_BuildValue("KOOO", (unsigned long long)keys.tags[k], out[0], out[1],
+                                       out[2]);
+        drop_columns(out, 3);
+        if (!item) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, item); /* the list holds the columns written below */
+    }
+    Py_BEGIN_ALLOW_THREADS
+    error = read_messages(buf, views[0].len, starts, stops, n, &keys, &pairs, rows, values,
+                          value_stops);
+    Py_END_ALLOW_THREADS
+    if (error == out_of_memory) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    } else if (raised(error)) {
+        Py_CLEAR(result);
+    }
+done:
+    free(order);
+    free(rows);
+    free(values);
+    free(value_stops);
+    free_keys(&keys);
+    free_pairs(&pairs);
+    release_buffers(views, 3);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"event_records", event_records, METH_VARARGS,
      "event_records(data, first, stop) -> (run_end, metadata_id, offset_ps, duration_ps, "
@@ -907,6 +1394,9 @@ static PyMethodDef methods[] = {
      "-> "
      "(run_end, metadata_id, offset_ps, duration_ps, *columns): a run of event records with "
      "chosen integer stats as int64 columns (INT64_MIN where absent)."},
+    {"message_fields", message_fields, METH_VARARGS,
+     "message_fields(data, starts, stops) -> [(key, rows, values, value_stops)]: the fields "
+     "of many messages, per key (number * 8 + wire) in the order of numpy's rounds."},
     {"stats", stats, METH_VARARGS,
      "stats(data, starts, stops) -> (metadata_id, kind, int_value, double_value, text_start, "
      "text_stop): XStat payloads decoded into columns."},

@@ -61,5 +61,11 @@ def group_sums(
 ) -> bytearray | None:
     """int64 sums per group; None when a group is outside [0, n_groups)."""
 
+def message_fields(
+    data: Buffer, starts: Buffer, stops: Buffer, /
+) -> list[tuple[int, bytearray, bytearray, bytearray]]:
+    """[(key, rows, values, value_stops)]: the fields of many messages per key (number * 8 +
+    wire), in the order of the numpy rounds of tpuperf.kernels.wire.message_fields."""
+
 def texts(data: Buffer, starts: Buffer, stops: Buffer, /) -> list[str]:
     """The spans decoded as UTF-8, bad bytes replaced."""

@@ -39,7 +39,6 @@ from tpuperf.kernels.wire import (
     WIRE_VARINT,
     DecodeError,
     field_values,
-    message_fields,
     read_varint,
     scalar_field,
     skip_value,
@@ -318,9 +317,9 @@ class Plane:
         ids = self.stat_ids("memory_access_breakdown")
         rows = np.flatnonzero(_is_one_of(stats.metadata_id, ids) & (stats.kind == STAT_BYTES))
         buf = np.frombuffer(self._data, dtype=np.uint8)
-        entries = message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
+        entries = kernels.message_fields(buf, stats.text_start[rows], stats.text_stop[rows])
         owner, starts, stops = field_values(entries, 1, WIRE_LEN)
-        fields = message_fields(buf, starts, stops)
+        fields = kernels.message_fields(buf, starts, stops)
         n = len(owner)
         return (
             stats.owner[rows][owner],
@@ -520,7 +519,7 @@ def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
     # What is left (id, name, stat metadata, plane stats) is small: one message of its own.
     header = _join_fields(data, field_start[rest], value_stop[rest])
     header_buf = np.frombuffer(header, dtype=np.uint8)
-    fields = message_fields(header_buf, np.zeros(1, np.int64), np.full(1, len(header)))
+    fields = kernels.message_fields(header, np.zeros(1, np.int64), np.full(1, len(header)))
     stat_names = _stat_names(header, header_buf, fields)
     plane = Plane(
         id=int(scalar_field(fields, _PLANE_ID, 1)[0]),
@@ -593,12 +592,12 @@ def _map_entries(
     """The entries of a ``map<int64, Message>`` field (at ``starts``/``stops``): each entry's
     key, and the fields of each entry's value (an entry without one: an empty message)."""
     n = len(starts)
-    entries = message_fields(buf, starts, stops)
+    entries = kernels.message_fields(buf, starts, stops)
     keys = scalar_field(entries, 1, n)
     value_rows, value_starts, value_stops = field_values(entries, 2, WIRE_LEN)
     inner_starts, inner_stops = np.zeros(n, np.int64), np.zeros(n, np.int64)
     inner_starts[value_rows], inner_stops[value_rows] = value_starts, value_stops
-    return keys, message_fields(buf, inner_starts, inner_stops)
+    return keys, kernels.message_fields(buf, inner_starts, inner_stops)
 
 
 def _stat_dict(

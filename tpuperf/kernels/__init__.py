@@ -32,6 +32,7 @@ KERNELS = (
     "int_events",
     "stats",
     "scan_fields",
+    "message_fields",
     "texts",
     "kind_runs",
     "dense_groups",
@@ -191,6 +192,20 @@ def scan_fields(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
     return _impl.scan_fields(data, *_span(data, start, stop, "message"))
 
 
+# What message_fields returns: per field key (number * 8 + wire type, see wire.field_key),
+# (message index, value, value stop) as int64 columns.
+Fields = dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def message_fields(data: Any, starts: Any, stops: Any) -> Fields:
+    """The fields of many small messages (at ``starts``/``stops``) at once, per field key
+    (number * 8 + wire type): the index of the message of each, its value (a varint as
+    int64, a fixed64's raw bits, a length-delimited field's payload start, 0 for a fixed32)
+    and where the value ends. Each key's entries come in the order of rounds that read the
+    first field of every message, then the second, ...; keys in the order first met so."""
+    return _impl.message_fields(data, *_spans(starts, stops))
+
+
 def texts(data: Any, starts: Any, stops: Any) -> list[str]:
     """The spans of ``data`` decoded as UTF-8, bad bytes replaced."""
     return _impl.texts(data, *_spans(starts, stops))
@@ -230,4 +245,4 @@ def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndar
     return _impl.group_sums(groups, values, int(n_groups))
 
 
-__all__ = [*KERNELS, "DecodeError", "MISSING", "implementation", "native_built", "use"]
+__all__ = [*KERNELS, "DecodeError", "Fields", "MISSING", "implementation", "native_built", "use"]

@@ -85,6 +85,16 @@ def scan_fields(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
     return tuple(_int64(column) for column in columns)
 
 
+def message_fields(
+    data: Any, starts: np.ndarray, stops: np.ndarray
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    try:
+        found = c.message_fields(data, starts, stops)
+    except ValueError as exc:
+        raise DecodeError(str(exc)) from None
+    return {key: (_int64(rows), _int64(values), _int64(ends)) for key, rows, values, ends in found}
+
+
 def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
     try:
         return c.texts(data, starts, stops)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tpuperf.kernels import wire as _wire
 from tpuperf.kernels.wire import (
     EMPTY,
     EVENT_RECORD_TAG,
@@ -28,7 +29,6 @@ from tpuperf.kernels.wire import (
     DecodeError,
     decode_events,
     field_values,
-    message_fields,
     read_varint,
     record_starts,
     scalar_field,
@@ -119,7 +119,7 @@ def stats(data: Any, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray,
         _stats_like_c(data, starts, stops)
     buf = np.frombuffer(data, dtype=np.uint8)
     try:
-        fields = message_fields(buf, starts, stops)
+        fields = _wire.message_fields(buf, starts, stops)
     except DecodeError:
         _stats_like_c(data, starts, stops)
         raise
@@ -167,6 +167,16 @@ def scan_fields(data: Any, start: int, stop: int) -> tuple[np.ndarray, ...]:
     if not rows:
         return tuple(np.zeros(0, dtype=np.int64) for _ in range(5))
     return tuple(np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
+
+
+def message_fields(
+    data: Any, starts: np.ndarray, stops: np.ndarray
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    buf = np.frombuffer(data, dtype=np.uint8)
+    outside = (starts < stops) & ((starts < 0) | (stops > len(buf)))
+    if outside.any():  # as the C loop says it (numpy would index around or past the end)
+        raise DecodeError("message span outside the buffer")
+    return _wire.message_fields(buf, starts, stops)
 
 
 def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
