@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from tpuperf.kernels.wire import DecodeError
+from tpuperf.kernels.wire import DecodeError, read_varint
 
 # Field types: the integers are read as protobuf reads int64, int32 and bool.
 INT64, INT32, BOOL, STRING, MESSAGE = range(5)
@@ -256,20 +256,6 @@ class _Lazy:
         return value
 
 
-def _varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
-    """The rest of a varint whose first byte (``first``, >= 0x80) was before ``pos``."""
-    result, shift = first & 0x7F, 7
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise DecodeError(f"a varint is longer than 10 bytes, at byte {pos}")
-
-
 def _integer(value: int, kind: int) -> int | bool:
     if kind == INT64:
         return value - (1 << 64) if value >= 1 << 63 else value
@@ -288,7 +274,7 @@ def _read_fields(message: _Message, data: bytes, pos: int, stop: int) -> None:
         tag = data[pos]
         pos += 1
         if tag >= 0x80:
-            tag, pos = _varint(data, pos, tag)
+            tag, pos = read_varint(data, pos - 1, stop)
         wire = tag & 7
         value = 0
         start = pos
@@ -296,12 +282,12 @@ def _read_fields(message: _Message, data: bytes, pos: int, stop: int) -> None:
             value = data[pos]
             pos += 1
             if value >= 0x80:
-                value, pos = _varint(data, pos, value)
+                value, pos = read_varint(data, pos - 1, stop)
         elif wire == 2:
             length = data[pos]
             pos += 1
             if length >= 0x80:
-                length, pos = _varint(data, pos, length)
+                length, pos = read_varint(data, pos - 1, stop)
             start = pos
             pos += length
         elif wire == 1:
@@ -340,7 +326,7 @@ def _read_fields(message: _Message, data: bytes, pos: int, stop: int) -> None:
                 value = data[at]
                 at += 1
                 if value >= 0x80:
-                    value, at = _varint(data, at, value)
+                    value, at = read_varint(data, at - 1, pos)
                 found.append(_integer(value, kind))
             if at > pos:
                 raise DecodeError(f"a packed varint runs past its field, at byte {start}")
