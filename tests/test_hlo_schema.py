@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests._wire import len_field, tag, varint
 from tests.conftest import REPO, SHARED_PROFILES
 from tpuperf import _hlo_schema
 from tpuperf._hlo_schema import BUFFER_MESSAGES, MESSAGE, MESSAGES
@@ -83,21 +84,11 @@ def test_every_declared_field_reads_as_protobuf_reads_it(path: Path) -> None:
 
 
 def _field(number: int, wire: int, payload: bytes | int) -> bytes:
-    def varint(value: int) -> bytes:
-        value &= (1 << 64) - 1
-        out = bytearray()
-        while True:
-            byte = value & 0x7F
-            value >>= 7
-            out.append(byte | (0x80 if value else 0))
-            if not value:
-                return bytes(out)
-
     if wire == 0:
         assert isinstance(payload, int)
-        return varint(number << 3) + varint(payload)
+        return tag(number, 0) + varint(payload)
     assert isinstance(payload, bytes)
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+    return len_field(number, payload)
 
 
 def test_wire_forms_protobuf_accepts() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._wire import len_field, tag, varint
 from tests.conftest import SHARED_PROFILES, shared_profile
 from tpuperf import kernels, xspace
 from tpuperf.kernels import _numpy
@@ -33,27 +34,6 @@ BUILT = [name for name in kernels.IMPLEMENTATIONS if name == "numpy" or kernels.
 SEEDS = 300
 
 # --------------------------------------------------------------------------- wire bytes
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def tag(number: int, wire: int) -> bytes:
-    return varint(number << 3 | wire)
-
-
-def len_field(number: int, payload: bytes) -> bytes:
-    return tag(number, 2) + varint(len(payload)) + payload
 
 
 def big(rng: random.Random) -> int:
