@@ -125,6 +125,7 @@ def _must_not_decode(*args: object) -> None:
         ("object_dtype", "dtype |O"),
         ("negative_array_number", "no array -1"),
         ("negative_shape", "shape [-1]"),
+        ("strings_count", "values, not"),
     ],
 )
 def test_damaged_entry_is_ignored_and_rebuilt(
@@ -167,8 +168,24 @@ def test_damaged_entry_is_ignored_and_rebuilt(
         meta["lines"]["columns"]["first_ps"][1] = -1
     elif damage == "negative_shape":
         meta["arrays"][0][1] = [-1]
+    elif damage == "strings_count":  # a string column's values, joined in columns.bin
+        column = next(
+            c
+            for d in meta["devices"]
+            for t in d["tables"].values()
+            for c in t["columns"].values()
+            if c[0] == "strings" and len(c[3]) == 2 and all(type(v) is int for v in c[3])
+        )
+        column[3][1] += 1
     if damage in ("meta_without_arrays", "other_version", "other_format", "other_key") or (
-        damage in ("array_past_the_end", "object_dtype", "negative_array_number", "negative_shape")
+        damage
+        in (
+            "array_past_the_end",
+            "object_dtype",
+            "negative_array_number",
+            "negative_shape",
+            "strings_count",
+        )
     ):
         meta_path.write_text(json.dumps(meta))
     assert_same_profile(cache_mod.load(run, cache=cache), expected)
@@ -179,6 +196,32 @@ def test_damaged_entry_is_ignored_and_rebuilt(
     assert meta_path.exists()
     assert_same_profile(cache_mod.load(run, cache=cache), expected)
     assert cache.hits == 1 and len(notes) == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "joined"),
+    [
+        (("fusion.1", "", "%add = f32[8]{0} add(...)", "naïve ✓", "fusion.1"), True),
+        (("a\x00b", "c"), False),  # a NUL in a value: kept as a JSON list
+        ((), False),
+    ],
+)
+def test_string_columns_are_stored_as_text_and_read_back_exactly(
+    values: tuple[str, ...], joined: bool, tmp_path: Path
+) -> None:
+    from tpuperf.columns import Strings, Table
+
+    codes = np.arange(len(values), dtype=np.int32)
+    table = Table({"name": Strings(codes, values)}, n=len(values))
+    with cache_mod._Blob(tmp_path / "columns.bin") as blob:
+        spec = cache_mod._encode(table, blob)
+    stored = spec["columns"]["name"][3]
+    assert (stored != list(values)) == joined
+    st = os.stat(tmp_path / "columns.bin")
+    meta = {"arrays": blob.arrays, "blob": [st.st_size, st.st_mtime_ns, st.st_ino]}
+    back = cache_mod._decode(json.loads(json.dumps(spec)), cache_mod._Arrays(tmp_path, meta))
+    assert back["name"].values == values
+    assert np.array_equal(back["name"].codes, codes)
 
 
 def test_rows_round_trip_and_damaged_rows_miss(tmp_path: Path) -> None:

@@ -5,12 +5,13 @@ Every command that reads a profile reads it through here (``--no-cache`` aside),
 it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/tpuperf``, else ``~/.cache/tpuperf``::
 
-    v2/tables/ab/<key>/   one host file's decoded tables: columns.bin, every array of its
-                          tables one after another (raw, aligned, memory-mapped when read),
+    v3/tables/ab/<key>/   one host file's decoded tables: columns.bin, every array of its
+                          tables one after another (raw, aligned, memory-mapped when read)
+                          and the UTF-8 text of each string column's values,
                           and host.json (what each array is, the tables' form, its HostInfo,
                           warnings, and the stamps that say the entry is whole and current)
-    v2/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
-    v2/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
+    v3/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
+    v3/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
                           unchanged file is not read again just to hash it (a file modified
                           too recently for that is recorded without its stat: seen, so that
                           reading it again hashes it before decoding anything)
@@ -52,7 +53,7 @@ from tpuperf.files import write_atomic
 from tpuperf.profiles import HostInfo, HostPart, Profile, assemble, read_host
 
 # Bump when the layout of entries changes; old entries are then simply never looked at.
-FORMAT = "v2"
+FORMAT = "v3"
 
 # A local file modified this recently may change again within the file system's timestamp
 # resolution without its mtime moving, so its stat is not trusted as a stand-in for its content
@@ -472,13 +473,24 @@ def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
         column = table[name]
         if isinstance(column, Strings):
             mapping = None if column.mapping is None else blob.add(column.mapping)
-            values = list(map(str, column.values))
-            columns[name] = ["strings", blob.add(column.index), mapping, values]
+            columns[name] = ["strings", blob.add(column.index), mapping, _values(column, blob)]
         elif isinstance(column, Lookup):
             columns[name] = ["lookup", blob.add(column.index), blob.add(column.values)]
         else:
             columns[name] = ["array", blob.add(np.asarray(column))]
     return {"n": int(table.n), "columns": columns}
+
+
+def _values(column: Any, blob: _Blob) -> list[str] | list[int]:
+    """A Strings column's values as the entry keeps them: their UTF-8 text joined by NUL in
+    ``blob``, ``[array, count]`` (made and read back in C; as JSON, escaping every character
+    of a profile's HLO texts, storing them held the GIL for most of a cache entry's time);
+    the values themselves, as a JSON list, where one holds a NUL or there are none."""
+    values = list(map(str, column.values))
+    joined = "\0".join(values)
+    if not values or joined.count("\0") != len(values) - 1:
+        return values
+    return [blob.add_bytes(joined.encode("utf-8", "surrogatepass")), len(values)]
 
 
 class _Arrays:
@@ -528,7 +540,12 @@ def _decode(spec: dict[str, Any], arrays: _Arrays) -> Table:
     for name, (kind, *parts) in spec["columns"].items():
         if kind == "strings":
             index, mapping, values = parts
-            if not all(isinstance(v, str) for v in values):
+            if len(values) == 2 and all(type(v) is int for v in values):  # joined (_values)
+                number, count = values
+                values = arrays.bytes(number).decode("utf-8", "surrogatepass").split("\0")
+                if len(values) != count:
+                    raise ValueError(f"column {name}: {len(values)} values, not {count}")
+            elif not all(isinstance(v, str) for v in values):
                 raise ValueError(f"column {name}: values that are not strings")
             columns[name] = Strings(
                 arrays[index], tuple(values), None if mapping is None else arrays[mapping]
