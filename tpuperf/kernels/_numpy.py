@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.kernels import wire as _wire
 from tpuperf.kernels.wire import (
     EMPTY,
     EVENT_RECORD_TAG,
@@ -33,6 +32,9 @@ from tpuperf.kernels.wire import (
     record_starts,
     scalar_field,
     walk_fields,
+)
+from tpuperf.kernels.wire import (
+    message_fields as rounds,
 )
 
 MISSING = np.iinfo(np.int64).min
@@ -119,7 +121,7 @@ def stats(data: Any, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray,
         _stats_like_c(data, starts, stops)
     buf = np.frombuffer(data, dtype=np.uint8)
     try:
-        fields = _wire.message_fields(buf, starts, stops)
+        fields = rounds(buf, starts, stops)
     except DecodeError:
         _stats_like_c(data, starts, stops)
         raise
@@ -176,7 +178,7 @@ def message_fields(
     outside = (starts < stops) & ((starts < 0) | (stops > len(buf)))
     if outside.any():  # as the C loop says it (numpy would index around or past the end)
         raise DecodeError("message span outside the buffer")
-    return _wire.message_fields(buf, starts, stops)
+    return rounds(buf, starts, stops)
 
 
 def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
