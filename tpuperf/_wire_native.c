@@ -949,22 +949,41 @@ static inline size_t slot_of(uint64_t tag, Py_ssize_t n_slots)
     return (size_t)((tag * 0x9E3779B97F4A7C15ull) >> 20) & (size_t)(n_slots - 1);
 }
 
-static int grow_slots(key_table *t)
+/* A table's slots (open addressing: item id + 1, 0 for an empty slot) made again, twice as
+ * many (64 at first), for its `n` items, each placed at `place(table, item, n_slots)` or the
+ * first empty slot after it; 0 out of memory (the slots as they were). */
+static int grow_slots(Py_ssize_t **slots, Py_ssize_t *n_slots, Py_ssize_t n,
+                      size_t (*place)(const void *, Py_ssize_t, Py_ssize_t), const void *table)
 {
-    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
-    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
-    if (!slots)
+    Py_ssize_t size = *n_slots ? *n_slots * 2 : 64;
+    Py_ssize_t *grown = calloc((size_t)size, sizeof *grown);
+    if (!grown)
         return 0;
-    for (Py_ssize_t k = 0; k < t->n; k++) {
-        size_t s = slot_of(t->tags[k], n_slots);
-        while (slots[s])
-            s = (s + 1) & (size_t)(n_slots - 1);
-        slots[s] = k + 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t s = place(table, i, size);
+        while (grown[s])
+            s = (s + 1) & (size_t)(size - 1);
+        grown[s] = i + 1;
     }
-    free(t->slots);
-    t->slots = slots;
-    t->n_slots = n_slots;
+    free(*slots);
+    *slots = grown;
+    *n_slots = size;
     return 1;
+}
+
+/* `column` (an array) reallocated to `capacity` items; out of memory, the enclosing function
+ * returns -1 (the column keeps its size; its table is freed whole by its owner). */
+#define GROW_COLUMN_OR_FAIL(column, capacity)                                                  \
+    do {                                                                                       \
+        void *grown_ = realloc((column), (size_t)(capacity) * sizeof *(column));               \
+        if (!grown_)                                                                           \
+            return -1;                                                                         \
+        (column) = grown_;                                                                     \
+    } while (0)
+
+static size_t key_place(const void *table, Py_ssize_t k, Py_ssize_t n_slots)
+{
+    return slot_of(((const key_table *)table)->tags[k], n_slots);
 }
 
 /* The id of key `tag` (added, first met in `round`, where new); -1 out of memory. */
@@ -976,7 +995,8 @@ static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
             t->first_round[k] = round;
         return k;
     }
-    if (2 * (t->n + 1) > t->n_slots && !grow_slots(t))
+    if (2 * (t->n + 1) > t->n_slots &&
+        !grow_slots(&t->slots, &t->n_slots, t->n, key_place, t))
         return -1;
     size_t s = slot_of(tag, t->n_slots);
     while (t->slots[s]) {
@@ -990,17 +1010,9 @@ static Py_ssize_t key_id(key_table *t, uint64_t tag, Py_ssize_t round)
     }
     if (t->n == t->capacity) {
         Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
-        uint64_t *tags = realloc(t->tags, (size_t)capacity * sizeof *tags);
-        if (tags)
-            t->tags = tags;
-        Py_ssize_t *first = realloc(t->first_round, (size_t)capacity * sizeof *first);
-        if (first)
-            t->first_round = first;
-        Py_ssize_t *count = realloc(t->count, (size_t)capacity * sizeof *count);
-        if (count)
-            t->count = count;
-        if (!tags || !first || !count)
-            return -1;
+        GROW_COLUMN_OR_FAIL(t->tags, capacity);
+        GROW_COLUMN_OR_FAIL(t->first_round, capacity);
+        GROW_COLUMN_OR_FAIL(t->count, capacity);
         t->capacity = capacity;
     }
     Py_ssize_t k = t->n++;
@@ -1037,29 +1049,18 @@ static inline size_t pair_slot(Py_ssize_t key, Py_ssize_t round, Py_ssize_t n_sl
     return (size_t)(h >> 20) & (size_t)(n_slots - 1);
 }
 
-static int grow_pair_slots(pair_table *t)
+static size_t pair_place(const void *table, Py_ssize_t p, Py_ssize_t n_slots)
 {
-    Py_ssize_t n_slots = t->n_slots ? t->n_slots * 2 : 64;
-    Py_ssize_t *slots = calloc((size_t)n_slots, sizeof *slots);
-    if (!slots)
-        return 0;
-    for (Py_ssize_t p = 0; p < t->n; p++) {
-        size_t s = pair_slot(t->key[p], t->round[p], n_slots);
-        while (slots[s])
-            s = (s + 1) & (size_t)(n_slots - 1);
-        slots[s] = p + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->n_slots = n_slots;
-    return 1;
+    const pair_table *t = table;
+    return pair_slot(t->key[p], t->round[p], n_slots);
 }
 
 /* The id of pair (key, round), added where new and `add`; -1 where absent (not `add`) or out
  * of memory. */
 static Py_ssize_t pair_id(pair_table *t, Py_ssize_t key, Py_ssize_t round, int add)
 {
-    if (add && 2 * (t->n + 1) > t->n_slots && !grow_pair_slots(t))
+    if (add && 2 * (t->n + 1) > t->n_slots &&
+        !grow_slots(&t->slots, &t->n_slots, t->n, pair_place, t))
         return -1;
     if (!t->n_slots)
         return -1;
@@ -1074,21 +1075,10 @@ static Py_ssize_t pair_id(pair_table *t, Py_ssize_t key, Py_ssize_t round, int a
         return -1;
     if (t->n == t->capacity) {
         Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 16;
-        Py_ssize_t *columns[4] = {t->key, t->round, t->count, t->offset};
-        for (int c = 0; c < 4; c++) {
-            Py_ssize_t *grown = realloc(columns[c], (size_t)capacity * sizeof *grown);
-            if (!grown)
-                return -1;
-            columns[c] = grown;
-            if (c == 0)
-                t->key = grown;
-            else if (c == 1)
-                t->round = grown;
-            else if (c == 2)
-                t->count = grown;
-            else
-                t->offset = grown;
-        }
+        GROW_COLUMN_OR_FAIL(t->key, capacity);
+        GROW_COLUMN_OR_FAIL(t->round, capacity);
+        GROW_COLUMN_OR_FAIL(t->count, capacity);
+        GROW_COLUMN_OR_FAIL(t->offset, capacity);
         t->capacity = capacity;
     }
     Py_ssize_t p = t->n++;
