@@ -71,15 +71,7 @@ def write_atomic(
     try:
         handle = os.fdopen(descriptor, "wb")
         with handle:
-            if callable(data):
-                # Only the writes are the file's: whatever else the renderer raises (an
-                # input it reads meanwhile) passes as it is.
-                data(_Guarded(handle, cannot))  # type: ignore[arg-type]
-            else:
-                _checked(
-                    cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data
-                )
-            _checked(cannot, handle.flush)  # a failed write shows here, not as the file closes
+            _fill(handle, data, cannot)
             if fsync:
                 _checked(cannot, os.fsync, handle.fileno())
         _checked(cannot, os.replace, temporary, final)
@@ -101,11 +93,23 @@ def _write_into(
     except OSError as exc:
         raise cannot(exc) from exc
     with handle:
-        if callable(data):
-            data(_Guarded(handle, cannot))  # type: ignore[arg-type]
-        else:
-            _checked(cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data)
-        _checked(cannot, handle.flush)
+        _fill(handle, data, cannot)
+
+
+def _fill(
+    handle: BinaryIO,
+    data: bytes | str | Callable[[BinaryIO], None],
+    cannot: Callable[[OSError], CannotWrite],
+) -> None:
+    """Write ``data`` (bytes, text, or ``write(handle)``) to the open ``handle`` and flush it,
+    a failed write raised as ``cannot(error)``."""
+    if callable(data):
+        # Only the writes are the file's: whatever else the renderer raises (an input it
+        # reads meanwhile) passes as it is.
+        data(_Guarded(handle, cannot))  # type: ignore[arg-type]
+    else:
+        _checked(cannot, handle.write, data.encode("utf-8") if isinstance(data, str) else data)
+    _checked(cannot, handle.flush)  # a failed write shows here, not as the file closes
 
 
 def _checked(cannot: Callable[[OSError], CannotWrite], call: Callable[..., Any], *args: Any) -> Any:
