@@ -237,6 +237,42 @@ def _kind_runs(rng: random.Random) -> tuple[Any, ...]:
     return np.array(starts, np.int64), np.array(ends, np.int64), np.array(kinds, np.int8), 3
 
 
+def _apart(rng: random.Random) -> tuple[Any, ...]:
+    starts, ends, _, _ = _kind_runs(rng)
+    if len(starts) and rng.random() < 0.1:
+        ends = ends[:-1]  # columns of different lengths: an error in both
+    return starts, ends
+
+
+def _search_sorted(rng: random.Random) -> tuple[Any, ...]:
+    a = sorted(rng.randrange(-5, 20) for _ in range(rng.randrange(30)))  # repeats too
+    v = [rng.randrange(-8, 24) for _ in range(rng.randrange(30))]
+    if rng.random() < 0.5:  # in runs in increasing order, as windows' edges come
+        v = sorted(v[: len(v) // 2]) + sorted(v[len(v) // 2 :])
+    side = rng.choice(
+        ["left", "right", "left", "right", "middle" if rng.random() < 0.2 else "left"]
+    )
+    return np.array(a, np.int64), np.array(v, np.int64), side
+
+
+def _gap_sums(rng: random.Random) -> tuple[Any, ...]:
+    n = rng.randrange(12)
+    bounds = sorted(rng.randrange(-(2**62), 2**62) for _ in range(2 * n))
+    starts, ends = np.array(bounds[::2], np.int64), np.array(bounds[1::2], np.int64)
+    cuts = sorted(rng.randrange(max(n, 1)) for _ in range(rng.randrange(6)))
+    if cuts and rng.random() < 0.1:
+        cuts[rng.randrange(len(cuts))] = rng.choice([-1, n + 1])
+    return starts, ends, np.array(cuts, np.int64), rng.choice([1, 2**40, 2**62])
+
+
+def _first_rows(rng: random.Random) -> tuple[Any, ...]:
+    n_codes = rng.randrange(20)
+    codes = [rng.randrange(max(n_codes, 1)) for _ in range(rng.randrange(30))]
+    if codes and rng.random() < 0.1:
+        codes[rng.randrange(len(codes))] = rng.choice([-1, n_codes])
+    return np.array(codes, rng.choice([np.int32, np.int64])), n_codes
+
+
 def _dense_groups(rng: random.Random) -> tuple[Any, ...]:
     size = rng.randrange(1, 20)
     keys = [rng.randrange(size) for _ in range(rng.randrange(30))]
@@ -257,6 +293,20 @@ def _group_sums(rng: random.Random) -> tuple[Any, ...]:
     return np.array(groups, dtype), np.array(values, np.int64), n_groups
 
 
+def _roofline_sums(rng: random.Random) -> tuple[Any, ...]:
+    keys, dur, size = _group_sums(rng)  # keys of int32 or int64, some outside; wrapping sums
+
+    def per_key() -> np.ndarray:  # fractions (the order of the sums shows), inf, NaN
+        return np.array(
+            [
+                rng.choice([rng.uniform(0, 1e6), 1.5, float("inf"), float("nan")])
+                for _ in range(size)
+            ]
+        )
+
+    return keys, size, dur, per_key(), per_key(), per_key()
+
+
 CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "event_records": _event_records,
     "skip_records": _event_records,
@@ -267,8 +317,13 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "message_fields": _message_fields,
     "texts": _texts,
     "kind_runs": _kind_runs,
+    "apart": _apart,
+    "search_sorted": _search_sorted,
+    "gap_sums": _gap_sums,
     "dense_groups": _dense_groups,
+    "first_rows": _first_rows,
     "group_sums": _group_sums,
+    "roofline_sums": _roofline_sums,
 }
 
 
@@ -326,6 +381,80 @@ def test_every_kernel_has_a_parity_case() -> None:
 def test_both_implementations_have_each_kernel_with_one_signature(name: str) -> None:
     in_c = inspect.signature(getattr(kernels.load("native"), name))
     assert inspect.signature(getattr(_numpy, name)) == in_c
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+def test_apart_search_sorted_gap_sums_and_first_rows_equal_a_loop(implementation: str) -> None:
+    """The interval and group kernels of the timeline against plain loops over the same
+    generated cases as the parity test (empty, one interval, touching, wrapping sums)."""
+    rng = random.Random("reference")
+    with kernels.use(implementation):
+        for _ in range(SEEDS):
+            starts, ends = (c.tolist() for c in _apart(rng))
+            if len(starts) == len(ends):
+                expected = all(e > s for s, e in zip(starts, ends, strict=True)) and all(
+                    starts[i] > ends[i - 1] for i in range(1, len(starts))
+                )
+                assert kernels.apart(np.array(starts, np.int64), np.array(ends, np.int64)) is (
+                    expected
+                )
+            a, v, side = _search_sorted(rng)
+            if side in ("left", "right"):
+                found = kernels.search_sorted(a, v, side)
+                before = (lambda x, y: x <= y) if side == "right" else (lambda x, y: x < y)
+                assert found.dtype == np.int64
+                assert found.tolist() == [sum(before(x, y) for x in a.tolist()) for y in v.tolist()]
+            s, e, cuts, short_ps = _gap_sums(rng)
+            if all(0 <= c <= max(len(s) - 1, 0) for c in cuts.tolist()):
+                gaps = [
+                    int(b) - int(a) for a, b in zip(e[:-1].tolist(), s[1:].tolist(), strict=True)
+                ]
+                length, count = kernels.gap_sums(s, e, cuts, short_ps)
+                for c, got_length, got_count in zip(cuts.tolist(), length, count, strict=True):
+                    short = [g for g in gaps[:c] if g < short_ps]
+                    wrapped = (sum(short) + 2**63) % 2**64 - 2**63  # as int64 sums wrap
+                    assert (int(got_length), int(got_count)) == (wrapped, len(short))
+            codes, n_codes = _first_rows(rng)
+            got = kernels.first_rows(codes, n_codes)
+            listed = codes.tolist()
+            if any(not 0 <= c < n_codes for c in listed):
+                assert got is None
+            else:
+                assert got is not None and got.dtype == np.int64
+                assert got.tolist() == [
+                    listed.index(k) if k in listed else len(listed) for k in range(n_codes)
+                ]
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+def test_roofline_sums_add_op_by_op_in_row_order(implementation: str) -> None:
+    """roofline_sums against a loop adding each op's values to its group, in row order, as
+    Python floats (the additions np.bincount makes), and its durations as wrapping int64."""
+    rng = random.Random("roofline reference")
+    with kernels.use(implementation):
+        for _ in range(SEEDS):
+            keys, size, dur, flops, nbytes, ideal = _roofline_sums(rng)
+            got = kernels.roofline_sums(keys, size, dur, flops, nbytes, ideal)
+            listed = keys.tolist()
+            if any(not 0 <= k < size for k in listed):
+                assert got is None
+                continue
+            order = list(dict.fromkeys(listed))  # keys in order of first appearance
+            sums = {k: [0, 0.0, 0.0, 0.0] for k in order}
+            for key, d in zip(listed, dur.tolist(), strict=True):
+                lost = float(d) - float(ideal[key])
+                sums[key][0] += d
+                sums[key][1] += float(flops[key])
+                sums[key][2] += float(nbytes[key])
+                sums[key][3] += lost if not lost < 0 else 0.0
+            assert got is not None
+            first, dur_sum, flops_sum, bytes_sum, lost_sum = got
+            assert first.tolist() == [listed.index(k) for k in order]
+            assert dur_sum.tolist() == [(sums[k][0] + 2**63) % 2**64 - 2**63 for k in order]
+            for column, at in ((flops_sum, 1), (bytes_sum, 2), (lost_sum, 3)):
+                assert column.dtype == np.float64
+                expected = np.array([sums[k][at] for k in order], dtype=np.float64)
+                assert column.tobytes() == expected.tobytes()  # NaN and all, bit for bit
 
 
 def test_a_malformed_record_raises_the_same_decode_error_in_both() -> None:

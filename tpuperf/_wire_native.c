@@ -475,6 +475,147 @@ done:
     return result;
 }
 
+/* apart(starts, ends) -> bool: whether every interval [starts[i], ends[i]) is non-empty and
+ * starts after the one before it ends (int64 columns of one length). Such a line of ops is
+ * its own interval set (no op to join or leave out): kind_runs would copy it whole to say
+ * so. One pass, nothing made. */
+static PyObject *apart(PyObject *self, PyObject *args)
+{
+    Py_buffer views[2];
+    if (!PyArg_ParseTuple(args, "y*y*", &views[0], &views[1]))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = views[0].len / 8;
+    const int64_t *starts = (const int64_t *)views[0].buf;
+    const int64_t *ends = (const int64_t *)views[1].buf;
+    if (views[1].len != views[0].len) {
+        PyErr_SetString(PyExc_ValueError, "apart: columns of different lengths");
+        goto done;
+    }
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && ok; i++)
+        ok = ends[i] > starts[i] && (i == 0 || starts[i] > ends[i - 1]);
+    Py_END_ALLOW_THREADS
+    result = PyBool_FromLong(ok);
+done:
+    release_buffers(views, 2);
+    return result;
+}
+
+/* search_sorted(a, v, right) -> int64 column: np.searchsorted(a, v, side) of sorted int64 a
+ * (side "right" where right, else "left"), each search galloping out from where the one
+ * before ended. Windows' edges against a device's intervals come in runs in time order, a
+ * few hundred intervals apart: a dozen reads near the last answer each, where a binary
+ * search from scratch makes twenty across the whole column, most of them cache misses. */
+static PyObject *search_sorted(PyObject *self, PyObject *args)
+{
+    Py_buffer views[2];
+    int right;
+    if (!PyArg_ParseTuple(args, "y*y*p", &views[0], &views[1], &right))
+        return NULL;
+    Py_ssize_t n = views[0].len / 8, m = views[1].len / 8;
+    const int64_t *a = (const int64_t *)views[0].buf;
+    const int64_t *v = (const int64_t *)views[1].buf;
+    int64_t *out;
+    PyObject *column = new_column(m, 8, (void **)&out);
+    if (!column)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t h = 0; /* the last answer */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int64_t x = v[i];
+        /* before(j): a[j] comes before x's place; true for j < answer, false from it on */
+#define BEFORE(j) (right ? a[j] <= x : a[j] < x)
+        Py_ssize_t lo, hi;
+        if (h < n && BEFORE(h)) { /* the answer lies above h: gallop up */
+            lo = h + 1;
+            hi = n;
+            for (Py_ssize_t step = 1; h + step < n; step <<= 1) {
+                if (!BEFORE(h + step)) {
+                    hi = h + step;
+                    break;
+                }
+                lo = h + step + 1;
+            }
+        } else { /* at or below h: gallop down */
+            lo = 0;
+            hi = h;
+            for (Py_ssize_t step = 1; step <= h; step <<= 1) {
+                if (BEFORE(h - step)) {
+                    lo = h - step + 1;
+                    break;
+                }
+                hi = h - step;
+            }
+        }
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (BEFORE(mid))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+#undef BEFORE
+        out[i] = h = lo;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    release_buffers(views, 2);
+    return column;
+}
+
+/* gap_sums(starts, ends, cuts, short_ps) -> (length, count) int64 columns, one value per cut:
+ * of the gaps between neighbouring intervals (gap k = starts[k + 1] - ends[k]) with k < cut,
+ * those shorter than short_ps, their summed length (wrapping as int64 sums do) and their
+ * count. cuts are sorted, each in [0, n - 1]. What running sums of the short gaps read at
+ * the cuts give, in one pass that makes no column of gaps. */
+static PyObject *gap_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer views[3];
+    long long short_ps;
+    if (!PyArg_ParseTuple(args, "y*y*y*L", &views[0], &views[1], &views[2], &short_ps))
+        return NULL;
+    PyObject *result = NULL, *length = NULL, *count = NULL;
+    Py_ssize_t n = views[0].len / 8, n_cuts = views[2].len / 8;
+    const int64_t *starts = (const int64_t *)views[0].buf;
+    const int64_t *ends = (const int64_t *)views[1].buf;
+    const int64_t *cuts = (const int64_t *)views[2].buf;
+    int bad = views[1].len != views[0].len;
+    for (Py_ssize_t j = 0; j < n_cuts && !bad; j++)
+        bad = cuts[j] < 0 || cuts[j] > (n > 0 ? n - 1 : 0) || (j > 0 && cuts[j] < cuts[j - 1]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "gap_sums: cuts out of order or out of range");
+        goto done;
+    }
+    uint64_t *length_out, *count_out;
+    length = new_column(n_cuts, 8, (void **)&length_out);
+    count = new_column(n_cuts, 8, (void **)&count_out);
+    if (!length || !count)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t total = 0, shorts = 0; /* unsigned: wraps without undefined behaviour */
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < n_cuts; j++) {
+        for (; k < cuts[j]; k++) {
+            int64_t gap = (int64_t)((uint64_t)starts[k + 1] - (uint64_t)ends[k]);
+            if (gap < short_ps) {
+                total += (uint64_t)gap;
+                shorts++;
+            }
+        }
+        length_out[j] = total;
+        count_out[j] = shorts;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyTuple_Pack(2, length, count);
+done:
+    Py_XDECREF(length);
+    Py_XDECREF(count);
+    release_buffers(views, 3);
+    return result;
+}
+
 /* dense_groups(keys, size) -> (group of each row, first row of each group) as int64
  * columns: keys are int64 in [0, size), groups numbered in order of first appearance (what
  * pandas' factorize gives). One pass where numpy makes five. */
@@ -538,6 +679,59 @@ done:
     return result;
 }
 
+/* `column`, or None (the column dropped) where a key was outside its range: what the group
+ * kernels answer for groups they cannot number. */
+static PyObject *column_unless(PyObject *column, int outside)
+{
+    if (!outside)
+        return column;
+    Py_DECREF(column);
+    Py_RETURN_NONE;
+}
+
+/* first_rows(codes, itemsize, n_codes) -> int64 column of n_codes values, or None when a
+ * code lies outside [0, n_codes): the first row holding each code, len(codes) for a code no
+ * row has. codes are int32 or int64 (itemsize 4 or 8): a TPU op's metadata row, one an op.
+ * One pass where numpy makes a reversed arange as long as the codes and scatters it. */
+static PyObject *first_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    int itemsize;
+    Py_ssize_t n_codes;
+    if (!PyArg_ParseTuple(args, "y*in", &view, &itemsize, &n_codes))
+        return NULL;
+    PyObject *result = NULL;
+    if ((itemsize != 4 && itemsize != 8) || view.len % itemsize || n_codes < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_rows: int32 or int64 codes");
+        goto done;
+    }
+    Py_ssize_t n = view.len / itemsize;
+    int64_t *first;
+    PyObject *column = new_column(n_codes, 8, (void **)&first);
+    if (!column)
+        goto done;
+    const int32_t *c32 = (const int32_t *)view.buf;
+    const int64_t *c64 = (const int64_t *)view.buf;
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n_codes; k++)
+        first[k] = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t code = itemsize == 4 ? (int64_t)c32[i] : c64[i];
+        if (code < 0 || code >= n_codes) {
+            outside = 1;
+            break;
+        }
+        if (first[code] == n)
+            first[code] = i;
+    }
+    Py_END_ALLOW_THREADS
+    result = column_unless(column, outside);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* group_sums(groups, group_itemsize, values, n_groups) -> int64 column of n_groups sums, or
  * None when a group lies outside [0, n_groups). groups are int32 or int64 (group_itemsize 4
  * or 8), values int64; sums wrap as int64 arithmetic does (numpy's add.at gives the same). */
@@ -573,16 +767,104 @@ static PyObject *group_sums(PyObject *self, PyObject *args)
         sums[g] += (uint64_t)values[i]; /* unsigned: wraps without undefined behaviour */
     }
     Py_END_ALLOW_THREADS
-    if (outside) {
-        Py_DECREF(column);
-        result = Py_None;
-        Py_INCREF(result);
-    } else {
-        result = column;
-    }
+    result = column_unless(column, outside);
 done:
     PyBuffer_Release(&groups_view);
     PyBuffer_Release(&values_view);
+    return result;
+}
+
+/* roofline_sums(keys, itemsize, size, dur, flops, nbytes, ideal) -> (first, dur_sum,
+ * flops_sum, bytes_sum, lost_sum) or None when a key lies outside [0, size): ops grouped by
+ * key (int32 or int64, itemsize 4 or 8: a TPU op's metadata row), groups numbered in order
+ * of first appearance (as dense_groups), with each group's first row, its int64 durations
+ * summed (wrapping), and summed op by op in row order as doubles (what np.bincount with
+ * weights adds, to the last bit): its key's flops and nbytes, and max(dur - ideal, 0), the
+ * time lost against the roofline (flops, nbytes and ideal: float64, one per key). One pass
+ * where numpy makes a dozen over every leaf op, each with a temporary as long. */
+static PyObject *roofline_sums(PyObject *self, PyObject *args)
+{
+    Py_buffer views[5];
+    int itemsize;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*iny*y*y*y*", &views[0], &itemsize, &size, &views[1], &views[2],
+                          &views[3], &views[4]))
+        return NULL;
+    PyObject *result = NULL, *out[5] = {NULL, NULL, NULL, NULL, NULL};
+    int64_t *code_of = NULL, *first = NULL;
+    uint64_t *dur_sum = NULL;
+    double *flops_sum = NULL, *bytes_sum = NULL, *lost_sum = NULL;
+    Py_ssize_t n = itemsize > 0 ? views[0].len / itemsize : 0;
+    if ((itemsize != 4 && itemsize != 8) || views[0].len != n * itemsize || size < 0 ||
+        views[1].len != n * 8 || views[2].len != size * 8 || views[3].len != size * 8 ||
+        views[4].len != size * 8) {
+        PyErr_SetString(PyExc_ValueError, "roofline_sums: a key and duration per op, a value "
+                                          "of each column per key");
+        goto done;
+    }
+    const int32_t *k32 = (const int32_t *)views[0].buf;
+    const int64_t *k64 = (const int64_t *)views[0].buf;
+    const int64_t *dur = (const int64_t *)views[1].buf;
+    const double *flops = (const double *)views[2].buf, *nbytes = (const double *)views[3].buf;
+    const double *ideal = (const double *)views[4].buf;
+    size_t slots = (size_t)(size > 0 ? size : 1);
+    code_of = PyMem_Malloc(slots * sizeof(int64_t));
+    first = PyMem_Malloc(slots * sizeof(int64_t));
+    dur_sum = PyMem_Calloc(slots, sizeof(uint64_t));
+    flops_sum = PyMem_Calloc(slots, sizeof(double));
+    bytes_sum = PyMem_Calloc(slots, sizeof(double));
+    lost_sum = PyMem_Calloc(slots, sizeof(double));
+    if (!code_of || !first || !dur_sum || !flops_sum || !bytes_sum || !lost_sum) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t groups = 0;
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < size; k++)
+        code_of[k] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t key = itemsize == 4 ? (int64_t)k32[i] : k64[i];
+        if (key < 0 || key >= size) {
+            outside = 1;
+            break;
+        }
+        int64_t g = code_of[key];
+        if (g < 0) {
+            g = code_of[key] = groups;
+            first[groups++] = i;
+        }
+        dur_sum[g] += (uint64_t)dur[i]; /* unsigned: wraps without undefined behaviour */
+        flops_sum[g] += flops[key];
+        bytes_sum[g] += nbytes[key];
+        double lost = (double)dur[i] - ideal[key];
+        lost_sum[g] += lost < 0 ? 0.0 : lost; /* np.clip(lost, 0, None): NaN stays NaN */
+    }
+    Py_END_ALLOW_THREADS
+    if (outside) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    const void *sources[5] = {first, dur_sum, flops_sum, bytes_sum, lost_sum};
+    for (int c = 0; c < 5; c++) {
+        void *data;
+        out[c] = new_column(groups, 8, &data);
+        if (!out[c])
+            goto done;
+        memcpy(data, sources[c], (size_t)groups * 8);
+    }
+    result = PyTuple_Pack(5, out[0], out[1], out[2], out[3], out[4]);
+done:
+    for (int c = 0; c < 5; c++)
+        Py_XDECREF(out[c]);
+    PyMem_Free(code_of);
+    PyMem_Free(first);
+    PyMem_Free(dur_sum);
+    PyMem_Free(flops_sum);
+    PyMem_Free(bytes_sum);
+    PyMem_Free(lost_sum);
+    release_buffers(views, 5);
     return result;
 }
 
@@ -1393,12 +1675,28 @@ static PyMethodDef methods[] = {
     {"kind_runs", kind_runs, METH_VARARGS,
      "kind_runs(starts, ends, kinds, n_kinds) -> None (ops overlap) or [(starts, ends)] per "
      "kind and for all ops: touching ops joined, empty ones left out."},
+    {"apart", apart, METH_VARARGS,
+     "apart(starts, ends) -> whether every interval is non-empty and starts after the last "
+     "ends"},
+    {"search_sorted", search_sorted, METH_VARARGS,
+     "search_sorted(a, v, right) -> np.searchsorted(a, v, side) of sorted int64 a, galloping "
+     "from each answer to the next"},
+    {"gap_sums", gap_sums, METH_VARARGS,
+     "gap_sums(starts, ends, cuts, short_ps) -> (length, count) of the short gaps before each "
+     "cut"},
     {"dense_groups", dense_groups, METH_VARARGS,
      "dense_groups(keys, size) -> (group of each row, first row of each group): int64 keys "
      "in [0, size), groups in order of first appearance."},
+    {"first_rows", first_rows, METH_VARARGS,
+     "first_rows(codes, itemsize, n_codes) -> the first row of each code (None when a code is "
+     "outside [0, n_codes))"},
     {"group_sums", group_sums, METH_VARARGS,
      "group_sums(groups, group_itemsize, values, n_groups) -> int64 sums per group (None when a "
      "group is outside [0, n_groups))."},
+    {"roofline_sums", roofline_sums, METH_VARARGS,
+     "roofline_sums(keys, itemsize, size, dur, flops, nbytes, ideal) -> (first, dur_sum, "
+     "flops_sum, bytes_sum, lost_sum) per group of ops by key (None when a key is outside "
+     "[0, size))."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

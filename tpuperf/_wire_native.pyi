@@ -53,13 +53,40 @@ def kind_runs(
 ) -> list[tuple[bytearray, bytearray]] | None:
     """The merged (starts, ends) of each kind and of all ops; None when ops overlap."""
 
+def apart(starts: Buffer, ends: Buffer, /) -> bool:
+    """Whether every interval is non-empty and starts after the one before it ends."""
+
+def search_sorted(a: Buffer, v: Buffer, right: bool, /) -> bytearray:
+    """np.searchsorted(a, v, "right" if right else "left") of sorted int64 a, as int64."""
+
+def gap_sums(
+    starts: Buffer, ends: Buffer, cuts: Buffer, short_ps: int, /
+) -> tuple[bytearray, bytearray]:
+    """(length, count) of the gaps shorter than short_ps before each cut."""
+
 def dense_groups(keys: Buffer, size: int, /) -> tuple[bytearray, bytearray]:
     """(group of each row, first row of each group) for int64 keys in [0, size)."""
+
+def first_rows(codes: Buffer, itemsize: int, n_codes: int, /) -> bytearray | None:
+    """The first row of each code (int64); None when a code is outside [0, n_codes)."""
 
 def group_sums(
     groups: Buffer, group_itemsize: int, values: Buffer, n_groups: int, /
 ) -> bytearray | None:
     """int64 sums per group; None when a group is outside [0, n_groups)."""
+
+def roofline_sums(
+    keys: Buffer,
+    itemsize: int,
+    size: int,
+    dur: Buffer,
+    flops: Buffer,
+    nbytes: Buffer,
+    ideal: Buffer,
+    /,
+) -> tuple[bytearray, bytearray, bytearray, bytearray, bytearray] | None:
+    """(first, dur_sum, flops_sum, bytes_sum, lost_sum) per group of ops by key (float64 for
+    the last three); None when a key is outside [0, size)."""
 
 def message_fields(
     data: Buffer, starts: Buffer, stops: Buffer, /

@@ -35,8 +35,13 @@ KERNELS = (
     "message_fields",
     "texts",
     "kind_runs",
+    "apart",
+    "search_sorted",
+    "gap_sums",
     "dense_groups",
+    "first_rows",
     "group_sums",
+    "roofline_sums",
 )
 
 # The two implementations: "native" (the C module) and "numpy".
@@ -225,10 +230,56 @@ def kind_runs(
     return _impl.kind_runs(starts, ends, kinds, int(n_kinds))
 
 
+def apart(starts: Any, ends: Any) -> bool:
+    """Whether every interval [starts[i], ends[i]) is non-empty and starts after the one
+    before it ends: a line of ops that is its own interval set (kind_runs would copy it)."""
+    return bool(_impl.apart(*_spans(starts, ends)))
+
+
+def search_sorted(a: Any, v: Any, side: str = "left") -> np.ndarray:
+    """``np.searchsorted(a, v, side)`` (int64) of int64 ``a`` sorted in increasing order (an
+    interval set's starts or ends), each search starting from the answer before: fast where
+    ``v`` comes in runs in increasing order (windows' edges)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"search_sorted: side {side!r} is not 'left' or 'right'")
+    a, v = _int64(a), _int64(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ValueError("search_sorted: one-dimensional columns")
+    return _impl.search_sorted(a, v, side == "right")
+
+
+def gap_sums(starts: Any, ends: Any, cuts: Any, short_ps: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each cut (sorted, each in [0, n - 1] for n intervals), of the gaps between
+    neighbouring intervals before it (gap k = starts[k + 1] - ends[k], k < cut) those shorter
+    than ``short_ps``: their summed length and their count, as int64 (sums wrap as numpy's
+    integer sums do)."""
+    starts, ends = _spans(starts, ends)
+    cuts = _int64(cuts)
+    if cuts.ndim != 1 or (
+        len(cuts)
+        and (
+            int(cuts[0]) < 0
+            or int(cuts[-1]) > max(len(starts) - 1, 0)
+            or bool((cuts[1:] < cuts[:-1]).any())
+        )
+    ):
+        raise ValueError("gap_sums: cuts out of order or out of range")
+    return _impl.gap_sums(starts, ends, cuts, int(short_ps))
+
+
 def dense_groups(keys: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(group of each row, first row of each group) for int64 keys in [0, ``size``), groups
     numbered in order of first appearance; ValueError for a key outside."""
     return _impl.dense_groups(_int64(keys), int(size))
+
+
+def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    """The first row holding each code 0 .. n_codes - 1 of int32 or int64 ``codes`` (int64;
+    ``len(codes)`` for a code no row has); None when a code lies outside [0, n_codes)."""
+    codes = np.ascontiguousarray(codes)
+    if codes.dtype not in (np.int32, np.int64) or codes.ndim != 1 or n_codes < 0:
+        raise ValueError("first_rows: int32 or int64 codes")
+    return _impl.first_rows(codes, int(n_codes))
 
 
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
@@ -245,4 +296,39 @@ def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndar
     return _impl.group_sums(groups, values, int(n_groups))
 
 
-__all__ = [*KERNELS, "DecodeError", "Fields", "MISSING", "implementation", "native_built", "use"]
+# What roofline_sums returns: per group, (first row, dur sum, flops sum, bytes sum, lost sum).
+RooflineSums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def roofline_sums(
+    keys: np.ndarray, size: int, dur: Any, flops: Any, nbytes: Any, ideal: Any
+) -> RooflineSums | None:
+    """Ops grouped by int32 or int64 ``keys`` in [0, ``size``) (a TPU op's metadata row),
+    groups in order of first appearance: each group's first row (int64), the sum of its int64
+    ``dur`` (wrapping as numpy's integer sums do), and, added op by op in row order as
+    np.bincount with weights adds them, its key's ``flops`` and ``nbytes`` and the time each
+    op loses against the roofline, max(dur - ``ideal``, 0) (``flops``, ``nbytes``,
+    ``ideal``: float64, one per key); None when a key lies outside [0, ``size``)."""
+    keys = np.ascontiguousarray(keys)
+    dur = _int64(dur)
+    columns = [np.ascontiguousarray(c, dtype=np.float64) for c in (flops, nbytes, ideal)]
+    if (
+        keys.dtype not in (np.int32, np.int64)
+        or keys.shape != dur.shape
+        or size < 0
+        or any(c.shape != (size,) for c in columns)
+    ):
+        raise ValueError("roofline_sums: a key and duration per op, a value of each column per key")
+    return _impl.roofline_sums(keys, int(size), dur, *columns)
+
+
+__all__ = [
+    *KERNELS,
+    "DecodeError",
+    "Fields",
+    "MISSING",
+    "RooflineSums",
+    "implementation",
+    "native_built",
+    "use",
+]

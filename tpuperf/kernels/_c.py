@@ -111,11 +111,47 @@ def kind_runs(
     return [(_int64(s), _int64(e)) for s, e in runs]
 
 
+def apart(starts: np.ndarray, ends: np.ndarray) -> bool:
+    return c.apart(starts, ends)
+
+
+def search_sorted(a: np.ndarray, v: np.ndarray, right: bool) -> np.ndarray:
+    return _int64(c.search_sorted(a, v, right))
+
+
+def gap_sums(
+    starts: np.ndarray, ends: np.ndarray, cuts: np.ndarray, short_ps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    length, count = c.gap_sums(starts, ends, cuts, short_ps)
+    return _int64(length), _int64(count)
+
+
 def dense_groups(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     codes, first = c.dense_groups(keys, size)
     return _int64(codes), _int64(first)
 
 
+def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    first = c.first_rows(codes, codes.dtype.itemsize, n_codes)
+    return None if first is None else _int64(first)
+
+
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
     sums = c.group_sums(groups, groups.dtype.itemsize, values, n_groups)
     return None if sums is None else _int64(sums)
+
+
+def roofline_sums(
+    keys: np.ndarray,
+    size: int,
+    dur: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    ideal: np.ndarray,
+) -> tuple[np.ndarray, ...] | None:
+    sums = c.roofline_sums(keys, keys.dtype.itemsize, size, dur, flops, nbytes, ideal)
+    if sums is None:
+        return None
+    first, dur_sum, flops_sum, bytes_sum, lost_sum = sums
+    as_float = (np.frombuffer(s, dtype=np.float64) for s in (flops_sum, bytes_sum, lost_sum))
+    return (_int64(first), _int64(dur_sum), *as_float)

@@ -221,6 +221,28 @@ def _touching_joined(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return s[np.r_[True, gap]], e[np.r_[gap, True]]
 
 
+def apart(starts: np.ndarray, ends: np.ndarray) -> bool:
+    return bool((ends > starts).all() and (starts[1:] > ends[:-1]).all())
+
+
+def search_sorted(a: np.ndarray, v: np.ndarray, right: bool) -> np.ndarray:
+    return np.searchsorted(a, v, side="right" if right else "left").astype(np.int64, copy=False)
+
+
+def gap_sums(
+    starts: np.ndarray, ends: np.ndarray, cuts: np.ndarray, short_ps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    gaps = starts[1:] - ends[:-1]
+    short = gaps < short_ps
+    np.multiply(gaps, short, out=gaps)  # the long ones zeroed
+    out = []
+    for column in (gaps, short):
+        running = np.zeros(len(column) + 1, dtype=np.int64)
+        np.cumsum(column, out=running[1:], dtype=np.int64)
+        out.append(running[cuts])
+    return out[0], out[1]
+
+
 def dense_groups(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     if size < 0:
         raise ValueError("dense_groups: negative size")
@@ -239,6 +261,17 @@ def dense_groups(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return code_of[keys], first_row[order]
 
 
+def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    n = len(codes)
+    if n and (int(codes.min()) < 0 or int(codes.max()) >= n_codes):
+        return None
+    first = np.full(n_codes, n, dtype=np.int64)
+    # Rows written in reverse, so that the first is the last written (numpy assigns repeated
+    # indices in order; 4x faster than minimum.at).
+    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    return first
+
+
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
     if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= n_groups):
         return None
@@ -248,6 +281,28 @@ def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndar
     out = np.zeros(n_groups, dtype=np.int64)
     np.add.at(out, groups, values)  # wraps past int64, as the C loop's sums do
     return out
+
+
+def roofline_sums(
+    keys: np.ndarray,
+    size: int,
+    dur: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    ideal: np.ndarray,
+) -> tuple[np.ndarray, ...] | None:
+    if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= size):
+        return None
+    group, first = dense_groups(keys.astype(np.int64), size)
+    k = len(first)
+    dur_sum = group_sums(group, dur, k)
+    lost = dur - ideal[keys]
+    np.clip(lost, 0, None, out=lost)
+    sums = (
+        np.bincount(group, weights=weights, minlength=k).astype(np.float64, copy=False)
+        for weights in (flops[keys], nbytes[keys], lost)
+    )  # (float64 for no op too: bincount of nothing gives int64)
+    return (first, dur_sum if dur_sum is not None else np.zeros(k, dtype=np.int64), *sums)
 
 
 # --------------------------------------------------------------------------- faults
