@@ -19,7 +19,7 @@ from tpuperf.roofline import chips
 from tpuperf.roofline import model as rl
 
 from tpuperf import kernels
-from tpuperf.columns import Lookup, Strings, Table, distinct, group_index, sum_by
+from tpuperf.columns import Lookup, Strings, Table, as_run, distinct, group_index, sum_by
 from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
 
@@ -371,35 +371,53 @@ def _device_sums(
         return None
     # flops and nbytes: one value per group when each group is one metadata row, else per op.
     per_group = by_row is not None and _names_distinct(ops, np.flatnonzero(count_v))
+    known = peak is not None and peak.known  # else no roofline to lose time against
+    lost_sum: np.ndarray
     if per_group:
-        group, first = kernels.dense_groups(index[rows], len(count_v))  # by metadata row
+        # Grouped by metadata row and summed in one pass over the leaves (views of the
+        # columns where they are one run of ops): the costs and the ideal time are read per
+        # metadata row, the durations and the time lost per op.
+        ideal_v = np.full(len(flops_v), np.inf)  # no cost the peaks can use: nothing lost
+        if known:
+            ideal = rl.ideal_time_ps(flops_v, bytes_v, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[union-attr,arg-type]
+            ideal_v[~np.isnan(ideal)] = ideal[~np.isnan(ideal)]
+        run = as_run(rows)
+        sums = kernels.roofline_sums(
+            index[run],
+            len(flops_v),
+            ops.array_at("dur_ps", run),
+            np.nan_to_num(flops_v),
+            np.nan_to_num(bytes_v),
+            ideal_v,
+        )
+        if sums is None:  # pragma: no cover - a shared index names rows of its values
+            raise IndexError("an op's metadata row is outside its table")
+        first, dur_sum, flops_sum, bytes_sum, lost_sum = sums
+        k = len(first)
+        count = count_v[index[rows[first]]]
+        if not known:
+            lost_sum = np.zeros(k)
     else:
         named = ops.select(("module", "op")).take(rows)  # their shared index stays shared
         group, first = group_index([named.strings("module"), named.strings("op")])
-    k = len(first)
-    dur = ops.array_at("dur_ps", rows)
-    if per_group:
-        meta = index[rows[first]]
-        count, flops, nbytes = count_v[meta], flops_v[meta], bytes_v[meta]
-        flops_sum = _constant_sums(np.nan_to_num(flops), count, group)
-        bytes_sum = _constant_sums(np.nan_to_num(nbytes), count, group)
-    else:
+        k = len(first)
+        dur = ops.array_at("dur_ps", rows)
         if by_row is not None:
             flops, nbytes = flops_v[index[rows]], bytes_v[index[rows]]
         count = np.bincount(group, minlength=k)
         flops_sum = np.bincount(group, weights=np.nan_to_num(flops), minlength=k)
         bytes_sum = np.bincount(group, weights=np.nan_to_num(nbytes), minlength=k)
-    lost_sum: np.ndarray
-    if peak is None or not peak.known:  # no roofline to lose time against
-        lost_sum = np.zeros(k)
-    else:
-        ideal = rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[arg-type]
-        ideal[np.isnan(ideal)] = np.inf  # no cost the peaks can use: nothing lost
-        lost = dur - (ideal[group] if per_group else ideal)
-        np.clip(lost, 0, None, out=lost)
-        lost_sum = np.bincount(group, weights=lost, minlength=k)
+        if known:
+            ideal = rl.ideal_time_ps(flops, nbytes, peak.peak_tflops, peak.peak_hbm_gbps)  # type: ignore[union-attr,arg-type]
+            ideal[np.isnan(ideal)] = np.inf  # no cost the peaks can use: nothing lost
+            lost = dur - ideal
+            np.clip(lost, 0, None, out=lost)
+            lost_sum = np.bincount(group, weights=lost, minlength=k)
+        else:
+            lost_sum = np.zeros(k)
+        dur_sum = sum_by(group, k, dur)
     keys = (ops.strings("module").take(rows[first]), ops.strings("op").take(rows[first]))
-    return keys, (count, sum_by(group, k, dur), flops_sum, bytes_sum, lost_sum)
+    return keys, (count, dur_sum, flops_sum, bytes_sum, lost_sum)
 
 
 def _names_distinct(ops: Table, meta: np.ndarray) -> bool:
@@ -433,14 +451,3 @@ def _by_metadata_row(ops: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray] | 
         flops.values.astype("float64", copy=False),
         nbytes.values.astype("float64", copy=False),
     )
-
-
-def _constant_sums(value: np.ndarray, count: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Per group sums of a value that is the same for every op of the group (``value``, one
-    per group, ``count`` ops each): count x value where that is what adding the ops one by
-    one gives (whole numbers whose every partial sum stays below 2**53 are added exactly in
-    any order), else added op by op."""
-    sums = count * value
-    if np.array_equal(value, np.round(value)) and float(np.abs(sums).sum()) < 2.0**53:
-        return sums
-    return np.bincount(group, weights=value[group], minlength=len(value))

@@ -20,7 +20,7 @@ import numpy as np
 from tpuperf import jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
-from tpuperf.columns import Strings, Table, group_index, index_groups, sum_by
+from tpuperf.columns import Strings, Table, as_run, group_index, index_groups, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
@@ -796,8 +796,8 @@ class _Code:
         for view in tl.devices:
             if view.key not in data.device_rows or not len(view.selected):
                 continue
-            picked = data.rows_at(view.key, view.selected)
-            row_time += sum_by(picked, data.n, view.ops.array_at("self_ps", view.selected))
+            selected = as_run(view.selected)
+            row_time += data.sums_at(view.key, selected, view.ops.array_at("self_ps", selected))
         # Integer sums: by pass from the rows' sums, exactly as from the ops'.
         per_pass = sum_by(data.pass_codes(), len(PASSES), row_time)
         windows = max(tl.n_windows, 1)

@@ -198,8 +198,9 @@ class Table(Mapping[str, Column]):
             raise TypeError(f"column {name!r} holds strings; use .strings()")
         return column
 
-    def array_at(self, name: str, rows: np.ndarray) -> np.ndarray:
-        """``array(name)[rows]`` without reading out the rest of a Lookup column."""
+    def array_at(self, name: str, rows: np.ndarray | slice) -> np.ndarray:
+        """``array(name)[rows]`` without reading out the rest of a Lookup column (a view of a
+        plain column where ``rows`` is a slice)."""
         column = self._columns[name]
         if isinstance(column, Lookup):
             return column.values[column.index[rows]]
@@ -227,11 +228,16 @@ class Table(Mapping[str, Column]):
             raise TypeError(f"column {name!r} does not hold strings")
         return column
 
-    def take(self, rows: np.ndarray) -> Table:
-        """The rows ``rows`` (indices or a boolean mask), in that order. Columns that share an
-        index (a TPU op's names and costs all index its metadata row) share it taken."""
-        if rows.dtype == bool:
-            rows = np.flatnonzero(rows)
+    def take(self, rows: np.ndarray | slice) -> Table:
+        """The rows ``rows`` (indices, a boolean mask or a slice: views of the columns, not
+        copies), in that order. Columns that share an index (a TPU op's names and costs all
+        index its metadata row) share it taken."""
+        if isinstance(rows, slice):
+            n = len(range(*rows.indices(self.n)))
+        else:
+            if rows.dtype == bool:
+                rows = np.flatnonzero(rows)
+            n = len(rows)
         taken: dict[int, np.ndarray] = {}
 
         def index_of(index: np.ndarray) -> np.ndarray:
@@ -247,7 +253,7 @@ class Table(Mapping[str, Column]):
                 columns[name] = Strings(index_of(column.index), column.values, column.mapping)
             else:
                 columns[name] = Lookup(index_of(column.index), column.values)
-        return Table(columns, len(rows))
+        return Table(columns, n)
 
     def with_columns(self, **columns: Column) -> Table:
         return Table({**self._columns, **columns}, self._n)
@@ -379,20 +385,20 @@ def index_groups(columns: list[Strings]) -> tuple[np.ndarray, np.ndarray, np.nda
     can be summed per index value first (``sum_by(group, n, sum_by(index, len(group), x))``).
     """
     shared = columns[0].index
-    if (
-        len(shared)
-        and all(c.index is shared and c.mapping is not None for c in columns)
-        and shared.dtype.kind in "iu"
-        and int(shared.min()) >= 0
-    ):
+    mappings = [c.mapping for c in columns if c.index is shared and c.mapping is not None]
+    first_op = (
+        kernels.first_rows(shared, min(len(m) for m in mappings))
+        if len(shared) and len(mappings) == len(columns) and shared.dtype in (np.int32, np.int64)
+        else None
+    )
+    if first_op is not None:  # (None: an index value that names no row of the mappings)
         # The index values in use in order of first appearance, then their names grouped.
-        first_op = first_rows(shared, int(shared.max()) + 1)
         used = np.flatnonzero(first_op < len(shared))
-        used = used[np.argsort(first_op[used], kind="stable")]
-        merged, first_of = group_index([c.mapping[used] for c in columns if c.mapping is not None])
-        group = np.zeros(int(shared.max()) + 1, dtype=np.int64)
-        group[used] = merged
-        return shared, group, first_op[used][first_of]
+        ordered = used[np.argsort(first_op[used], kind="stable")]
+        merged, first_of = group_index([m[ordered] for m in mappings])
+        group = np.zeros(int(used[-1]) + 1, dtype=np.int64)  # up to the largest value used
+        group[ordered] = merged
+        return shared, group, first_op[ordered][first_of]
     group, first = group_index(columns)
     # 4 bytes an op, as a TPU op's metadata row
     return group.astype(np.int32), np.arange(len(first), dtype=np.int64), first
@@ -447,12 +453,25 @@ def sorted_codes(values: Any) -> tuple[np.ndarray, np.ndarray]:
     return found, np.searchsorted(found, values).astype(np.intp, copy=False)
 
 
+def as_run(rows: np.ndarray) -> np.ndarray | slice:
+    """Rows in increasing order without repeats (a timeline's selected ops and leaves) as a
+    slice where they are one run first .. last, which the first and last then tell: columns
+    read at it are views rather than copies as long as the table (on a TPU op line the
+    selected steps' ops are, as a rule, every op from the first selected step on)."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
+
+
 def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray:
-    """The first row holding each code 0 .. n_codes - 1; ``len(codes)`` for a code no row has."""
-    first = np.full(n_codes, len(codes), dtype=np.int64)
-    # Rows written in reverse, so that the first is the last written (numpy assigns repeated
-    # indices in order; 4x faster than minimum.at).
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1, dtype=np.int64)
+    """The first row holding each code 0 .. n_codes - 1; ``len(codes)`` for a code no row has
+    (codes outside that range: ValueError)."""
+    codes = np.asarray(codes)
+    if codes.dtype not in (np.int32, np.int64):
+        codes = codes.astype(np.int64)
+    first = kernels.first_rows(codes, n_codes)
+    if first is None:
+        raise ValueError(f"first_rows: a code outside [0, {n_codes})")
     return first
 
 

@@ -6,7 +6,8 @@ the timeline). :func:`union` makes one from any intervals; :func:`intersect`,
 :func:`subtract` and :func:`merge` combine sets; the rest measure a set inside windows
 (:func:`measure_in`, :func:`interior_gaps`, :func:`first_inside`, :func:`last_inside`) or
 find what a window leaves uncovered (:func:`gaps_in`). Every operation is a few sorted
-numpy passes, no per-interval Python loop; tests/test_intervals.py checks each against a
+numpy passes or kernels (searches that start from the last answer, sums of gaps), no
+per-interval Python loop; tests/test_intervals.py checks each against a
 brute-force count over the integers.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tpuperf import kernels
 from tpuperf.columns import distinct
 
 
@@ -172,7 +174,7 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
     if len(a) == 0:
         return np.zeros(len(t), dtype="int64")
     starts, ends = a.starts, a.ends  # each read once (a set may make them when read)
-    idx = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    idx = kernels.search_sorted(starts, t, "right")  # intervals starting at or before t
     # Their whole length (for few t, the ends' sum less the starts', so that no array of
     # lengths is made) ...
     if _few(idx, len(starts)):
@@ -208,17 +210,19 @@ def interior_gaps(
     if len(a) < 2:
         zeros = np.zeros(n, dtype="int64")
         return zeros, zeros.copy(), zeros.copy()
-    first = np.searchsorted(a.ends, np.asarray(win_starts, dtype="int64"), side="right")
-    stop = np.searchsorted(a.starts, np.asarray(win_ends, dtype="int64"), side="left") - 1
+    first = kernels.search_sorted(a.ends, win_starts, "right")
+    stop = kernels.search_sorted(a.starts, win_ends, "left") - 1
     stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
     # Windows past the last interval (or overlapping ones) count no gap, never past the end.
     last = len(a) - 1
     first, stop = np.minimum(first, last), np.minimum(stop, last)
-    gaps = a.starts[1:] - a.ends[:-1]  # each > 0: no interval touches the next
-    short = gaps < short_ps
-    np.multiply(gaps, short, out=gaps)  # the long ones zeroed
+    # The short gaps' length and count before each edge: summed up to the few distinct
+    # edges in one pass over the intervals (each gap > 0: no interval touches the next).
     edges = np.concatenate([stop, first])
-    length, count = sums_before(edges, gaps, short)
+    cuts = distinct(edges)
+    length, count = kernels.gap_sums(a.starts, a.ends, cuts, short_ps)
+    at = np.searchsorted(cuts, edges)
+    length, count = length[at], count[at]
     short_n = count[:n] - count[n:]
     return length[:n] - length[n:], short_n, (stop - first) - short_n
 
@@ -230,7 +234,7 @@ def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> 
     if len(a) == 0:
         return win_ends.copy()
     # The interval containing the window start, if any, else the next one to begin.
-    idx = np.searchsorted(a.ends, win_starts, side="right")
+    idx = kernels.search_sorted(a.ends, win_starts, "right")
     out = win_ends.copy()
     ok = idx < len(a)
     out[ok] = np.minimum(np.maximum(a.starts[idx[ok]], win_starts[ok]), win_ends[ok])
@@ -243,7 +247,7 @@ def last_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> n
     win_ends = np.asarray(win_ends, dtype="int64")
     if len(a) == 0:
         return win_starts.copy()
-    idx = np.searchsorted(a.starts, win_ends, side="left") - 1
+    idx = kernels.search_sorted(a.starts, win_ends, "left") - 1
     out = win_starts.copy()
     ok = idx >= 0
     out[ok] = np.maximum(np.minimum(a.ends[idx[ok]], win_ends[ok]), win_starts[ok])

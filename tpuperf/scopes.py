@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import schema
-from tpuperf.columns import Lookup, Strings, Table, index_groups, sum_by
+from tpuperf.columns import Lookup, Strings, Table, as_run, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of
 
@@ -293,6 +293,24 @@ class Scopes:
         found = self.device_rows[key]
         return found.values[found.index[ops]]
 
+    def sums_at(
+        self, key: tuple[str, int], ops: np.ndarray | slice, values: np.ndarray
+    ) -> np.ndarray:
+        """Per scope row, the sum of the int64 ``values`` (one per op of ``ops``) of the ops
+        ``ops`` of device ``key``: summed per value of the device's op index first (a TPU
+        op's metadata row, a few thousand), then per row, so that no row number is read out
+        per op. Integers: exact in any order."""
+        found = self.device_rows[key]
+        per_index = sum_by(found.index[ops], len(found.values), values)
+        return sum_by(found.values, self.n, per_index)
+
+    def counts_at(self, key: tuple[str, int], ops: np.ndarray | slice) -> np.ndarray:
+        """Per scope row, how many of the ops ``ops`` of device ``key`` it has (counted per
+        value of the op index first, as :meth:`sums_at`)."""
+        found = self.device_rows[key]
+        per_index = np.bincount(found.index[ops], minlength=len(found.values))
+        return sum_by(found.values, self.n, per_index)
+
     def pass_codes(self) -> np.ndarray:
         """Each row's pass as an index into :data:`schema.PASSES`."""
         passes = self.table.strings("pass")
@@ -528,9 +546,9 @@ def scope_time(
         for view in timeline.devices:
             if device is not None and view.key != (device.host, device.device):
                 continue
-            rows = data.rows_at(view.key, view.selected)
-            occurrences += np.bincount(rows, minlength=n)
-            time_ps += sum_by(rows, n, view.ops.array_at("self_ps", view.selected))
+            selected = as_run(view.selected)
+            occurrences += data.counts_at(view.key, selected)
+            time_ps += data.sums_at(view.key, selected, view.ops.array_at("self_ps", selected))
             windows += len(view.windows)
         return ScopeTime(occurrences, time_ps, max(windows, 1))
     for d in [device] if device is not None else profile.device_tables:

@@ -39,6 +39,7 @@ from tpuperf import kernels, schema
 from tpuperf.columns import (
     Strings,
     Table,
+    as_run,
     concat_strings,
     distinct,
     median,
@@ -210,9 +211,10 @@ class DeviceView(OfDevice):
     windows: Windows  # the selected step windows (the op span when there are no steps)
     all_windows: Windows  # every step window, warm-up and unselected steps included
     span: Windows  # one window: the device's first op to its last op's end
-    selected: np.ndarray  # rows of ops that start in a selected window
+    selected: np.ndarray  # rows of ops that start in a selected window, increasing
     # Rows of the selected compute ops with no op nested inside (self_ps == dur_ps): the ops
-    # whose FLOPs and bytes count toward totals (a while loop's body counts, not the loop).
+    # whose FLOPs and bytes count toward totals (a while loop's body counts, not the loop);
+    # increasing too (columns.as_run reads both as a slice where they are one run).
     leaves: np.ndarray
     breakdown: dict[str, np.ndarray]  # BREAKDOWN_COLUMNS per selected window
     # Iterations: from a selected step's start to the next step's start (see _iterations);
@@ -225,8 +227,9 @@ class DeviceView(OfDevice):
     outside: dict[str, int]  # span totals less step totals: time outside every step
 
     def selected_ops(self, *columns: str) -> Table:
-        """``columns`` of the ops that start in a selected window (only those are copied)."""
-        return self.ops.select(columns).take(self.selected)
+        """``columns`` of the ops that start in a selected window (only those are copied, or
+        none where they are one run of rows: views then)."""
+        return self.ops.select(columns).take(as_run(self.selected))
 
     def leaf_counts(self, index: np.ndarray, size: int) -> np.ndarray:
         """How many leaves have each value 0 .. size - 1 of ``index`` (an integer per op, as
@@ -235,7 +238,7 @@ class DeviceView(OfDevice):
         cache = self.__dict__.setdefault("_leaf_counts", {})
         key = (id(index), size)
         if key not in cache:  # (the cache holds the index: its id is not reused)
-            cache[key] = (index, np.bincount(index[self.leaves], minlength=size))
+            cache[key] = (index, np.bincount(index[as_run(self.leaves)], minlength=size))
         return cache[key][1]
 
     def window_ps(self) -> int:
@@ -596,8 +599,12 @@ def _starting_in(start: np.ndarray, windows: Windows) -> np.ndarray:
     dtype = np.int32 if len(start) < 2**31 else np.int64
     ws, we = windows.start_ps, windows.end_ps
     if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
-        first = np.searchsorted(start, ws, side="left")
-        stop = np.maximum(np.searchsorted(start, we, side="left"), first)
+        first = kernels.search_sorted(start, ws, "left")
+        stop = np.maximum(kernels.search_sorted(start, we, "left"), first)
+        # Runs that touch the next (steps that end where the next begins) joined: few runs.
+        if len(first):
+            cut = np.flatnonzero(first[1:] != stop[:-1]) + 1
+            first, stop = first[np.r_[0, cut]], stop[np.r_[cut - 1, len(stop) - 1]]
         rows = np.empty(int((stop - first).sum()), dtype=dtype)
         at = 0
         for a, b in zip(first.tolist(), stop.tolist(), strict=True):
@@ -757,13 +764,16 @@ def _device_sets(
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass.
         every_compute = not (kind != _SET_COMPUTE).any()
+        if every_compute and kernels.apart(start, end):
+            # Compute ops only, none empty and none touching the next (the rule on a TPU op
+            # line): the one set is the ops themselves, their columns rather than a copy (8
+            # bytes an op kept), as kind_runs would find after copying them.
+            occupied = nonempty(start, end)
+            return DeviceSets(occupied, EMPTY, EMPTY, occupied, occupied)
         # A line of compute ops only has one set, every op: the others are empty.
         runs = kernels.kind_runs(start, end, kind, 0 if every_compute else 3)
         if runs is not None and every_compute:
-            # No op empty and none touching the next (the rule on a TPU op line): the set is the
-            # ops themselves, their start column rather than a copy (8 bytes an op kept).
-            same = len(runs[0][0]) == len(start)
-            occupied = nonempty(start, end) if same else nonempty(*runs[0])
+            occupied = nonempty(*runs[0])
             return DeviceSets(occupied, EMPTY, EMPTY, occupied, occupied)
         if runs is not None:
             compute, collective, other, occupied = (nonempty(s, e) for s, e in runs)
