@@ -900,7 +900,11 @@ def op_table(tl: Timeline) -> Table:
         for values, column in zip(attributes, _OP_ATTRIBUTES, strict=True):
             values += view.ops.strings(column).take(rows).tolist()
         # Summed by index value, then by group: integers, exact in any order.
-        count = sum_by(group, k, np.bincount(index, minlength=len(group)))
+        if index is module.index:  # the device's op index at the selected ops: counted once
+            per_index = view.selected_counts(view.ops.strings("module").index, len(group))
+        else:
+            per_index = np.bincount(index, minlength=len(group))
+        count = sum_by(group, k, per_index)
         total = sum_by(group, k, sum_by(index, len(group), ops.array("self_ps")))
         parts.append((at, count, total))
     counts = np.zeros(len(names), dtype=np.int64)

@@ -236,10 +236,20 @@ class DeviceView(OfDevice):
         a Lookup's shared index: a TPU op's metadata row). Counted once per index: the
         roofline analyzer and the summary both read it."""
         cache = self.__dict__.setdefault("_leaf_counts", {})
-        key = (id(index), size)
-        if key not in cache:  # (the cache holds the index: its id is not reused)
-            cache[key] = (index, np.bincount(index[as_run(self.leaves)], minlength=size))
-        return cache[key][1]
+        if id(index) not in cache:  # (the cache holds the index: its id is not reused)
+            cache[id(index)] = (index, np.bincount(index[as_run(self.leaves)]))
+        counts = cache[id(index)][1]
+        if len(counts) < size:  # as bincount's minlength makes it
+            counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=counts.dtype)])
+        return counts
+
+    def selected_counts(self, index: np.ndarray, size: int) -> np.ndarray:
+        """How many selected ops have each value 0 .. size - 1 of ``index`` (as
+        :meth:`leaf_counts`): the leaves' counts where the leaves are the selected ops (a
+        line of compute ops, none nested, as a rule on TPU), counted once for both."""
+        if self.leaves is self.selected:
+            return self.leaf_counts(index, size)
+        return np.bincount(index[as_run(self.selected)], minlength=size)
 
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
