@@ -322,6 +322,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "gap_sums": _gap_sums,
     "dense_groups": _dense_groups,
     "first_rows": _first_rows,
+    "counts": _first_rows,
     "group_sums": _group_sums,
     "roofline_sums": _roofline_sums,
 }
@@ -384,7 +385,9 @@ def test_both_implementations_have_each_kernel_with_one_signature(name: str) -> 
 
 
 @pytest.mark.parametrize("implementation", BUILT)
-def test_apart_search_sorted_gap_sums_and_first_rows_equal_a_loop(implementation: str) -> None:
+def test_apart_search_sorted_gap_sums_first_rows_and_counts_equal_a_loop(
+    implementation: str,
+) -> None:
     """The interval and group kernels of the timeline against plain loops over the same
     generated cases as the parity test (empty, one interval, touching, wrapping sums)."""
     rng = random.Random("reference")
@@ -416,10 +419,13 @@ def test_apart_search_sorted_gap_sums_and_first_rows_equal_a_loop(implementation
                     assert (int(got_length), int(got_count)) == (wrapped, len(short))
             codes, n_codes = _first_rows(rng)
             got = kernels.first_rows(codes, n_codes)
+            counted = kernels.counts(codes, n_codes)
             listed = codes.tolist()
             if any(not 0 <= c < n_codes for c in listed):
-                assert got is None
+                assert got is None and counted is None
             else:
+                assert counted is not None and counted.dtype == np.int64
+                assert counted.tolist() == [listed.count(k) for k in range(n_codes)]
                 assert got is not None and got.dtype == np.int64
                 assert got.tolist() == [
                     listed.index(k) if k in listed else len(listed) for k in range(n_codes)

@@ -689,11 +689,12 @@ static PyObject *column_unless(PyObject *column, int outside)
     Py_RETURN_NONE;
 }
 
-/* first_rows(codes, itemsize, n_codes) -> int64 column of n_codes values, or None when a
- * code lies outside [0, n_codes): the first row holding each code, len(codes) for a code no
- * row has. codes are int32 or int64 (itemsize 4 or 8): a TPU op's metadata row, one an op.
- * One pass where numpy makes a reversed arange as long as the codes and scatters it. */
-static PyObject *first_rows(PyObject *self, PyObject *args)
+/* One pass over int32 or int64 codes (itemsize 4 or 8: a TPU op's metadata row, one an op)
+ * filling an int64 column of n_codes values, or None when a code lies outside [0, n_codes):
+ * how many rows hold each code (counting, np.bincount with minlength n_codes, which first
+ * copies int32 codes into int64 ones as long), else the first row holding each code,
+ * len(codes) for a code no row has (numpy scatters a reversed arange as long as the codes). */
+static PyObject *per_code(PyObject *args, int counting)
 {
     Py_buffer view;
     int itemsize;
@@ -702,12 +703,13 @@ static PyObject *first_rows(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL;
     if ((itemsize != 4 && itemsize != 8) || view.len % itemsize || n_codes < 0) {
-        PyErr_SetString(PyExc_ValueError, "first_rows: int32 or int64 codes");
+        PyErr_SetString(PyExc_ValueError, counting ? "counts: int32 or int64 codes"
+                                                   : "first_rows: int32 or int64 codes");
         goto done;
     }
     Py_ssize_t n = view.len / itemsize;
-    int64_t *first;
-    PyObject *column = new_column(n_codes, 8, (void **)&first);
+    int64_t *out;
+    PyObject *column = new_column(n_codes, 8, (void **)&out);
     if (!column)
         goto done;
     const int32_t *c32 = (const int32_t *)view.buf;
@@ -715,21 +717,35 @@ static PyObject *first_rows(PyObject *self, PyObject *args)
     int outside = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n_codes; k++)
-        first[k] = n;
+        out[k] = counting ? 0 : n;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t code = itemsize == 4 ? (int64_t)c32[i] : c64[i];
         if (code < 0 || code >= n_codes) {
             outside = 1;
             break;
         }
-        if (first[code] == n)
-            first[code] = i;
+        if (counting)
+            out[code]++;
+        else if (out[code] == n)
+            out[code] = i;
     }
     Py_END_ALLOW_THREADS
     result = column_unless(column, outside);
 done:
     PyBuffer_Release(&view);
     return result;
+}
+
+/* first_rows(codes, itemsize, n_codes) -> the first row of each code (per_code) */
+static PyObject *first_rows(PyObject *self, PyObject *args)
+{
+    return per_code(args, 0);
+}
+
+/* counts(codes, itemsize, n_codes) -> how many rows hold each code (per_code) */
+static PyObject *counts(PyObject *self, PyObject *args)
+{
+    return per_code(args, 1);
 }
 
 /* group_sums(groups, group_itemsize, values, n_groups) -> int64 column of n_groups sums, or
@@ -1689,6 +1705,9 @@ static PyMethodDef methods[] = {
      "in [0, size), groups in order of first appearance."},
     {"first_rows", first_rows, METH_VARARGS,
      "first_rows(codes, itemsize, n_codes) -> the first row of each code (None when a code is "
+     "outside [0, n_codes))"},
+    {"counts", counts, METH_VARARGS,
+     "counts(codes, itemsize, n_codes) -> how many rows hold each code (None when a code is "
      "outside [0, n_codes))"},
     {"group_sums", group_sums, METH_VARARGS,
      "group_sums(groups, group_itemsize, values, n_groups) -> int64 sums per group (None when a "

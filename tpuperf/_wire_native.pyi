@@ -70,6 +70,9 @@ def dense_groups(keys: Buffer, size: int, /) -> tuple[bytearray, bytearray]:
 def first_rows(codes: Buffer, itemsize: int, n_codes: int, /) -> bytearray | None:
     """The first row of each code (int64); None when a code is outside [0, n_codes)."""
 
+def counts(codes: Buffer, itemsize: int, n_codes: int, /) -> bytearray | None:
+    """How many rows hold each code (int64); None when a code is outside [0, n_codes)."""
+
 def group_sums(
     groups: Buffer, group_itemsize: int, values: Buffer, n_groups: int, /
 ) -> bytearray | None:

@@ -40,6 +40,7 @@ KERNELS = (
     "gap_sums",
     "dense_groups",
     "first_rows",
+    "counts",
     "group_sums",
     "roofline_sums",
 )
@@ -280,6 +281,15 @@ def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     if codes.dtype not in (np.int32, np.int64) or codes.ndim != 1 or n_codes < 0:
         raise ValueError("first_rows: int32 or int64 codes")
     return _impl.first_rows(codes, int(n_codes))
+
+
+def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    """How many of int32 or int64 ``codes`` hold each code 0 .. n_codes - 1 (int64, as
+    ``np.bincount(codes, minlength=n_codes)``); None when a code lies outside [0, n_codes)."""
+    codes = np.ascontiguousarray(codes)
+    if codes.dtype not in (np.int32, np.int64) or codes.ndim != 1 or n_codes < 0:
+        raise ValueError("counts: int32 or int64 codes")
+    return _impl.counts(codes, int(n_codes))
 
 
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:

@@ -136,6 +136,11 @@ def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     return None if first is None else _int64(first)
 
 
+def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    found = c.counts(codes, codes.dtype.itemsize, n_codes)
+    return None if found is None else _int64(found)
+
+
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
     sums = c.group_sums(groups, groups.dtype.itemsize, values, n_groups)
     return None if sums is None else _int64(sums)

@@ -272,6 +272,12 @@ def first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     return first
 
 
+def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
+    if len(codes) and (int(codes.min()) < 0 or int(codes.max()) >= n_codes):
+        return None
+    return np.bincount(codes, minlength=n_codes).astype(np.int64, copy=False)
+
+
 def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
     if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= n_groups):
         return None
