@@ -185,9 +185,9 @@ def test_device_sets_in_one_pass_equal_the_set_algebra(
     )
     end = starts + durations
     kind = iv._set_codes(table.strings("kind"))
-    in_one_pass = iv._device_sets(table, starts, end, kind, gpu)
+    in_one_pass = iv._device_sets(table, starts, end, kind, gpu, kernels.apart(starts, end))
     with mock.patch.object(kernels, "kind_runs", lambda *args: None):  # the general way
-        by_algebra = iv._device_sets(table, starts, end, kind, gpu)
+        by_algebra = iv._device_sets(table, starts, end, kind, gpu, apart=False)
     for name in ("compute", "collective", "other"):
         got, expected = getattr(in_one_pass, name), getattr(by_algebra, name)
         assert got.starts.tolist() == expected.starts.tolist(), name

@@ -27,6 +27,7 @@ from tpuperf.intervals import (
     subtract,
     sums_before,
     union,
+    window_edges,
 )
 
 # The kernels' implementations: both where C is built.
@@ -119,6 +120,9 @@ def test_measures_in_windows_count_the_covered_cells(
         lasts.append(s + int(inside[-1]) + 1 if len(inside) else s)
     assert first_inside(sa, starts, ends).tolist() == firsts
     assert last_inside(sa, starts, ends).tolist() == lasts
+    edges = window_edges(sa, starts, ends)  # found once for both: the same answers
+    assert first_inside(sa, starts, ends, edges).tolist() == firsts
+    assert last_inside(sa, starts, ends, edges).tolist() == lasts
 
 
 @settings(max_examples=300, deadline=None)
@@ -143,7 +147,10 @@ def test_interior_gaps_are_the_gaps_between_intervals_inside_each_window(
     for implementation in BUILT:  # the gaps are summed by kernels.gap_sums
         with kernels.use(implementation):
             got = interior_gaps(sa, starts, ends, short_ps)
+            edges = window_edges(sa, starts, ends)
+            given_edges = interior_gaps(sa, starts, ends, short_ps, edges)
         assert tuple(column.tolist() for column in got) == expected
+        assert tuple(column.tolist() for column in given_edges) == expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -137,6 +137,8 @@ def test_ops_starting_in_windows_are_the_ops_a_window_holds(
     )
     got = _starting_in(start, win)
     assert got.dtype == np.int32
+    if in_order:  # told so, the same rows without checking the order
+        assert _starting_in(start, win, in_order=True).tolist() == got.tolist()
     placed = window_of(start, win.start_ps, win.end_ps)
     assert got.tolist() == np.flatnonzero(placed >= 0).tolist()
     if all(win.start_ps[1:] >= win.end_ps[:-1]):  # apart

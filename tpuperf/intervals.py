@@ -197,10 +197,29 @@ def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np
     return before[:n] - before[n:]
 
 
+# For each window, (the first interval of a set ending after the window starts, how many of
+# its intervals start before the window ends): where the measures below look (window_edges).
+Edges = tuple[np.ndarray, np.ndarray]
+
+
+def window_edges(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> Edges:
+    """Where each window's edges fall among the intervals of ``a`` (see Edges): found once
+    for :func:`interior_gaps`, :func:`first_inside` and :func:`last_inside` of one set."""
+    return (
+        kernels.search_sorted(a.ends, win_starts, "right"),
+        kernels.search_sorted(a.starts, win_ends, "left"),
+    )
+
+
 def interior_gaps(
-    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, short_ps: int
+    a: Intervals,
+    win_starts: np.ndarray,
+    win_ends: np.ndarray,
+    short_ps: int,
+    edges: Edges | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each window, the gaps between intervals of ``a`` that lie wholly inside it.
+    """For each window, the gaps between intervals of ``a`` that lie wholly inside it
+    (``edges``: window_edges of the same, where already found).
 
     Returns (total length of gaps shorter than ``short_ps``, their count, the count of
     the others). The gaps between intervals k and k+1 with k from the first interval
@@ -210,44 +229,50 @@ def interior_gaps(
     if len(a) < 2:
         zeros = np.zeros(n, dtype="int64")
         return zeros, zeros.copy(), zeros.copy()
-    first = kernels.search_sorted(a.ends, win_starts, "right")
-    stop = kernels.search_sorted(a.starts, win_ends, "left") - 1
-    stop = np.maximum(stop, first)  # fewer than two intervals in the window: no gap
+    first, starting = edges if edges is not None else window_edges(a, win_starts, win_ends)
+    stop = np.maximum(starting - 1, first)  # fewer than two intervals in the window: no gap
     # Windows past the last interval (or overlapping ones) count no gap, never past the end.
     last = len(a) - 1
     first, stop = np.minimum(first, last), np.minimum(stop, last)
-    # The short gaps' length and count before each edge: summed up to the few distinct
-    # edges in one pass over the intervals (each gap > 0: no interval touches the next).
-    edges = np.concatenate([stop, first])
-    cuts = distinct(edges)
+    # The short gaps' length and count before each bound: summed up to the few distinct
+    # bounds in one pass over the intervals (each gap > 0: no interval touches the next).
+    bounds = np.concatenate([stop, first])
+    cuts = distinct(bounds)
     length, count = kernels.gap_sums(a.starts, a.ends, cuts, short_ps)
-    at = np.searchsorted(cuts, edges)
+    at = np.searchsorted(cuts, bounds)
     length, count = length[at], count[at]
     short_n = count[:n] - count[n:]
     return length[:n] - length[n:], short_n, (stop - first) - short_n
 
 
-def first_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window, the first time in it covered by ``a`` (the window end when none)."""
+def first_inside(
+    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, edges: Edges | None = None
+) -> np.ndarray:
+    """For each window, the first time in it covered by ``a`` (the window end when none;
+    ``edges``: window_edges of the same, where already found)."""
     win_starts = np.asarray(win_starts, dtype="int64")
     win_ends = np.asarray(win_ends, dtype="int64")
     if len(a) == 0:
         return win_ends.copy()
     # The interval containing the window start, if any, else the next one to begin.
-    idx = kernels.search_sorted(a.ends, win_starts, "right")
+    idx = edges[0] if edges is not None else kernels.search_sorted(a.ends, win_starts, "right")
     out = win_ends.copy()
     ok = idx < len(a)
     out[ok] = np.minimum(np.maximum(a.starts[idx[ok]], win_starts[ok]), win_ends[ok])
     return out
 
 
-def last_inside(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
-    """For each window, the last time in it covered by ``a`` (the window start when none)."""
+def last_inside(
+    a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray, edges: Edges | None = None
+) -> np.ndarray:
+    """For each window, the last time in it covered by ``a`` (the window start when none;
+    ``edges``: window_edges of the same, where already found)."""
     win_starts = np.asarray(win_starts, dtype="int64")
     win_ends = np.asarray(win_ends, dtype="int64")
     if len(a) == 0:
         return win_starts.copy()
-    idx = kernels.search_sorted(a.starts, win_ends, "left") - 1
+    starting = edges[1] if edges is not None else kernels.search_sorted(a.starts, win_ends, "left")
+    idx = starting - 1
     out = win_starts.copy()
     ok = idx >= 0
     out[ok] = np.maximum(np.minimum(a.ends[idx[ok]], win_ends[ok]), win_starts[ok])

@@ -59,6 +59,7 @@ from tpuperf.intervals import (
     nonempty,
     subtract,
     union,
+    window_edges,
 )
 from tpuperf.roofline import chips
 from tpuperf.step_windows import (
@@ -237,7 +238,7 @@ class DeviceView(OfDevice):
         roofline analyzer and the summary both read it."""
         cache = self.__dict__.setdefault("_leaf_counts", {})
         if id(index) not in cache:  # (the cache holds the index: its id is not reused)
-            cache[id(index)] = (index, np.bincount(index[as_run(self.leaves)]))
+            cache[id(index)] = (index, _counts(index[as_run(self.leaves)]))
         counts = cache[id(index)][1]
         if len(counts) < size:  # as bincount's minlength makes it
             counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=counts.dtype)])
@@ -249,7 +250,7 @@ class DeviceView(OfDevice):
         line of compute ops, none nested, as a rule on TPU), counted once for both."""
         if self.leaves is self.selected:
             return self.leaf_counts(index, size)
-        return np.bincount(index[as_run(self.selected)], minlength=size)
+        return _counts(index[as_run(self.selected)], size)
 
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
@@ -417,6 +418,16 @@ class Timeline:
         return np.flatnonzero(index < 0)
 
 
+def _counts(codes: np.ndarray, size: int = 0) -> np.ndarray:
+    """``np.bincount(codes, minlength=size)`` of an op index (int32 as a rule: the kernel
+    counts it as it is, where bincount makes an int64 copy of it first)."""
+    if codes.dtype in (np.int32, np.int64):
+        found = kernels.counts(codes, max(size, int(codes.max()) + 1 if len(codes) else 0))
+        if found is not None:
+            return found
+    return np.bincount(codes, minlength=size)
+
+
 def _stack(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
 
@@ -542,7 +553,9 @@ def _view(
     start, dur = ops.array("start_ps"), ops.array("dur_ps")
     end = start + dur
     kind = _set_codes(ops.strings("kind"))
-    sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU")
+    # Ops none empty, each starting after the last ends (a TPU op line, as a rule): in order.
+    apart = kernels.apart(start, end)
+    sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU", apart=apart)
     span = Windows.of([-1], [start.min()], [end.max()])
     if steps is None:
         windows = all_windows = span
@@ -556,7 +569,7 @@ def _view(
         )
         if not len(windows):
             return None
-    inside = _starting_in(start, windows)
+    inside = _starting_in(start, windows, in_order=apart)
     iterations, gaps = (
         _iterations(windows, all_windows, periods=period_steps)
         if steps is not None
@@ -602,19 +615,22 @@ def _view(
     )
 
 
-def _starting_in(start: np.ndarray, windows: Windows) -> np.ndarray:
+def _starting_in(start: np.ndarray, windows: Windows, in_order: bool = False) -> np.ndarray:
     """Rows of the ops that start in one of ``windows``, in row order, int32 where that holds
-    them (4 bytes an op). Ops in time order in windows that do not overlap (a TPU op line's
-    steps, as a rule): each window's ops are one run of rows, found by two searches."""
+    them (4 bytes an op). Ops in time order (``in_order``: known to be) in windows that do
+    not overlap (a TPU op line's steps, as a rule): each window's ops are one run of rows,
+    found by two searches."""
     dtype = np.int32 if len(start) < 2**31 else np.int64
     ws, we = windows.start_ps, windows.end_ps
-    if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
+    if bool(np.all(ws[1:] >= we[:-1])) and (in_order or bool(np.all(start[1:] >= start[:-1]))):
         first = kernels.search_sorted(start, ws, "left")
         stop = np.maximum(kernels.search_sorted(start, we, "left"), first)
         # Runs that touch the next (steps that end where the next begins) joined: few runs.
         if len(first):
             cut = np.flatnonzero(first[1:] != stop[:-1]) + 1
             first, stop = first[np.r_[0, cut]], stop[np.r_[cut - 1, len(stop) - 1]]
+        if len(first) == 1:  # one run: made in place rather than copied in
+            return np.arange(first[0], stop[0], dtype=dtype)
         rows = np.empty(int((stop - first).sum()), dtype=dtype)
         at = 0
         for a, b in zip(first.tolist(), stop.tolist(), strict=True):
@@ -759,10 +775,11 @@ def _select_steps(
 
 
 def _device_sets(
-    ops: Table, start: np.ndarray, end: np.ndarray, kind: np.ndarray, gpu: bool
+    ops: Table, start: np.ndarray, end: np.ndarray, kind: np.ndarray, gpu: bool, apart: bool
 ) -> DeviceSets:
     """Split a device's time into compute, exposed collective, other (copies), busy and
-    occupied (see the module docstring); ``kind``: each op's set (_set_codes)."""
+    occupied (see the module docstring); ``kind``: each op's set (_set_codes); ``apart``:
+    kernels.apart of the ops."""
     lines = ops.strings("line")
     one_line = (
         len(lines.values) == 1
@@ -774,7 +791,7 @@ def _device_sets(
         # One line whose ops neither nest nor overlap (a TPU op line, as a rule): the sets are
         # its ops by kind, in order, touching neighbours joined; one pass.
         every_compute = not (kind != _SET_COMPUTE).any()
-        if every_compute and kernels.apart(start, end):
+        if every_compute and apart:
             # Compute ops only, none empty and none touching the next (the rule on a TPU op
             # line): the one set is the ops themselves, their columns rather than a copy (8
             # bytes an op kept), as kind_runs would find after copying them.
@@ -880,12 +897,13 @@ def _breakdown(sets: DeviceSets, win: Windows, micro_ps: int) -> dict[str, np.nd
     out["idle_ps"] = out["step_ps"] - out["busy_ps"]
     occupied_ps = inside(sets.occupied)
     out["no_op_ps"] = out["step_ps"] - occupied_ps
-    leading = first_inside(sets.occupied, ws, we) - ws
-    trailing = np.where(occupied_ps > 0, we - last_inside(sets.occupied, ws, we), 0)
+    edges = window_edges(sets.occupied, ws, we)  # (searched once for the three below)
+    leading = first_inside(sets.occupied, ws, we, edges) - ws
+    trailing = np.where(occupied_ps > 0, we - last_inside(sets.occupied, ws, we, edges), 0)
     out["leading_idle_ps"] = leading
     out["trailing_idle_ps"] = trailing
     out["interior_idle_ps"] = out["no_op_ps"] - leading - trailing
-    micro, micro_n, macro_n = interior_gaps(sets.occupied, ws, we, micro_ps)
+    micro, micro_n, macro_n = interior_gaps(sets.occupied, ws, we, micro_ps, edges)
     out["micro_idle_ps"] = micro
     out["micro_gaps"] = micro_n
     out["macro_gaps"] = macro_n
