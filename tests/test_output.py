@@ -519,6 +519,21 @@ def test_tpuperf_no_native_installs_without_the_c_module(
     assert not list(tmp_path.rglob("*.so"))
 
 
+def test_the_install_holds_every_package() -> None:
+    """``pip install .`` copies only the packages pyproject.toml lists; an editable install
+    maps the whole folder, so a package missing from the list failed only once installed
+    (tpuperf.kernels did: every command that read a profile stopped on an ImportError)."""
+    tomllib = pytest.importorskip("tomllib")
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"tpuperf": "tpuperf", **setup["package-dir"]}
+    on_disk = set()
+    for package, folder in folders.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO / folder).parts
+            on_disk.add(".".join((package, *parts)))
+    assert on_disk == set(setup["packages"])
+
+
 def test_cli_module_runs_as_a_script() -> None:
     import subprocess
 
