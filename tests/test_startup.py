@@ -307,3 +307,18 @@ def test_host_event_names_are_coded_as_from_list_codes_them(rows: list[int]) -> 
     expected = Strings.from_list([known[i] for i in rows])
     assert found.values == expected.values
     assert found.codes.tolist() == expected.codes.tolist()
+
+
+@pytest.mark.parametrize("profile", ["cpu_fixture", "tpu/v6e_4chip_inference"])
+def test_a_small_profile_starts_no_thread_pool(profile: str) -> None:
+    """Decoding, hashing and analysing a profile under tpuperf._threads.PARALLEL_BYTES /
+    PARALLEL_OPS happens in the calling thread: concurrent.futures (and logging, which it
+    imports) is not even imported, on a first command (decoded, hashed, stored) nor a second
+    (read from the cache)."""
+    from tests.conftest import shared_profile
+
+    path = str(CPU_FIXTURE if profile == "cpu_fixture" else shared_profile(f"{profile}.xplane.pb"))
+    for args in (["info"], ["ops"], ["analyze", "-f", "json"], ["analyze", "--no-cache"]):
+        code, out, modules = _imports(args[0], path, *args[1:])
+        assert code == 0 and out.strip()
+        assert not {"concurrent", "logging"} & _top_level(modules), args

@@ -11,13 +11,12 @@ import functools
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import jsonout
+from tpuperf import _threads, jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
 from tpuperf.columns import Strings, Table, as_run, group_index, index_groups, sum_by
@@ -542,7 +541,9 @@ def analyze(
     chosen = base.select(analyzers)
     builtin = {name for name, _ in base.BUILTIN}
     summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
-    with ThreadPoolExecutor(min(os.cpu_count() or 1, 4), "tpuperf-analyze") as pool:
+    workers = min(os.cpu_count() or 1, 4)
+    parallel = sum(d.ops.n for d in profile.device_tables) >= _threads.PARALLEL_OPS
+    with _threads.pool(workers, "tpuperf-analyze", parallel=parallel) as pool:
         # What ran (the scope table) is read from the profile alone: beside the timeline.
         workload = pool.submit(_workload, profile, scopes)
         tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers

@@ -24,11 +24,11 @@ from __future__ import annotations
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from tpuperf import _threads
 from tpuperf.build_cpu import HOST_PLANE, host_devices
 from tpuperf.build_gpu import HostExecutions, stream_ops
 from tpuperf.build_tpu import TPU_MODULES_LINE, Factorized, tpu_ops
@@ -87,11 +87,8 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         return device
 
     workers = min(threads or os.cpu_count() or 1, len(device_planes))
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="tpuperf-decode") as pool:
-            devices = list(pool.map(build, device_planes))
-    else:
-        devices = [build(item) for item in device_planes]
+    with _threads.pool(workers, "tpuperf-decode") as pool:
+        devices = list(pool.map(build, device_planes))
 
     warnings: list[str] = []
     protos = _hlo_protos(planes_by_name.get(_METADATA_PLANE))

@@ -37,8 +37,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -293,6 +291,9 @@ class Cache:
             raise error
 
     def _store_tables(self, key: str, tables: HostTables) -> None:
+        import shutil  # (and tempfile) only to write: a command served from here needs neither
+        import tempfile
+
         entry = self._entry("tables", key, "")
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
@@ -616,6 +617,8 @@ def _reason(exc: Exception) -> str:
 
 def _remove(path: Path) -> None:
     if path.is_dir():
+        import shutil
+
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
@@ -632,12 +635,12 @@ def decode_host(url: str, host: str, data: Any, space: Any = None) -> HostTables
 
 def _hash_beside_decode(data: Any) -> tuple[str, Any]:
     """The content key of ``data`` and its XSpace (``xspace.decode``; None when that fails,
-    and decoding again says why), made side by side: hashlib lets go of the GIL."""
-    from concurrent.futures import ThreadPoolExecutor
+    and decoding again says why), made side by side (hashlib lets go of the GIL), or one after
+    the other for a small profile."""
+    from tpuperf import _threads, xspace
 
-    from tpuperf import xspace
-
-    with ThreadPoolExecutor(1, thread_name_prefix="tpuperf-hash") as pool:
+    parallel = len(data) >= _threads.PARALLEL_BYTES
+    with _threads.pool(1, "tpuperf-hash", parallel=parallel) as pool:
         hashing = pool.submit(content_key, data)
         try:
             space = xspace.decode(data)

@@ -279,6 +279,7 @@ def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables; ``space``, when
     given, is ``xspace.decode(data)`` already made (the cache makes it while it hashes)."""
     from tpuperf import build, hostview, sources, xspace
+    from tpuperf._threads import PARALLEL_BYTES
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
@@ -286,7 +287,7 @@ def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
         # Indexing read every page of the file; the tables read it again line by line, so
         # only the lines being decoded are resident beside the growing tables.
         sources.release(data)
-        built = build.build_host(host, space)
+        built = build.build_host(host, space, None if len(data) >= PARALLEL_BYTES else 1)
         host_events = hostview.events_of(space)
         del space
         sources.release(data)

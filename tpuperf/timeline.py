@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import kernels, schema
+from tpuperf import _threads, kernels, schema
 from tpuperf.columns import (
     Strings,
     Table,
@@ -513,11 +512,9 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
 
     # Devices are independent and numpy lets go of the GIL in its loops: a thread each.
     workers = min(os.cpu_count() or 1, len(candidates))
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="tpuperf-timeline") as pool:
-            built = list(pool.map(view_of, candidates))
-    else:
-        built = [view_of(c) for c in candidates]
+    parallel = sum(c.tables.ops.n for c in candidates) >= _threads.PARALLEL_OPS
+    with _threads.pool(workers, "tpuperf-timeline", parallel=parallel) as pool:
+        built = list(pool.map(view_of, candidates))
     views = [v for v in built if v is not None]
     return Timeline(
         devices=tuple(views),

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf import kernels
+from tpuperf import _threads, kernels
+from tpuperf._threads import PARALLEL_BYTES
 from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.kernels.wire import (
     EMPTY,
@@ -475,10 +476,6 @@ class Space:
 # --------------------------------------------------------------------------- decoding
 
 
-# Profiles smaller than this decode their planes one after another (threads cost more).
-_PARALLEL_BYTES = 8 << 20
-
-
 def decode(data: bytes) -> Space:
     """Decode serialized XSpace bytes. Raises :class:`DecodeError` when they are not one."""
     if not data:
@@ -487,15 +484,11 @@ def decode(data: bytes) -> Space:
     number, wire, _, value_start, value_stop = kernels.scan_fields(data, 0, len(data))
     is_plane = (number == _SPACE_PLANES) & (wire == WIRE_LEN)
     spans = list(zip(value_start[is_plane].tolist(), value_stop[is_plane].tolist(), strict=True))
+    # Finding the lines' event runs is C without the GIL: a large profile's planes go side by
+    # side, a small one's one after another (threads cost it more).
     workers = min(os.cpu_count() or 1, len(spans))
-    if workers > 1 and len(data) >= _PARALLEL_BYTES:
-        # Finding the lines' event runs is C without the GIL: planes go side by side.
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(workers, thread_name_prefix="tpuperf-planes") as pool:
-            planes = list(pool.map(lambda span: _decode_plane(data, buf, *span), spans))
-    else:
-        planes = [_decode_plane(data, buf, start, stop) for start, stop in spans]
+    with _threads.pool(workers, "tpuperf-planes", parallel=len(data) >= PARALLEL_BYTES) as pool:
+        planes = list(pool.map(lambda span: _decode_plane(data, buf, *span), spans))
 
     def texts(field_number: int) -> list[str]:  # a repeated string field of the XSpace
         pick = (number == field_number) & (wire == WIRE_LEN)
