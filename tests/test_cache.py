@@ -274,3 +274,45 @@ def test_default_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("TPUPERF_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert cache_mod.default_dir() == tmp_path / "x" / "tpuperf"
+
+
+def test_keys_are_sha256_of_their_text() -> None:
+    """Keys are hashed with the interpreter's own SHA-256 where it has one (no OpenSSL to
+    load): the same digest as hashlib's."""
+    import hashlib
+
+    for text in ("", "tables", "é" * 1000, json.dumps([cache_mod.FORMAT, "x", [1, 2]])):
+        assert cache_mod._text_digest(text) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_code_version_moves_with_the_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A development version carries a digest of tpuperf's source files: of their stats
+    where every file is settled, of their bytes where one was just modified; another stat
+    (a file written) is another version."""
+    monkeypatch.setattr(tpuperf, "__version__", "1.0.dev0")
+    real = cache_mod.settled_state
+
+    def version(state: object) -> str:
+        monkeypatch.setattr(cache_mod, "settled_state", state)
+        cache_mod.code_version.cache_clear()
+        try:
+            return cache_mod.code_version()
+        finally:
+            cache_mod.code_version.cache_clear()
+
+    settled = version(real)
+    assert settled.startswith("1.0.dev0+stat.") and version(real) == settled
+    touched = version(
+        lambda path: (
+            [*real(path)[:1], real(path)[1] + 1, *real(path)[2:]]
+            if path.endswith("cache.py")
+            else real(path)
+        )
+    )
+    assert touched.startswith("1.0.dev0+stat.") and touched != settled
+    # One file too recent for its stat: the bytes are hashed instead.
+    racy = version(lambda path: None if path.endswith("cache.py") else real(path))
+    assert racy.startswith("1.0.dev0+src.") and racy == version(lambda path: None)
+    # A release is its version alone.
+    monkeypatch.setattr(tpuperf, "__version__", "1.0")
+    assert version(real) == "1.0"

@@ -34,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -94,7 +94,29 @@ def default_max_bytes() -> int:
 
 def content_key(data: bytes) -> str:
     """The content key of a profile's bytes."""
+    import hashlib  # OpenSSL's SHA-256: several times the interpreter's own on a large file
+
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _text_digest(text: str) -> str:
+    """The SHA-256 of a short text (a key's parts), hex."""
+    return str(_short_sha256()(text.encode()).hexdigest())
+
+
+@functools.lru_cache(maxsize=1)
+def _short_sha256() -> Callable[[bytes], Any]:
+    """The interpreter's own SHA-256 where it has one: a command served from the cache then
+    needs no hashlib, whose import loads OpenSSL (4-9 ms here, more than the hashing of a
+    command's keys takes)."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found]  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.10, 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256  # type: ignore[no-any-return]
 
 
 def listing_key(info: dict[str, Any]) -> str | None:
@@ -116,7 +138,11 @@ def code_version() -> str:
     """tpuperf's version; for a development version, with a digest of its source files.
 
     Development checkouts change code without changing the version string, and a cached
-    result computed by older code must not be served as today's.
+    result computed by older code must not be served as today's. The digest is of each
+    source file's name and :func:`settled_state` (size, mtime, ctime, inode: what moves when
+    the file is written, the stat git's index trusts), which costs a stat per file rather
+    than reading them all; where one was modified too recently for its stat to be trusted,
+    of the files' names and bytes.
     """
     from tpuperf import __version__
 
@@ -125,18 +151,28 @@ def code_version() -> str:
     import tpuperf.analyzers
     import tpuperf.roofline
 
+    paths = [
+        path
+        for package in (tpuperf, tpuperf.analyzers, tpuperf.roofline)
+        for root in package.__path__
+        for path in sorted(Path(root).rglob("*.py"))
+    ]
+    states = [settled_state(str(path)) for path in paths]
+    if all(state is not None for state in states):
+        named = [[path.name, state] for path, state in zip(paths, states, strict=True)]
+        return f"{__version__}+stat.{_text_digest(json.dumps(named))[:16]}"
+    import hashlib
+
     digest = hashlib.sha256()
-    for package in (tpuperf, tpuperf.analyzers, tpuperf.roofline):
-        for root in package.__path__:
-            for path in sorted(Path(root).rglob("*.py")):
-                digest.update(path.name.encode())
-                digest.update(path.read_bytes())
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     return f"{__version__}+src.{digest.hexdigest()[:16]}"
 
 
 def _hash(*parts: Any) -> str:
     text = json.dumps([FORMAT, code_version(), *parts], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _text_digest(text)
 
 
 class Cache:
@@ -523,7 +559,7 @@ class _Arrays:
                 raise ValueError(f"array {number}: dtype {text}")
             if not all(isinstance(n, int) and n >= 0 for n in shape):
                 raise ValueError(f"array {number}: shape {shape}")
-            count = int(np.prod(shape, dtype=np.int64))
+            count = math.prod(shape)
             if not 0 <= offset <= self._size - count * dtype.itemsize:
                 raise ValueError(f"array {number} lies past the end of {_BLOB}")
             array = np.frombuffer(self._data, dtype, count, offset).reshape(shape)
