@@ -155,18 +155,24 @@ def code_version() -> str:
         path
         for package in (tpuperf, tpuperf.analyzers, tpuperf.roofline)
         for root in package.__path__
-        for path in sorted(Path(root).rglob("*.py"))
+        for path in sorted(
+            os.path.join(folder, name)
+            for folder, _, names in os.walk(root)  # a third of the time of Path.rglob
+            for name in names
+            if name.endswith(".py")
+        )
     ]
-    states = [settled_state(str(path)) for path in paths]
+    states = [settled_state(path) for path in paths]
     if all(state is not None for state in states):
-        named = [[path.name, state] for path, state in zip(paths, states, strict=True)]
+        named = [[os.path.basename(p), state] for p, state in zip(paths, states, strict=True)]
         return f"{__version__}+stat.{_text_digest(json.dumps(named))[:16]}"
     import hashlib
 
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        digest.update(os.path.basename(path).encode())
+        with open(path, "rb") as file:
+            digest.update(file.read())
     return f"{__version__}+src.{digest.hexdigest()[:16]}"
 
 

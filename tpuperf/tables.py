@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf.columns import Strings, Table, median
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE
-from tpuperf.xspace import Line, Plane
+
+if TYPE_CHECKING:  # the decoder: a command served from the cache does not import it
+    from tpuperf.xspace import Line, Plane
 
 _OP_SUFFIX = re.compile(r"\.\d+$")
 
