@@ -16,7 +16,8 @@ This module finds the planes, builds each device, places steps and lists the lin
 kept per device (:class:`~tpuperf.tables.DeviceTables`), as :class:`~tpuperf.columns.Table`
 columns without pandas: TPU op columns that come from the event metadata share one array of
 metadata rows (see :mod:`tpuperf.columns`). Devices are built in threads: the large op lines
-are decoded in C without holding the GIL.
+are decoded in C without holding the GIL (a small profile's in the calling thread, where
+threads cost more than they save: :mod:`tpuperf._threads`).
 """
 
 from __future__ import annotations
