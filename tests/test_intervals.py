@@ -24,9 +24,11 @@ from tpuperf.intervals import (
     measure_in,
     merge,
     nonempty,
+    overlap_by_group,
     subtract,
     sums_before,
     union,
+    union_by_group,
     window_edges,
 )
 
@@ -99,6 +101,31 @@ def test_intersect_subtract_and_merge_are_the_mask_operations(
         assert np.array_equal(mask_of(result), expected)
     # overlap <= min(a, b), whatever the sets (STYLE.md's property).
     assert intersect(sa, sb).total <= min(sa.total, sb.total)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), spans), max_size=6), spans)
+def test_sets_by_group_are_each_groups_union_and_its_overlap(
+    groups: list[tuple[int, list[tuple[int, int]]]], b: list[tuple[int, int]]
+) -> None:
+    # Groups numbered 0..4 (some absent, some given twice: their parts join), the intervals
+    # of each in the order given.
+    pairs = [(number, s, e) for number, part in groups for s, e in part]
+    group = np.array([g for g, _, _ in pairs], dtype=np.int64)
+    starts = np.array([s for _, s, _ in pairs], dtype=np.int64)
+    ends = np.array([e for _, _, e in pairs], dtype=np.int64)
+    got_starts, got_ends, got_group = union_by_group(starts, ends, group)
+    assert np.all(got_group[1:] >= got_group[:-1])
+    sb = as_set(b)
+    overlap = overlap_by_group(got_starts, got_ends, got_group, 5, sb)
+    assert overlap.dtype == np.int64
+    for number in range(5):
+        mine = [(s, e) for g, s, e in pairs if g == number]
+        expected = as_set(mine)
+        at = got_group == number
+        assert np.array_equal(got_starts[at], expected.starts)
+        assert np.array_equal(got_ends[at], expected.ends)
+        assert overlap[number] == int((mask(mine) & mask(b)).sum())
 
 
 @settings(max_examples=300, deadline=None)

@@ -38,8 +38,10 @@ from tpuperf.intervals import (
     Intervals,
     intersect,
     merge,
+    overlap_by_group,
     subtract,
     union,
+    union_by_group,
 )
 from tpuperf.step_windows import window_of
 
@@ -177,15 +179,31 @@ class _Host:
     intervals."""
 
     labels: list[tuple[str, str, str]]  # (kind, name, where)
-    sets: list[Intervals]  # per label
-    event_starts: list[np.ndarray]  # per label, its events' starts
-    event_durs: list[np.ndarray]  # and durations
+    # Each label's time as a set: the intervals of every label's set, one label after
+    # another: starts, ends and the label's number (its place in labels).
+    set_starts: np.ndarray
+    set_ends: np.ndarray
+    set_label: np.ndarray
+    # Each label's events: starts, durations and the label's number.
+    event_starts: np.ndarray
+    event_durs: np.ndarray
+    event_label: np.ndarray
     user: Intervals  # union of every user frame's self time
     load: Intervals  # union of data-loading code (user frames named so, and input events)
     input_events: Intervals  # union of input-kind events
     # tf.data iterator events (`Iterator::...`, what XProf's input-pipeline analysis lists as
     # input ops): name -> (count, total ps) over the whole capture
     input_ops: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def overlaps(self, other: Intervals) -> np.ndarray:
+        """Each label's time inside ``other`` (int64 ps, in the order of ``labels``): what
+        ``intersect(label's set, other).total`` gives, for every label at once."""
+        return overlap_by_group(
+            self.set_starts, self.set_ends, self.set_label, len(self.labels), other
+        )
+
+
+NO_TIMES = np.zeros(0, dtype=np.int64)
 
 
 # A user function whose name says it loads data (for plain JAX loops without input events).
@@ -274,8 +292,8 @@ def _prepare(events: Table) -> _Host:
     user_files -= runtime_files
 
     parts: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
-    ev_s: dict[tuple[str, str, str], list[np.ndarray]] = {}
-    ev_d: dict[tuple[str, str, str], list[np.ndarray]] = {}
+    # Each label's events: (starts, durations) arrays.
+    label_events: dict[tuple[str, str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
     user_parts: list[tuple[np.ndarray, np.ndarray]] = []
     load_parts: list[tuple[np.ndarray, np.ndarray]] = []
     for on in threads:
@@ -291,8 +309,9 @@ def _prepare(events: Table) -> _Host:
             if f is None or f[0] not in user_files:
                 continue
             label = labels[i] = (KIND_PYTHON, f[2], f"{f[0]}:{f[1]}")
-            ev_s.setdefault(label, []).append(start[i : i + 1])
-            ev_d.setdefault(label, []).append(end[i : i + 1] - start[i : i + 1])
+            label_events.setdefault(label, []).append(
+                (start[i : i + 1], end[i : i + 1] - start[i : i + 1])
+            )
         for j in distinct(owner).tolist():
             label = labels[j]
             mine = owner == j
@@ -301,32 +320,61 @@ def _prepare(events: Table) -> _Host:
                 load_parts.append((seg_s[mine], seg_e[mine]))
     # Annotations and runtime events: by name, over every thread.
     other = np.flatnonzero(~is_python)
+    codes = name.codes  # made once: each read of Strings.codes maps every row
+    other_codes = codes[other]
+    # The rows of each name, in row order: one stable sort, not a scan of every row a name.
+    order = np.argsort(other_codes, kind="stable")
+    by_code = other[order]
+    names_in_use = distinct(other_codes)
+    bounds = np.searchsorted(other_codes[order], names_in_use, side="left").tolist()
+    bounds.append(len(other))
+    kind_codes = kind.codes
     input_parts = []
-    for code in distinct(name.codes[other]).tolist():
-        rows = other[name.codes[other] == code]
-        label = (kind.values[kind.codes[rows[0]]], name.values[code], "")
+    for i, code in enumerate(names_in_use.tolist()):
+        rows = by_code[bounds[i] : bounds[i + 1]]
+        label = (kind.values[kind_codes[rows[0]]], name.values[code], "")
         parts.setdefault(label, []).append((start[rows], end[rows]))
-        ev_s.setdefault(label, []).append(start[rows])
-        ev_d.setdefault(label, []).append(end[rows] - start[rows])
+        label_events.setdefault(label, []).append((start[rows], end[rows] - start[rows]))
         if label[0] == KIND_INPUT:
             input_parts.append((start[rows], end[rows]))
-    keys = list(parts)
     input_ops = {}
     for code, value in enumerate(name.values):
         if value.startswith("Iterator::"):
-            rows = np.flatnonzero(name.codes == code)
+            rows = np.flatnonzero(codes == code)
             input_ops[value] = (len(rows), int((end[rows] - start[rows]).sum()))
+    keys = list(parts)
+    set_starts, set_ends, set_label = union_by_group(*_by_label(parts, keys))
+    event_starts, event_durs, event_label = _by_label(label_events, keys)
     return _Host(
         input_ops=input_ops,
         labels=keys,
-        sets=[_union_of(parts[k]) for k in keys],
-        event_starts=[
-            np.concatenate(ev_s[k]) if k in ev_s else np.empty(0, np.int64) for k in keys
-        ],
-        event_durs=[np.concatenate(ev_d[k]) if k in ev_d else np.empty(0, np.int64) for k in keys],
+        set_starts=set_starts,
+        set_ends=set_ends,
+        set_label=set_label,
+        event_starts=event_starts,
+        event_durs=event_durs,
+        event_label=event_label,
         user=_union_of(user_parts),
         load=merge(_union_of(load_parts), _union_of(input_parts)),
         input_events=_union_of(input_parts),
+    )
+
+
+def _by_label(
+    parts: dict[Any, list[tuple[np.ndarray, np.ndarray]]], keys: list[Any]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (a, b) arrays of each key's parts one key after another, in ``keys`` order (each
+    key's parts in order), with each element's key number."""
+    pieces = [(a, b, number) for number, key in enumerate(keys) for a, b in parts.get(key, ())]
+    if not pieces:
+        return NO_TIMES, NO_TIMES, NO_TIMES
+    return (
+        np.concatenate([a for a, _, _ in pieces]),
+        np.concatenate([b for _, b, _ in pieces]),
+        np.repeat(
+            np.array([number for _, _, number in pieces], dtype=np.int64),
+            [len(a) for a, _, _ in pieces],
+        ),
     )
 
 
@@ -460,12 +508,12 @@ def _activity(tl: Timeline, clocks: dict[tuple[str, int], DeviceClock]) -> HostA
         explained_between += _measure(events.user, between)
         load_between += _measure(events.load, between)
         input_between += _measure(events.input_events, idle)
-        for label, found in zip(events.labels, events.sets, strict=True):
-            at = labels[label]
-            hit = intersect(found, idle)
-            idle_by_label[at] += hit.total
-            between_by_label[at] += _measure(hit, between)
-            outside_by_label[at] += _measure(hit, outside)
+        # Each label's events inside the idle; between and outside are parts of the idle, so
+        # the events' part of those is the idle part's (labels are distinct: one add each).
+        at = [labels[label] for label in events.labels]
+        idle_by_label[at] += events.overlaps(idle)
+        between_by_label[at] += events.overlaps(between)
+        outside_by_label[at] += events.overlaps(outside)
     # Calls and event time: once per host (the devices of a host share its events), the
     # events that start in the iterations of the host's first device.
     per_host_iterations = 0
@@ -474,10 +522,11 @@ def _activity(tl: Timeline, clocks: dict[tuple[str, int], DeviceClock]) -> HostA
         first = next(v for v in views if v.host == host)
         per_host_iterations += len(first.iterations)
         it = first.iterations
-        for label, starts, durs in zip(h.labels, h.event_starts, h.event_durs, strict=True):
-            inside = window_of(starts, it.start_ps, it.end_ps) >= 0
-            calls[labels[label]] += int(inside.sum())
-            event_ps[labels[label]] += int(durs[inside].sum())
+        inside = window_of(h.event_starts, it.start_ps, it.end_ps) >= 0
+        label_of = h.event_label[inside]
+        at = [labels[label] for label in h.labels]
+        calls[at] += np.bincount(label_of, minlength=len(h.labels))
+        event_ps[at] += sum_by(label_of, len(h.labels), h.event_durs[inside])
     n = max(iterations, 1)
     keys = list(labels)
     order = sorted(range(len(keys)), key=lambda i: (-idle_by_label[i], keys[i]))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpuperf import kernels
-from tpuperf.columns import distinct
+from tpuperf.columns import distinct, sum_by
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,38 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return Intervals(starts[first], reach[last])
 
 
+def union_by_group(
+    starts: np.ndarray, ends: np.ndarray, group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The union of each group's intervals, as :func:`union` makes it group by group: the
+    starts, ends and group of every interval of every union, in group order (thousands of
+    small sets made in a few passes over all of them, not a sort each)."""
+    starts = np.asarray(starts, dtype="int64")
+    ends = np.asarray(ends, dtype="int64")
+    group = np.asarray(group, dtype="int64")
+    keep = ends > starts
+    starts, ends, group = starts[keep], ends[keep], group[keep]
+    if len(starts) == 0:
+        return starts, ends, group
+    order = np.lexsort((starts, group))  # by group, then start; stable, as union's sort
+    starts, ends, group = starts[order], ends[order], group[order]
+    new_group = np.empty(len(starts), dtype=bool)
+    new_group[0] = True
+    np.not_equal(group[1:], group[:-1], out=new_group[1:])
+    # The running maximum of the ends within each group: taken over the ends' ranks, each
+    # group lifted past every rank of the groups before it, so that one running maximum
+    # never carries from one group into the next.
+    values = distinct(ends)
+    lift = (np.cumsum(new_group) - 1) * len(values)
+    reach = values[np.maximum.accumulate(np.searchsorted(values, ends) + lift) - lift]
+    # A new interval begins a group, or where its start lies past everything before it.
+    new = new_group
+    new[1:] |= starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(starts) - 1)
+    return starts[first], reach[last], group[first]
+
+
 def _membership(a: Intervals, points: np.ndarray) -> np.ndarray:
     """For each point, whether it lies in ``a``."""
     if len(a) == 0:
@@ -188,6 +220,19 @@ def covered_before(a: Intervals, t: np.ndarray) -> np.ndarray:
     over = np.zeros(len(t), dtype="int64")
     over[has] = np.maximum(ends[last[has]] - t[has], 0)
     return full - over
+
+
+def overlap_by_group(
+    starts: np.ndarray, ends: np.ndarray, group: np.ndarray, n_groups: int, b: Intervals
+) -> np.ndarray:
+    """For intervals [starts, ends) labelled by ``group`` (0 <= group < n_groups; each group's
+    intervals disjoint, as the sets of :func:`union` are), the int64 length of each group's
+    intersection with ``b``: ``intersect(group's set, b).total`` for every group in one pass
+    (how much of ``b`` lies before each end, less how much before each start, summed)."""
+    if not len(starts) or not len(b):
+        return np.zeros(n_groups, dtype=np.int64)
+    inside = covered_before(b, ends) - covered_before(b, starts)
+    return sum_by(group, n_groups, inside)
 
 
 def measure_in(a: Intervals, win_starts: np.ndarray, win_ends: np.ndarray) -> np.ndarray:
