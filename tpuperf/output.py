@@ -60,6 +60,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from tpuperf import jsonout
 from tpuperf.errors import UsageError
 from tpuperf.files import local_path, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean
@@ -256,7 +257,7 @@ def _render_json(view: View, destination: Destination) -> None:
     handle.write(json_text({"rows": []}).removesuffix("[]\n}\n").encode("utf-8") + b"[")
     first = True
     for record in view.rows().records:
-        text = json.dumps(clean(dict(record)), indent=2, allow_nan=False)
+        text = jsonout.dumps(clean(dict(record)))
         handle.write((("\n" if first else ",\n") + _indented(text, 4)).encode("utf-8"))
         handle.flush()
         first = False
@@ -407,7 +408,7 @@ def emit(view: View, fmt: Format, output: str | None = None, wide: bool = False)
 def json_text(document: Mapping[str, Any]) -> str:
     """The JSON text of ``document``: ``schema_version`` first, plain types, no NaN."""
     ordered = {"schema_version": SCHEMA_VERSION, **document}
-    return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
+    return jsonout.dumps(clean(ordered)) + "\n"
 
 
 def _check_url(url: str) -> None:
