@@ -309,14 +309,18 @@ def _render_csv(view: View, destination: Destination) -> None:
 def _csv_cell(value: Any, shown: Callable[[str], str] | None = None) -> Any:
     """One CSV cell: empty for null, NaN and infinities; floats in full (repr); text that a
     spreadsheet would run as a formula made inert (:func:`csv_text_cell`), then ``shown``."""
-    if hasattr(value, "item"):  # a numpy scalar
+    if type(value) not in _PLAIN_CELLS and hasattr(value, "item"):  # a numpy scalar
         value = value.item()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
     if isinstance(value, str):
         text = csv_text_cell(value)
         return shown(text) if shown is not None else text
-    return repr(value) if isinstance(value, float) else value
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return "" if value is None else value
+
+
+# Cell values that are no numpy scalar, told by exact type (cheaper than hasattr "item").
+_PLAIN_CELLS = frozenset({str, int, float, bool, type(None)})
 
 
 def _render_ndjson(view: View, destination: Destination) -> None:
