@@ -180,7 +180,10 @@ def _part_by_index(
     used = np.flatnonzero(counts)
     used = used[np.argsort(first_op[used], kind="stable")]
     first_op, counts, dur = first_op[used], counts[used], dur[used]
-    group, first = group_index([s.mapping[used] for s in keys if s.mapping is not None])
+    # The names of the index values in use (their codes, grouped without a sort)
+    group, first = group_index(
+        [Strings(s.mapping[used], s.values) for s in keys if s.mapping is not None]
+    )
     n_groups = len(first)
     part: dict[str, Any] = {
         "names": [k.take(first_op[first]).compact() for k in keys],
@@ -194,7 +197,7 @@ def _part_by_index(
     for label in [*labels, *(["program_id"] if by == "op" else [])]:
         values = ops.strings(label)
         assert values.mapping is not None
-        pairs, pair_first = group_index([group, values.mapping[used]])
+        pairs, pair_first = group_index([group, Strings(values.mapping[used], values.values)])
         pair = (group[pair_first], values.take(first_op[pair_first]).compact())
         if label in labels:
             part[label] = (*pair, sum_by(pairs, len(pair_first), dur))
