@@ -307,6 +307,34 @@ def _roofline_sums(rng: random.Random) -> tuple[Any, ...]:
     return keys, size, dur, per_key(), per_key(), per_key()
 
 
+def _group_totals(rng: random.Random) -> tuple[Any, ...]:
+    groups, values, n_groups = _group_sums(rng)
+    columns = tuple(
+        np.array([rng.randrange(-(2**63), 2**63) for _ in values], np.int64)
+        for _ in range(rng.randrange(4))
+    )
+    return groups, (values, *columns), n_groups
+
+
+def _floats(rng: random.Random, n: int) -> np.ndarray:
+    """Floats of every kind a sum meets: NaN (skipped), -0.0, infinities, values that round."""
+    pool = [float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 1e16, 1.0, 0.1, -3.5, 2.0**-1074]
+    values = [rng.choice(pool) if rng.random() < 0.5 else rng.uniform(-1e6, 1e6) for _ in range(n)]
+    return np.array(values, np.float64)
+
+
+def _group_nansums(rng: random.Random) -> tuple[Any, ...]:
+    """Rows as they are, or read through an index (sometimes one outside the entries)."""
+    groups, _, n_groups = _group_sums(rng)
+    columns = tuple(_floats(rng, len(groups)) for _ in range(rng.randrange(4)))
+    if rng.random() < 0.5:
+        return groups, columns, n_groups
+    index = [rng.randrange(len(groups)) for _ in range(rng.randrange(30))] if len(groups) else []
+    if index and rng.random() < 0.1:
+        index[rng.randrange(len(index))] = rng.choice([-1, len(groups)])
+    return groups, columns, n_groups, np.array(index, rng.choice([np.int32, np.int64]))
+
+
 CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "event_records": _event_records,
     "skip_records": _event_records,
@@ -325,6 +353,8 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "counts": _first_rows,
     "group_sums": _group_sums,
     "roofline_sums": _roofline_sums,
+    "group_totals": _group_totals,
+    "group_nansums": _group_nansums,
 }
 
 
@@ -613,3 +643,83 @@ def test_message_fields_agree_on_every_message_of_a_real_profile(
                 deeper += [(s, e) for key, (_, s, e) in found.items() if key & 7 == 2]
         batches = deeper
     assert outcomes["result"] > len(space.planes)
+
+
+def _plain_totals(groups: list[int], columns: list[list[int]], n_groups: int) -> Any:
+    """group_totals as a loop over the rows: first row, rows, sums wrapped to int64."""
+    first, counts = [len(groups)] * n_groups, [0] * n_groups
+    sums = [[0] * n_groups for _ in columns]
+    for row, group in enumerate(groups):
+        first[group] = min(first[group], row)
+        counts[group] += 1
+        for column, total in zip(columns, sums, strict=True):
+            total[group] = (total[group] + column[row] + 2**63) % 2**64 - 2**63
+    return first, counts, sums
+
+
+def _plain_nansums(groups: list[int], values: list[float], n_groups: int) -> Any:
+    """group_nansums of one column as a loop over the rows: NaN skipped, added in row order
+    from 0.0."""
+    sums, counts = [0.0] * n_groups, [0] * n_groups
+    for group, value in zip(groups, values, strict=True):
+        if value == value:
+            sums[group] += value
+            counts[group] += 1
+    return sums, counts
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+@pytest.mark.parametrize("seed", range(40))
+def test_group_totals_and_nansums_equal_a_loop_over_the_rows(
+    implementation: str, seed: int
+) -> None:
+    rng = random.Random(f"plain {seed}")
+    # empty, one group, every row NaN, and random cases
+    n_groups = 1 if seed % 4 == 1 else rng.randrange(1, 6)
+    n = 0 if seed % 4 == 0 else rng.randrange(1, 30)
+    groups = [rng.randrange(n_groups) for _ in range(n)]
+    columns = [[rng.randrange(-(2**63), 2**63) for _ in range(n)] for _ in range(2)]
+    nan = seed % 4 == 2
+    values = [float("nan") if nan or rng.random() < 0.3 else rng.uniform(-1e3, 1e3) for _ in groups]
+    values = [-0.0 if rng.random() < 0.1 else v for v in values]
+    # a Lookup: a value and a group per entry, rows read through an index
+    index = [rng.randrange(n) for _ in range(rng.randrange(40))] if n else []
+    dtype = np.int32 if seed % 2 else np.int64
+    with kernels.use(implementation):
+        totals = kernels.group_totals(
+            np.array(groups, dtype), tuple(np.array(c, np.int64) for c in columns), n_groups
+        )
+        by_row = kernels.group_nansums(
+            np.array(groups, dtype), (np.array(values, np.float64),), n_groups
+        )
+        by_index = kernels.group_nansums(
+            np.array(groups, dtype),
+            (np.array(values, np.float64), -np.array(values, np.float64)),
+            n_groups,
+            np.array(index, dtype),
+        )
+    assert totals is not None and by_row is not None and by_index is not None
+    first, counts, sums = _plain_totals(groups, columns, n_groups)
+    assert totals[0].tolist() == first and totals[1].tolist() == counts
+    assert [s.tolist() for s in totals[2]] == sums
+    rows = [groups[i] for i in index]
+    for found, (plain_groups, plain_values) in zip(
+        [*by_row, *by_index],
+        [(groups, values), (rows, [values[i] for i in index]), (rows, [-values[i] for i in index])],
+        strict=True,
+    ):
+        plain_sums, plain_counts = _plain_nansums(plain_groups, plain_values, n_groups)
+        # to the bit: -0.0 and 0.0 told apart
+        assert found[0].tobytes() == np.array(plain_sums, np.float64).tobytes()
+        assert found[1].tolist() == plain_counts
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+def test_group_totals_and_nansums_refuse_a_group_outside(implementation: str) -> None:
+    with kernels.use(implementation):
+        for groups in ([0, 2], [-1, 0]):
+            at = np.array(groups, np.int64)
+            assert kernels.group_totals(at, (np.zeros(2, np.int64),), 2) is None
+            assert kernels.group_nansums(at, (np.zeros(2),), 2) is None
+            inside = np.array([0, 1], np.int64)
+            assert kernels.group_nansums(inside, (np.zeros(2),), 2, at) is None

@@ -164,3 +164,25 @@ def test_lines_are_wrapped_as_rich_wraps_them(words: list[str], width: int) -> N
     line = Line(" ".join(words))
     drawn, written, _ = _both(lambda c: c.print(line), width)
     assert written == drawn
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.sampled_from(["a", "Z", " ", "-", "1", ".", "\t", "\n", "é", "中", "\x1b"])
+        ),
+        max_size=8,
+    ),
+    st.integers(0, 8),
+    st.booleans(),
+)
+def test_a_columns_cells_are_justified_as_one_by_one(
+    texts: list[str], width: int, right: bool
+) -> None:
+    """fit's column of cells justified at once (printable ASCII by str.rjust/ljust) is each
+    cell justified on its own, None where one of them is (too wide, a tab, a line break)."""
+    from tpuperf.render.fit import _justified, _justified_all
+
+    one_by_one = [_justified(text, width, right) for text in texts]
+    assert _justified_all(texts, width, right) == (None if None in one_by_one else one_by_one)

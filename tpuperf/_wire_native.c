@@ -884,6 +884,205 @@ done:
     return result;
 }
 
+/* The group of row i of a column of int32 or int64 groups (itemsize 4 or 8). */
+static inline int64_t group_at(const void *groups, int itemsize, Py_ssize_t i)
+{
+    return itemsize == 4 ? (int64_t)((const int32_t *)groups)[i] : ((const int64_t *)groups)[i];
+}
+
+enum { MAX_TOTAL_COLUMNS = 8 };
+
+/* The columns of the tuple `values`, n 8-byte items each, into views[]; *held counts the
+ * views to release (also on failure). 0 with an exception set when one is not a buffer of n
+ * items or there are more than MAX_TOTAL_COLUMNS. */
+static int get_columns(PyObject *values, Py_ssize_t n, Py_buffer *views, int *held,
+                       const char *what)
+{
+    if (PyTuple_GET_SIZE(values) > MAX_TOTAL_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "%s: 8 columns at most", what);
+        return 0;
+    }
+    for (*held = 0; *held < PyTuple_GET_SIZE(values); *held += 1) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(values, *held), &views[*held], PyBUF_SIMPLE) < 0)
+            return 0;
+        if (views[*held].len != n * 8) {
+            *held += 1;
+            PyErr_Format(PyExc_ValueError, "%s: groups and values differ in length", what);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* group_totals(groups, group_itemsize, values, n_groups) -> (first, counts, sums) or None
+ * when a group lies outside [0, n_groups): per group its first row (the number of rows for
+ * a group no row has), its number of rows and the sum of each int64 column of the tuple
+ * `values` (wrapping as group_sums does). What first_rows, bincount and one group_sums a
+ * column give, in one pass over the rows instead of one pass each. */
+static PyObject *group_totals(PyObject *self, PyObject *args)
+{
+    Py_buffer groups_view, views[MAX_TOTAL_COLUMNS];
+    int itemsize, n_columns = 0;
+    PyObject *values, *result = NULL;
+    PyObject *first_column = NULL, *count_column = NULL, *sum_columns[MAX_TOTAL_COLUMNS] = {0};
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "y*iO!n", &groups_view, &itemsize, &PyTuple_Type, &values,
+                          &n_groups))
+        return NULL;
+    Py_ssize_t n = groups_view.len / (itemsize == 4 ? 4 : 8);
+    if ((itemsize != 4 && itemsize != 8) || n_groups < 0) {
+        PyErr_SetString(PyExc_ValueError, "group_totals: int32 or int64 groups");
+        goto done;
+    }
+    if (!get_columns(values, n, views, &n_columns, "group_totals"))
+        goto done;
+    int64_t *first, *counts;
+    uint64_t *sums[MAX_TOTAL_COLUMNS];
+    first_column = new_column(n_groups, 8, (void **)&first);
+    count_column = new_column(n_groups, 8, (void **)&counts);
+    if (!first_column || !count_column)
+        goto done;
+    for (int c = 0; c < n_columns; c++) {
+        sum_columns[c] = new_column(n_groups, 8, (void **)&sums[c]);
+        if (!sum_columns[c])
+            goto done;
+    }
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t g = 0; g < n_groups; g++)
+        first[g] = n;
+    memset(counts, 0, (size_t)n_groups * 8);
+    for (int c = 0; c < n_columns; c++)
+        memset(sums[c], 0, (size_t)n_groups * 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t g = group_at(groups_view.buf, itemsize, i);
+        if (g < 0 || g >= n_groups) {
+            outside = 1;
+            break;
+        }
+        if (!counts[g]++)
+            first[g] = i;
+        for (int c = 0; c < n_columns; c++)
+            sums[c][g] += (uint64_t)((const int64_t *)views[c].buf)[i]; /* wraps, defined */
+    }
+    Py_END_ALLOW_THREADS
+    if (outside) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *sum_tuple = PyTuple_New(n_columns);
+    if (!sum_tuple)
+        goto done;
+    for (int c = 0; c < n_columns; c++) {
+        PyTuple_SET_ITEM(sum_tuple, c, sum_columns[c]);
+        sum_columns[c] = NULL;
+    }
+    result = Py_BuildValue("(OON)", first_column, count_column, sum_tuple);
+done:
+    Py_XDECREF(first_column);
+    Py_XDECREF(count_column);
+    for (int c = 0; c < MAX_TOTAL_COLUMNS; c++)
+        Py_XDECREF(sum_columns[c]);
+    release_buffers(views, n_columns);
+    PyBuffer_Release(&groups_view);
+    return result;
+}
+
+/* group_nansums(groups, group_itemsize, values, n_groups, index, index_itemsize) ->
+ * [(sums, counts)] for each float64 column of the tuple `values`, or None when a group lies
+ * outside [0, n_groups) or an index outside the groups: per group the sum of its values that
+ * are not NaN, added in row order from 0.0, and how many there are. Row i is entry index[i]
+ * of groups and values (a Lookup's index: values per metadata row read through it, without
+ * making them a column), or entry i where index is None. The same doubles, to the bit, as
+ * numpy's bincount(groups[present], weights=values[present]) and bincount(groups[present])
+ * (pandas' sum(min_count=1) is the sum where the count is not 0), in one pass over the rows
+ * for every column instead of a mask, gathers and two bincounts each. */
+static PyObject *group_nansums(PyObject *self, PyObject *args)
+{
+    Py_buffer groups_view, index_view = {0}, views[MAX_TOTAL_COLUMNS];
+    int itemsize, index_itemsize, n_columns = 0;
+    PyObject *values, *index_object, *result = NULL;
+    PyObject *sum_columns[MAX_TOTAL_COLUMNS] = {0}, *count_columns[MAX_TOTAL_COLUMNS] = {0};
+    Py_ssize_t n_groups;
+    if (!PyArg_ParseTuple(args, "y*iO!nOi", &groups_view, &itemsize, &PyTuple_Type, &values,
+                          &n_groups, &index_object, &index_itemsize))
+        return NULL;
+    Py_ssize_t n_entries = groups_view.len / (itemsize == 4 ? 4 : 8), n = n_entries;
+    int indexed = index_object != Py_None;
+    if ((itemsize != 4 && itemsize != 8) || n_groups < 0 ||
+        (indexed && index_itemsize != 4 && index_itemsize != 8)) {
+        PyErr_SetString(PyExc_ValueError, "group_nansums: int32 or int64 groups and index");
+        goto done;
+    }
+    if (indexed) {
+        if (PyObject_GetBuffer(index_object, &index_view, PyBUF_SIMPLE) < 0)
+            goto done;
+        n = index_view.len / index_itemsize;
+    }
+    if (!get_columns(values, n_entries, views, &n_columns, "group_nansums"))
+        goto done;
+    double *sums[MAX_TOTAL_COLUMNS];
+    int64_t *counts[MAX_TOTAL_COLUMNS];
+    for (int c = 0; c < n_columns; c++) {
+        sum_columns[c] = new_column(n_groups, 8, (void **)&sums[c]);
+        count_columns[c] = new_column(n_groups, 8, (void **)&counts[c]);
+        if (!sum_columns[c] || !count_columns[c])
+            goto done;
+    }
+    int outside = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int c = 0; c < n_columns; c++) {
+        for (Py_ssize_t g = 0; g < n_groups; g++)
+            sums[c][g] = 0.0;
+        memset(counts[c], 0, (size_t)n_groups * 8);
+    }
+    for (Py_ssize_t i = 0; i < n && !outside; i++) {
+        int64_t entry = indexed ? group_at(index_view.buf, index_itemsize, i) : i;
+        if (entry < 0 || entry >= n_entries) {
+            outside = 1;
+            break;
+        }
+        int64_t g = group_at(groups_view.buf, itemsize, entry);
+        if (g < 0 || g >= n_groups) {
+            outside = 1;
+            break;
+        }
+        for (int c = 0; c < n_columns; c++) {
+            double x = ((const double *)views[c].buf)[entry];
+            if (x == x) { /* not NaN */
+                sums[c][g] += x;
+                counts[c][g] += 1;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (outside) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = PyList_New(n_columns);
+    for (int c = 0; result && c < n_columns; c++) {
+        PyObject *pair = PyTuple_Pack(2, sum_columns[c], count_columns[c]);
+        if (!pair) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, c, pair);
+    }
+done:
+    for (int c = 0; c < MAX_TOTAL_COLUMNS; c++) {
+        Py_XDECREF(sum_columns[c]);
+        Py_XDECREF(count_columns[c]);
+    }
+    release_buffers(views, n_columns);
+    if (index_view.obj)
+        PyBuffer_Release(&index_view);
+    PyBuffer_Release(&groups_view);
+    return result;
+}
+
 /* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
@@ -1716,6 +1915,13 @@ static PyMethodDef methods[] = {
      "roofline_sums(keys, itemsize, size, dur, flops, nbytes, ideal) -> (first, dur_sum, "
      "flops_sum, bytes_sum, lost_sum) per group of ops by key (None when a key is outside "
      "[0, size))."},
+    {"group_totals", group_totals, METH_VARARGS,
+     "group_totals(groups, group_itemsize, values, n_groups) -> (first row, rows, sums of each "
+     "int64 column) per group (None when a group is outside [0, n_groups))."},
+    {"group_nansums", group_nansums, METH_VARARGS,
+     "group_nansums(groups, group_itemsize, values, n_groups, index, index_itemsize) -> "
+     "[(sums, counts)] of each float64 column's values that are not NaN, per group, rows read "
+     "through index (None: row i is entry i); None when a group or index is outside."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

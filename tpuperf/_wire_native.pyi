@@ -91,6 +91,25 @@ def roofline_sums(
     """(first, dur_sum, flops_sum, bytes_sum, lost_sum) per group of ops by key (float64 for
     the last three); None when a key is outside [0, size)."""
 
+def group_totals(
+    groups: Buffer, group_itemsize: int, values: tuple[Buffer, ...], n_groups: int, /
+) -> tuple[bytearray, bytearray, tuple[bytearray, ...]] | None:
+    """(first row, rows, int64 sums of each column) per group; None when a group is outside
+    [0, n_groups)."""
+
+def group_nansums(
+    groups: Buffer,
+    group_itemsize: int,
+    values: tuple[Buffer, ...],
+    n_groups: int,
+    index: Buffer | None,
+    index_itemsize: int,
+    /,
+) -> list[tuple[bytearray, bytearray]] | None:
+    """[(float64 sums, int64 counts)] of each column's values that are not NaN, per group,
+    row i being entry index[i] (entry i without an index); None when a group or an index is
+    outside."""
+
 def message_fields(
     data: Buffer, starts: Buffer, stops: Buffer, /
 ) -> list[tuple[int, bytearray, bytearray, bytearray]]:

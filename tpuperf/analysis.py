@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -199,7 +198,7 @@ class Report:
         return jsonout.clean(out)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return jsonout.dumps(self.to_dict(), indent)
 
     @functools.cached_property
     def step_breakdown(self) -> StepBreakdown:

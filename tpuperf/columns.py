@@ -103,9 +103,11 @@ class Strings:
         """The same strings with only the values some row uses, codes in their own array."""
         codes = self.codes
         used = np.flatnonzero(np.bincount(codes, minlength=len(self.values)))
+        if len(used) == len(self.values):  # every value in use (an op table's names): as is
+            return Strings(codes.astype(np.int32), self.values)
         remap = np.full(len(self.values), -1, dtype=np.int32)
         remap[used] = np.arange(len(used), dtype=np.int32)
-        return Strings(remap[codes], tuple(self.values[i] for i in used.tolist()))
+        return Strings(remap[codes], tuple(map(self.values.__getitem__, used.tolist())))
 
 
 @dataclass(frozen=True)
@@ -524,7 +526,14 @@ def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
 
 def sum_by_min_count(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sums of float ``values`` per group skipping NaN, NaN where a group has none (pandas'
-    ``sum(min_count=1)``)."""
+    ``sum(min_count=1)``): each group's values added in row order from 0.0, as numpy's
+    bincount adds them (kernels.group_nansums does it in one pass)."""
+    values, group = np.asarray(values), np.asarray(group)
+    if values.dtype == np.float64 and group.dtype in (np.int32, np.int64):
+        found = kernels.group_nansums(group, (values,), n_groups)
+        if found is not None:
+            sums, counts = found[0]
+            return np.where(counts > 0, sums, np.nan)
     present = ~np.isnan(values)
     sums = np.bincount(group[present], weights=values[present], minlength=n_groups)
     counts = np.bincount(group[present], minlength=n_groups)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -280,7 +279,7 @@ class DiffReport:
         )
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return jsonout.dumps(self.to_dict(), indent)
 
 
 def diff(

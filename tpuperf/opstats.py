@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf import kernels
 from tpuperf.columns import (
+    Column,
+    Lookup,
     Strings,
     Table,
     concat_strings,
@@ -99,39 +102,137 @@ def aggregate_table(
         ops = device.ops
         if not ops.n:
             continue
-        keys = [ops.strings(c) for c in key]
-        group, first = group_index(keys)
-        n_groups = len(first)
-        dur = ops.array("dur_ps")
-        part: dict[str, Any] = {
-            "names": [k.take(first).compact() for k in keys],
-            "host": Strings.constant(device.host, n_groups),
-            "device": np.full(n_groups, device.device, dtype=np.int64),
-            "occurrences": np.bincount(group, minlength=n_groups).astype(np.int64),
-            "total": sum_by(group, n_groups, dur).astype(np.int64),
-            "self": sum_by(group, n_groups, ops.array("self_ps")).astype(np.int64),
-            "flops": sum_by_min_count(group, n_groups, ops.array("flops").astype("float64")),
-            "bytes": sum_by_min_count(
-                group, n_groups, ops.array("bytes_accessed").astype("float64")
-            ),
-        }
-        for label in labels:
-            # The op time of each (group, value of the label) pair, pairs in order of first
-            # appearance; on TPU the keys and the label share one index (no sort of the ops).
-            values = ops.strings(label)
-            pairs, pair_first = group_index([*keys, values])
-            part[label] = (
-                group[pair_first],
-                values.take(pair_first).compact(),
-                sum_by(pairs, len(pair_first), dur).astype(np.int64),
-            )
-        if by == "op":
-            # The programs of each group: its distinct (group, program) pairs, not every op.
-            program = ops.strings("program_id")
-            _, pair_first = group_index([group, program])
-            part["programs"] = (group[pair_first], program.take(pair_first).compact())
+        part = _part_by_index(ops, key, labels, by) or _part_by_row(ops, key, labels, by)
+        n_groups = len(part["occurrences"])
+        part["host"] = Strings.constant(device.host, n_groups)
+        part["device"] = np.full(n_groups, device.device, dtype=np.int64)
         parts.append(part)
     return _table(_merge(parts, key, labels, by, per_device), by, key, per_device, sort, top)
+
+
+def _part_by_row(ops: Table, key: tuple[str, ...], labels: list[str], by: str) -> dict[str, Any]:
+    """A device's groups (see :func:`aggregate_table`), computed row by row: the group of
+    each op, then sums over the ops."""
+    keys = [ops.strings(c) for c in key]
+    group, first = group_index(keys)
+    n_groups = len(first)
+    dur = ops.array("dur_ps")
+    part: dict[str, Any] = {
+        "names": [k.take(first).compact() for k in keys],
+        "occurrences": np.bincount(group, minlength=n_groups).astype(np.int64),
+        "total": sum_by(group, n_groups, dur).astype(np.int64),
+        "self": sum_by(group, n_groups, ops.array("self_ps")).astype(np.int64),
+    }
+    for name, column in (("flops", "flops"), ("bytes", "bytes_accessed")):
+        floats = ops.array(column).astype(np.float64, copy=False)
+        part[name] = sum_by_min_count(group, n_groups, floats)
+    for label in labels:
+        # The op time of each (group, value of the label) pair, pairs in order of first
+        # appearance.
+        values = ops.strings(label)
+        pairs, pair_first = group_index([*keys, values])
+        part[label] = (
+            group[pair_first],
+            values.take(pair_first).compact(),
+            sum_by(pairs, len(pair_first), dur).astype(np.int64),
+        )
+    if by == "op":
+        # The programs of each group: its distinct (group, program) pairs, not every op.
+        program = ops.strings("program_id")
+        _, pair_first = group_index([group, program])
+        part["programs"] = (group[pair_first], program.take(pair_first).compact())
+    return part
+
+
+def _part_by_index(
+    ops: Table, key: tuple[str, ...], labels: list[str], by: str
+) -> dict[str, Any] | None:
+    """:func:`_part_by_row`, the same arrays to the bit, where the key and label columns
+    share one index (a TPU op's names, by metadata row): the ops are read once, into counts,
+    first rows and time per index value (kernels.group_totals), and the groups and pairs
+    are made of the few distinct index values instead of every op. None where the columns
+    do not share an index (GPU tables) or the times are not int64 columns.
+
+    Integer sums are the same in any order; the float sums (flops, bytes_accessed) are added
+    op by op in the ops' order, as over the ops (:func:`_float_sums`)."""
+    keys = [ops.strings(c) for c in key]
+    named = [*keys, *(ops.strings(c) for c in labels)]
+    if by == "op":
+        named.append(ops.strings("program_id"))
+    index = keys[0].index
+    mapping = keys[0].mapping
+    times = tuple(c for c in (ops["dur_ps"], ops["self_ps"]) if isinstance(c, np.ndarray))
+    if (
+        mapping is None
+        or index.dtype not in (np.int32, np.int64)
+        or any(s.index is not index or s.mapping is None for s in named)
+        or len(times) != 2
+        or any(t.dtype != np.int64 for t in times)
+    ):
+        return None
+    # Every index value has a mapping entry: an index outside them is not this way.
+    totals = kernels.group_totals(index, times, len(mapping))
+    if totals is None:
+        return None
+    first_op, counts, (dur, self_time) = totals
+    # The index values in use, in order of their first op: groups and pairs then come in
+    # order of first appearance, as over the ops.
+    used = np.flatnonzero(counts)
+    used = used[np.argsort(first_op[used], kind="stable")]
+    first_op, counts, dur = first_op[used], counts[used], dur[used]
+    # The names of the index values in use (their codes, grouped without a sort)
+    group, first = group_index(
+        [Strings(s.mapping[used], s.values) for s in keys if s.mapping is not None]
+    )
+    n_groups = len(first)
+    part: dict[str, Any] = {
+        "names": [k.take(first_op[first]).compact() for k in keys],
+        "occurrences": sum_by(group, n_groups, counts),
+        "total": sum_by(group, n_groups, dur),
+        "self": sum_by(group, n_groups, self_time[used]),
+    }
+    part["flops"], part["bytes"] = _float_sums(
+        [ops["flops"], ops["bytes_accessed"]], index, used, group, n_groups
+    )
+    for label in [*labels, *(["program_id"] if by == "op" else [])]:
+        values = ops.strings(label)
+        assert values.mapping is not None
+        pairs, pair_first = group_index([group, Strings(values.mapping[used], values.values)])
+        pair = (group[pair_first], values.take(first_op[pair_first]).compact())
+        if label in labels:
+            part[label] = (*pair, sum_by(pairs, len(pair_first), dur))
+        else:
+            part["programs"] = pair
+    return part
+
+
+def _float_sums(
+    columns: list[Column], index: np.ndarray, used: np.ndarray, group: np.ndarray, n_groups: int
+) -> list[np.ndarray]:
+    """Sums per group of float columns, NaN skipped, NaN for a group with no value
+    (:func:`sum_by_min_count` over the ops), in a table whose ``index`` values ``used`` are in
+    the groups ``group`` (see :func:`_part_by_index`). Lookups through ``index`` (FLOPs and
+    bytes per metadata row) are summed through it in one pass, without reading them out."""
+    lookups = [c for c in columns if isinstance(c, Lookup) and c.index is index]
+    sizes = {len(c.values) for c in lookups}
+    if len(lookups) == len(columns) and len(sizes) == 1:
+        group_of = np.zeros(sizes.pop(), dtype=np.int64)
+        group_of[used] = group
+        values = tuple(c.values for c in lookups)
+        found = kernels.group_nansums(group_of, values, n_groups, index)
+        if found is not None:
+            return [np.where(counts > 0, sums, np.nan) for sums, counts in found]
+    group_of = np.zeros(int(used.max()) + 1, dtype=np.int64)
+    group_of[used] = group
+    rows = group_of[index]
+    return [
+        sum_by_min_count(
+            rows,
+            n_groups,
+            (c.array() if isinstance(c, Lookup) else np.asarray(c)).astype(np.float64, copy=False),
+        )
+        for c in columns
+    ]
 
 
 def _merge(

@@ -60,6 +60,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from tpuperf import jsonout
 from tpuperf.errors import UsageError
 from tpuperf.files import local_path, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean
@@ -256,7 +257,7 @@ def _render_json(view: View, destination: Destination) -> None:
     handle.write(json_text({"rows": []}).removesuffix("[]\n}\n").encode("utf-8") + b"[")
     first = True
     for record in view.rows().records:
-        text = json.dumps(clean(dict(record)), indent=2, allow_nan=False)
+        text = jsonout.dumps(clean(dict(record)))
         handle.write((("\n" if first else ",\n") + _indented(text, 4)).encode("utf-8"))
         handle.flush()
         first = False
@@ -308,14 +309,18 @@ def _render_csv(view: View, destination: Destination) -> None:
 def _csv_cell(value: Any, shown: Callable[[str], str] | None = None) -> Any:
     """One CSV cell: empty for null, NaN and infinities; floats in full (repr); text that a
     spreadsheet would run as a formula made inert (:func:`csv_text_cell`), then ``shown``."""
-    if hasattr(value, "item"):  # a numpy scalar
+    if type(value) not in _PLAIN_CELLS and hasattr(value, "item"):  # a numpy scalar
         value = value.item()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
     if isinstance(value, str):
         text = csv_text_cell(value)
         return shown(text) if shown is not None else text
-    return repr(value) if isinstance(value, float) else value
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return "" if value is None else value
+
+
+# Cell values that are no numpy scalar, told by exact type (cheaper than hasattr "item").
+_PLAIN_CELLS = frozenset({str, int, float, bool, type(None)})
 
 
 def _render_ndjson(view: View, destination: Destination) -> None:
@@ -407,7 +412,7 @@ def emit(view: View, fmt: Format, output: str | None = None, wide: bool = False)
 def json_text(document: Mapping[str, Any]) -> str:
     """The JSON text of ``document``: ``schema_version`` first, plain types, no NaN."""
     ordered = {"schema_version": SCHEMA_VERSION, **document}
-    return json.dumps(clean(ordered), indent=2, allow_nan=False) + "\n"
+    return jsonout.dumps(clean(ordered)) + "\n"
 
 
 def _check_url(url: str) -> None:

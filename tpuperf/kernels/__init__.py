@@ -43,6 +43,8 @@ KERNELS = (
     "counts",
     "group_sums",
     "roofline_sums",
+    "group_totals",
+    "group_nansums",
 )
 
 # The two implementations: "native" (the C module) and "numpy".
@@ -342,3 +344,52 @@ __all__ = [
     "native_built",
     "use",
 ]
+
+
+def _groups(groups: Any, what: str) -> np.ndarray:
+    """Groups (or an index): one contiguous int32 or int64 column."""
+    groups = np.ascontiguousarray(groups)
+    if groups.dtype not in (np.int32, np.int64) or groups.ndim != 1:
+        raise ValueError(f"{what}: int32 or int64 groups")
+    return groups
+
+
+def group_totals(
+    groups: np.ndarray, values: tuple[np.ndarray, ...], n_groups: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]] | None:
+    """(first row, number of rows, int64 sums of each int64 column of ``values``) per group,
+    in one pass: what first_rows, bincount and :func:`group_sums` give (a group no row has:
+    first row ``len(groups)``, 0 rows, sums 0); None when a group lies outside
+    [0, n_groups)."""
+    columns = tuple(np.ascontiguousarray(column) for column in values)
+    groups = _groups(groups, "group_totals")
+    if (
+        any(column.dtype != np.int64 or column.shape != groups.shape for column in columns)
+        or len(columns) > 8
+        or n_groups < 0
+    ):
+        raise ValueError("group_totals: at most 8 int64 columns, one value for each group")
+    return _impl.group_totals(groups, columns, int(n_groups))
+
+
+def group_nansums(
+    groups: np.ndarray,
+    values: tuple[np.ndarray, ...],
+    n_groups: int,
+    index: np.ndarray | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """(sums, counts) per group of each float64 column of ``values``, NaN skipped: each
+    group's values added in row order from 0.0 (numpy's bincount over them, to the bit), and
+    how many. Row i is entry ``index[i]`` of ``groups`` and the columns (a Lookup's values
+    through its index), or entry i without ``index``. None when a group lies outside
+    [0, n_groups) or an index outside the entries."""
+    columns = tuple(np.ascontiguousarray(column, dtype=np.float64) for column in values)
+    groups = _groups(groups, "group_nansums")
+    if any(column.shape != groups.shape for column in columns) or len(columns) > 8 or n_groups < 0:
+        raise ValueError("group_nansums: at most 8 float64 columns, one value for each group")
+    if index is not None:
+        index = _groups(index, "group_nansums")
+    return _impl.group_nansums(groups, columns, int(n_groups), index)
+
+
+__all__ = [*KERNELS, "DecodeError", "Fields", "MISSING", "implementation", "native_built", "use"]

@@ -160,3 +160,26 @@ def roofline_sums(
     first, dur_sum, flops_sum, bytes_sum, lost_sum = sums
     as_float = (np.frombuffer(s, dtype=np.float64) for s in (flops_sum, bytes_sum, lost_sum))
     return (_int64(first), _int64(dur_sum), *as_float)
+
+
+def group_totals(
+    groups: np.ndarray, values: tuple[np.ndarray, ...], n_groups: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]] | None:
+    totals = c.group_totals(groups, groups.dtype.itemsize, values, n_groups)
+    if totals is None:
+        return None
+    first, counts, sums = totals
+    return _int64(first), _int64(counts), tuple(_int64(column) for column in sums)
+
+
+def group_nansums(
+    groups: np.ndarray,
+    values: tuple[np.ndarray, ...],
+    n_groups: int,
+    index: np.ndarray | None,
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    itemsize = 8 if index is None else index.dtype.itemsize
+    found = c.group_nansums(groups, groups.dtype.itemsize, values, n_groups, index, itemsize)
+    if found is None:
+        return None
+    return [(np.frombuffer(sums, dtype=np.float64), _int64(counts)) for sums, counts in found]

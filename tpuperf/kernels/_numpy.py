@@ -311,6 +311,42 @@ def roofline_sums(
     return (first, dur_sum if dur_sum is not None else np.zeros(k, dtype=np.int64), *sums)
 
 
+def group_totals(
+    groups: np.ndarray, values: tuple[np.ndarray, ...], n_groups: int
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]] | None:
+    if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= n_groups):
+        return None
+    n = len(groups)
+    first = np.full(n_groups, n, dtype=np.int64)
+    # Rows written in reverse, so that the first is the last written.
+    first[groups[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    counts = np.bincount(groups, minlength=n_groups).astype(np.int64)
+    sums = tuple(group_sums(groups, column, n_groups) for column in values)
+    return first, counts, sums  # type: ignore[return-value]  # not None: groups checked
+
+
+def group_nansums(
+    groups: np.ndarray,
+    values: tuple[np.ndarray, ...],
+    n_groups: int,
+    index: np.ndarray | None,
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    if index is not None:
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= len(groups)):
+            return None
+        groups, values = groups[index], tuple(column[index] for column in values)
+    if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= n_groups):
+        return None
+    found = []
+    for column in values:
+        present = ~np.isnan(column)
+        kept = groups[present]
+        sums = np.bincount(kept, weights=column[present], minlength=n_groups)
+        counts = np.bincount(kept, minlength=n_groups).astype(np.int64)
+        found.append((sums.astype(np.float64, copy=False), counts))
+    return found
+
+
 # --------------------------------------------------------------------------- faults
 
 

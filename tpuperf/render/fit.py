@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tpuperf.output import guarded, visible
-from tpuperf.render.plain import Line, PlainConsole
+from tpuperf.render.plain import Line, PlainConsole, all_plain
 from tpuperf.render.plain import cells as _cells
 
 if TYPE_CHECKING:
@@ -465,8 +465,8 @@ class _Lines:
         justify = [column.justify for column, _, _ in shown]
         cells = []  # each column's cells justified to its width
         for width, right, values in zip(widths, justify, texts, strict=True):
-            justified = [_justified(value, width, right == "right") for value in values]
-            if None in justified:
+            justified = _justified_all(values, width, right == "right")
+            if justified is None:
                 return None
             cells.append(justified)
         lines = [head.split("\n") for head in header]
@@ -590,6 +590,20 @@ def _justified(text: str, width: int, right: bool) -> str | None:
     return " " * (width - cells) + text if right else text + " " * (width - cells)
 
 
+def _justified_all(texts: list[str], width: int, right: bool) -> list[str] | None:
+    """:func:`_justified` of each of ``texts``; None where one of them is None. Printable
+    ASCII (:func:`all_plain`: a cell a character, no tab or line break) is justified by
+    str.rjust and str.ljust, which pad the same spaces."""
+    if not all_plain(texts):
+        justified = [_justified(text, width, right) for text in texts]
+        return None if None in justified else justified  # type: ignore[return-value]
+    if right:
+        texts = [text.rstrip() for text in texts]
+    if max(map(len, texts), default=0) > width:
+        return None
+    return [text.rjust(width) for text in texts] if right else [t.ljust(width) for t in texts]
+
+
 def wider_console(console: Console, width: int) -> Console:
     """A console like ``console`` on the same file, but ``width`` wide (rich never prints a
     renderable wider than its console)."""
@@ -623,7 +637,7 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
         [display_name(r[i]) if c.kind in ("key", "text") else r[i] for r in rows]
         for i, c in enumerate(columns)
     ]
-    widest = [max(map(_cells, values), default=0) for values in names]
+    widest = [max(map(len if all_plain(values) else _cells, values), default=0) for values in names]
     natural = [max(_header_width(c.header), w) for c, w in zip(columns, widest, strict=True)]
     if width is None:
         return Fit(columns, list(natural))

@@ -34,6 +34,13 @@ def cells(text: str) -> int:
     return cell_len(text)
 
 
+def all_plain(texts: Iterable[str]) -> bool:
+    """Whether every one of ``texts`` is printable ASCII, a cell a character (so that its
+    :func:`cells` is its length): one check of them joined, for a table's thousands of cells."""
+    joined = "".join(texts)
+    return joined.isascii() and joined.isprintable()
+
+
 class Line:
     """A line of text with styles, as :class:`rich.text.Text` makes one: ``Line(text,
     style)``, then :meth:`append` of more text, each part in its own style."""
