@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,12 +48,47 @@ def test_map_raises_what_the_call_raised() -> None:
 
 
 @pytest.mark.parametrize(
-    ("workers", "parallel", "threads"), [(4, True, True), (1, True, False), (4, False, False)]
+    ("workers", "parallel", "beside", "threads"),
+    [
+        (4, True, False, True),
+        (1, True, False, False),
+        (4, False, False, False),
+        (1, True, True, True),  # one worker beside the caller's own work: a thread
+        (1, False, True, False),
+    ],
 )
 def test_pool_is_a_thread_pool_only_for_parallel_work(
-    workers: int, parallel: bool, threads: bool
+    workers: int, parallel: bool, beside: bool, threads: bool
 ) -> None:
-    pool = _threads.pool(workers, "tpuperf-test", parallel=parallel)
+    pool = _threads.pool(workers, "tpuperf-test", parallel=parallel, beside=beside)
     with pool:
         assert isinstance(pool, ThreadPoolExecutor) == threads
         assert pool.submit(sum, [1, 2]).result() == 3
+        ran_in = pool.submit(threading.current_thread).result()
+        assert (ran_in is not threading.current_thread()) == threads
+
+
+def test_a_large_profile_is_hashed_beside_its_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The content key is made in a thread of its own while the calling thread indexes the
+    # XSpace (hashlib lets go of the GIL): one after the other, a large first read waits for
+    # both.
+    from tpuperf import cache, xspace
+
+    threads: dict[str, threading.Thread] = {}
+
+    def key(data: Any) -> str:
+        threads["hash"] = threading.current_thread()
+        return "sha256:test"
+
+    def decode(data: Any) -> str:
+        threads["decode"] = threading.current_thread()
+        return "space"
+
+    monkeypatch.setattr(cache, "content_key", key)
+    monkeypatch.setattr(xspace, "decode", decode)
+    assert cache._hash_beside_decode(b"\0" * _threads.PARALLEL_BYTES) == ("sha256:test", "space")
+    assert threads["decode"] is threading.current_thread()
+    assert threads["hash"] is not threading.current_thread()
+    # A small profile's are made in the calling thread, one after the other.
+    assert cache._hash_beside_decode(b"\0" * 1024) == ("sha256:test", "space")
+    assert threads["hash"] is threading.current_thread()

@@ -21,10 +21,13 @@ PARALLEL_BYTES = 8 << 20
 PARALLEL_OPS = 20_000
 
 
-def pool(workers: int, name: str, *, parallel: bool = True) -> Any:
-    """A ThreadPoolExecutor of ``workers`` threads named ``name``-N; with one worker or
-    ``parallel`` False, an :class:`InThread` executor (nothing imported, no thread started)."""
-    if parallel and workers > 1:
+def pool(workers: int, name: str, *, parallel: bool = True, beside: bool = False) -> Any:
+    """A ThreadPoolExecutor of ``workers`` threads named ``name``-N; with ``parallel`` False,
+    or with one worker that the caller would only wait for, an :class:`InThread` executor
+    (nothing imported, no thread started). A caller that works on while the pool does (the
+    hash beside the decode, the scopes beside the timeline) says ``beside``: its one worker
+    is then a thread."""
+    if parallel and (workers > 1 or (beside and workers == 1)):
         from concurrent.futures import ThreadPoolExecutor
 
         return ThreadPoolExecutor(workers, thread_name_prefix=name)

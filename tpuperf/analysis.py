@@ -542,7 +542,7 @@ def analyze(
     summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
     workers = min(os.cpu_count() or 1, 4)
     parallel = sum(d.ops.n for d in profile.device_tables) >= _threads.PARALLEL_OPS
-    with _threads.pool(workers, "tpuperf-analyze", parallel=parallel) as pool:
+    with _threads.pool(workers, "tpuperf-analyze", parallel=parallel, beside=True) as pool:
         # What ran (the scope table) is read from the profile alone: beside the timeline.
         workload = pool.submit(_workload, profile, scopes)
         tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers

@@ -682,7 +682,7 @@ def _hash_beside_decode(data: Any) -> tuple[str, Any]:
     from tpuperf import _threads, xspace
 
     parallel = len(data) >= _threads.PARALLEL_BYTES
-    with _threads.pool(1, "tpuperf-hash", parallel=parallel) as pool:
+    with _threads.pool(1, "tpuperf-hash", parallel=parallel, beside=True) as pool:
         hashing = pool.submit(content_key, data)
         try:
             space = xspace.decode(data)
