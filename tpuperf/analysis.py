@@ -537,14 +537,15 @@ def analyze(
         profile = load(source, run=run)
     else:
         profile = source
-    chosen = base.select(analyzers)
-    builtin = {name for name, _ in base.BUILTIN}
-    summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
     workers = min(os.cpu_count() or 1, 4)
     parallel = sum(d.ops.n for d in profile.device_tables) >= _threads.PARALLEL_OPS
     with _threads.pool(workers, "tpuperf-analyze", parallel=parallel, beside=True) as pool:
-        # What ran (the scope table) is read from the profile alone: beside the timeline.
+        # What ran (the scope table) is read from the profile alone: beside the analyzers'
+        # imports (an unknown name fails there) and the timeline.
         workload = pool.submit(_workload, profile, scopes)
+        chosen = base.select(analyzers)
+        builtin = {name for name, _ in base.BUILTIN}
+        summaries = {analyzer.name: analyzer.summary for analyzer in chosen}
         tl = build_timeline(profile, config)  # bad --steps/--host fail here, before analyzers
         tl = dataclasses.replace(tl, workload=workload.result())
         # The built-in analyzers read the frozen timeline and share nothing: they run side by
