@@ -679,6 +679,13 @@ done:
     return result;
 }
 
+/* The group (code, key) of row i of a column of int32 or int64 groups (itemsize 4 or 8):
+ * a TPU op's metadata row is int32, one an op. */
+static inline int64_t group_at(const void *groups, int itemsize, Py_ssize_t i)
+{
+    return itemsize == 4 ? (int64_t)((const int32_t *)groups)[i] : ((const int64_t *)groups)[i];
+}
+
 /* `column`, or None (the column dropped) where a key was outside its range: what the group
  * kernels answer for groups they cannot number. */
 static PyObject *column_unless(PyObject *column, int outside)
@@ -712,14 +719,12 @@ static PyObject *per_code(PyObject *args, int counting)
     PyObject *column = new_column(n_codes, 8, (void **)&out);
     if (!column)
         goto done;
-    const int32_t *c32 = (const int32_t *)view.buf;
-    const int64_t *c64 = (const int64_t *)view.buf;
     int outside = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n_codes; k++)
         out[k] = counting ? 0 : n;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t code = itemsize == 4 ? (int64_t)c32[i] : c64[i];
+        int64_t code = group_at(view.buf, itemsize, i);
         if (code < 0 || code >= n_codes) {
             outside = 1;
             break;
@@ -769,13 +774,11 @@ static PyObject *group_sums(PyObject *self, PyObject *args)
     if (!column)
         goto done;
     const int64_t *values = (const int64_t *)values_view.buf;
-    const int32_t *g32 = (const int32_t *)groups_view.buf;
-    const int64_t *g64 = (const int64_t *)groups_view.buf;
     int outside = 0;
     Py_BEGIN_ALLOW_THREADS
     memset(sums, 0, (size_t)n_groups * 8);
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t g = itemsize == 4 ? (int64_t)g32[i] : g64[i];
+        int64_t g = group_at(groups_view.buf, itemsize, i);
         if (g < 0 || g >= n_groups) {
             outside = 1;
             break;
@@ -818,8 +821,6 @@ static PyObject *roofline_sums(PyObject *self, PyObject *args)
                                           "of each column per key");
         goto done;
     }
-    const int32_t *k32 = (const int32_t *)views[0].buf;
-    const int64_t *k64 = (const int64_t *)views[0].buf;
     const int64_t *dur = (const int64_t *)views[1].buf;
     const double *flops = (const double *)views[2].buf, *nbytes = (const double *)views[3].buf;
     const double *ideal = (const double *)views[4].buf;
@@ -840,7 +841,7 @@ static PyObject *roofline_sums(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < size; k++)
         code_of[k] = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t key = itemsize == 4 ? (int64_t)k32[i] : k64[i];
+        int64_t key = group_at(views[0].buf, itemsize, i);
         if (key < 0 || key >= size) {
             outside = 1;
             break;
@@ -882,12 +883,6 @@ done:
     PyMem_Free(lost_sum);
     release_buffers(views, 5);
     return result;
-}
-
-/* The group of row i of a column of int32 or int64 groups (itemsize 4 or 8). */
-static inline int64_t group_at(const void *groups, int itemsize, Py_ssize_t i)
-{
-    return itemsize == 4 ? (int64_t)((const int32_t *)groups)[i] : ((const int64_t *)groups)[i];
 }
 
 enum { MAX_TOTAL_COLUMNS = 8 };
