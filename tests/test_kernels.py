@@ -335,6 +335,25 @@ def _group_nansums(rng: random.Random) -> tuple[Any, ...]:
     return groups, columns, n_groups, np.array(index, rng.choice([np.int32, np.int64]))
 
 
+def _bootstrap_medians(rng: random.Random) -> tuple[Any, ...]:
+    """Rows of values of every kind (ties, -0.0, infinities, NaN) and replicates' counts of
+    draws; sometimes counts that do not add up to the steps (None), a negative count (None)
+    or counts of another number of steps (an error)."""
+    n = rng.choice([1, 2, 3, 4, rng.randrange(1, 40)])
+    samples = np.array([_floats(rng, n) for _ in range(rng.randrange(4))]).reshape(-1, n)
+    draws = [[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(1, 6))]
+    counts = np.array([np.bincount(d, minlength=n) for d in draws], np.int64)
+    fault = rng.random()
+    if fault < 0.05:
+        counts[0, 0] += 1
+    elif fault < 0.08:
+        counts[0, 0] -= n + 1
+        counts[0, -1] += n + 1
+    elif fault < 0.1:
+        counts = counts[:, :-1] if n > 1 else counts[:, :0]
+    return samples, counts
+
+
 CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "event_records": _event_records,
     "skip_records": _event_records,
@@ -355,6 +374,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "roofline_sums": _roofline_sums,
     "group_totals": _group_totals,
     "group_nansums": _group_nansums,
+    "bootstrap_medians": _bootstrap_medians,
 }
 
 
@@ -723,3 +743,24 @@ def test_group_totals_and_nansums_refuse_a_group_outside(implementation: str) ->
             assert kernels.group_nansums(at, (np.zeros(2),), 2) is None
             inside = np.array([0, 1], np.int64)
             assert kernels.group_nansums(inside, (np.zeros(2),), 2, at) is None
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+@pytest.mark.parametrize("seed", range(30))
+def test_bootstrap_medians_equal_numpys_median_of_the_draws(implementation: str, seed: int) -> None:
+    """Each replicate's median equals numpy's median of the values it draws (the gathered
+    rows x replicates x steps array that diffing made before the kernel), to the bit: even
+    and odd step counts, one step, ties, -0.0 (a median of -0.0 is 0.0, as numpy's mean makes
+    it), infinities (a middle pair of -inf and inf is NaN) and NaN drawn or not drawn."""
+    rng = random.Random(f"medians {seed}")
+    n = [1, 2, 3, 4][seed] if seed < 4 else rng.randrange(1, 60)
+    samples = np.array([_floats(rng, n) for _ in range(rng.randrange(1, 8))])
+    if seed % 3 == 0:  # no NaN at all: every median a number
+        samples[np.isnan(samples)] = 0.0
+    index = np.array([[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(1, 40))])
+    counts = np.array([np.bincount(row, minlength=n) for row in index], np.int64)
+    with kernels.use(implementation), np.errstate(invalid="ignore"):
+        found = kernels.bootstrap_medians(samples, counts)
+        expected = np.median(samples[:, index], axis=2)
+    assert found is not None
+    assert found.tobytes() == expected.tobytes()

@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1078,6 +1079,125 @@ done:
     return result;
 }
 
+/* bootstrap_medians(samples, n_steps, counts) -> bytearray of rows x replicates doubles, or
+ * None when a replicate does not draw n_steps steps: for each row of `samples` (float64, rows x
+ * n_steps: one value per step) and each replicate of `counts` (int64, replicates x n_steps: how
+ * many times the replicate drew each step), the median of the values drawn, as numpy's median
+ * of them gives it: the middle value, or the two middle ones added and halved (a sum from
+ * 0.0, as numpy's mean: -0.0 is 0.0); NaN where a NaN was drawn. numpy gathers every replicate's draws and partitions them (rows x replicates
+ * x n_steps values: 30 s for a diff of 3,000 ops over 233 steps); here each row is sorted once
+ * and each replicate adds its counts along the sorted values up to the middle. */
+typedef struct {
+    double value;
+    Py_ssize_t step;
+} ranked_value;
+
+static int compare_ranked(const void *a, const void *b)
+{
+    double x = ((const ranked_value *)a)->value, y = ((const ranked_value *)b)->value;
+    if (x != x || y != y) /* NaN last, as numpy sorts */
+        return (x != x) - (y != y);
+    return (x > y) - (x < y);
+}
+
+/* The sorted position of the draw of rank k (0: the smallest), walking on from position *p
+ * with *drawn draws before it. The replicate draws more than k values of the n sorted (its
+ * counts were checked to add up to more): the walk ends inside them. */
+static Py_ssize_t ranked_at(const ranked_value *sorted, Py_ssize_t n, const int64_t *count,
+                            int64_t k, Py_ssize_t *p, int64_t *drawn)
+{
+    while (*p < n - 1 && *drawn + count[sorted[*p].step] <= k) {
+        *drawn += count[sorted[*p].step];
+        (*p)++;
+    }
+    return *p;
+}
+
+static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
+{
+    Py_buffer samples_view, counts_view;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*ny*", &samples_view, &n, &counts_view))
+        return NULL;
+    PyObject *column = NULL, *result = NULL;
+    ranked_value *sorted = NULL;
+    if (n < 1 || samples_view.len % (8 * n) || counts_view.len % (8 * n)) {
+        PyErr_SetString(PyExc_ValueError, "bootstrap_medians: rows and replicates of n_steps");
+        goto done;
+    }
+    Py_ssize_t rows = samples_view.len / 8 / n, replicates = counts_view.len / 8 / n;
+    double *out;
+    column = new_column(rows * replicates, 8, (void **)&out);
+    sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
+    if (!column || !sorted) {
+        if (column)
+            PyErr_NoMemory();
+        goto done;
+    }
+    const double *samples = samples_view.buf;
+    const int64_t *counts = counts_view.buf;
+    int short_draw = 0;
+    /* The ranks of the middle draws: one for an odd count, two for an even one. */
+    int64_t low = (n - 1) / 2, high = n / 2;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < replicates && !short_draw; r++) {
+        int64_t total = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int64_t c = counts[r * n + j];
+            if (c < 0)
+                short_draw = 1;
+            total += c;
+        }
+        if (total != n)
+            short_draw = 1;
+    }
+    for (Py_ssize_t i = 0; i < rows && !short_draw; i++) {
+        Py_ssize_t valid = n;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            sorted[j].value = samples[i * n + j];
+            sorted[j].step = j;
+        }
+        qsort(sorted, (size_t)n, sizeof *sorted, compare_ranked);
+        while (valid > 0 && sorted[valid - 1].value != sorted[valid - 1].value)
+            valid--;
+        for (Py_ssize_t r = 0; r < replicates; r++) {
+            const int64_t *count = counts + r * n;
+            double *median = out + i * replicates + r;
+            int nan_drawn = 0;
+            for (Py_ssize_t p = valid; p < n; p++)
+                nan_drawn |= count[sorted[p].step] > 0;
+            if (nan_drawn) {
+                *median = NAN;
+                continue;
+            }
+            Py_ssize_t p = 0;
+            int64_t drawn = 0;
+            double below = sorted[ranked_at(sorted, valid, count, low, &p, &drawn)].value;
+            /* numpy's median is the mean of the middle values, a sum from 0.0 (so -0.0 is 0.0) */
+            if (high == low) {
+                *median = 0.0 + below;
+            } else {
+                double above = sorted[ranked_at(sorted, valid, count, high, &p, &drawn)].value;
+                *median = (0.0 + below + above) / 2.0;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (short_draw) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    result = column;
+    column = NULL;
+done:
+    Py_XDECREF(column);
+    PyMem_Free(sorted);
+    PyBuffer_Release(&samples_view);
+    PyBuffer_Release(&counts_view);
+    return result;
+}
+
 /* texts(data, starts, stops) -> list of str: each span of `data` decoded as UTF-8 (bad bytes
  * replaced); starts and stops are int64 buffers. Metadata names, tens of thousands a plane. */
 static PyObject *texts(PyObject *self, PyObject *args)
@@ -1917,6 +2037,10 @@ static PyMethodDef methods[] = {
      "group_nansums(groups, group_itemsize, values, n_groups, index, index_itemsize) -> "
      "[(sums, counts)] of each float64 column's values that are not NaN, per group, rows read "
      "through index (None: row i is entry i); None when a group or index is outside."},
+    {"bootstrap_medians", bootstrap_medians, METH_VARARGS,
+     "bootstrap_medians(samples, n_steps, counts) -> float64 medians, rows x replicates, of "
+     "each row's values drawn as each replicate's counts say (None when a replicate does not "
+     "draw n_steps values)."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

@@ -97,6 +97,11 @@ def group_totals(
     """(first row, rows, int64 sums of each column) per group; None when a group is outside
     [0, n_groups)."""
 
+def bootstrap_medians(samples: Buffer, n_steps: int, counts: Buffer, /) -> bytearray | None:
+    """float64 medians, rows x replicates, of each row of ``samples`` (float64, rows x
+    n_steps) drawn as each replicate of ``counts`` (int64, replicates x n_steps) says; None when
+    a replicate does not draw n_steps values."""
+
 def group_nansums(
     groups: Buffer,
     group_itemsize: int,

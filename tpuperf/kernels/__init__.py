@@ -45,6 +45,7 @@ KERNELS = (
     "roofline_sums",
     "group_totals",
     "group_nansums",
+    "bootstrap_medians",
 )
 
 # The two implementations: "native" (the C module) and "numpy".
@@ -390,6 +391,25 @@ def group_nansums(
     if index is not None:
         index = _groups(index, "group_nansums")
     return _impl.group_nansums(groups, columns, int(n_groups), index)
+
+
+def bootstrap_medians(samples: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """(rows, replicates) medians: of each row of ``samples`` (one float64 value per step),
+    the values a bootstrap replicate draws, ``counts[r, j]`` times step j. What numpy's
+    median of the drawn values gives, bit for bit: the middle value, or the two middle ones
+    added and halved, a sum from 0.0 as numpy's mean makes it (-0.0 is 0.0); NaN where a NaN
+    is drawn. None when a replicate's counts are negative or do not add up to the steps."""
+    samples = np.ascontiguousarray(samples, dtype=np.float64)
+    counts = np.ascontiguousarray(counts)
+    if (
+        samples.ndim != 2
+        or counts.ndim != 2
+        or counts.dtype != np.int64
+        or samples.shape[1] != counts.shape[1]
+        or samples.shape[1] < 1
+    ):
+        raise ValueError("bootstrap_medians: rows and replicates of int64 counts, one per step")
+    return _impl.bootstrap_medians(samples, counts)
 
 
 __all__ = [*KERNELS, "DecodeError", "Fields", "MISSING", "implementation", "native_built", "use"]

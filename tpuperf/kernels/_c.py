@@ -183,3 +183,10 @@ def group_nansums(
     if found is None:
         return None
     return [(np.frombuffer(sums, dtype=np.float64), _int64(counts)) for sums, counts in found]
+
+
+def bootstrap_medians(samples: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    medians = c.bootstrap_medians(samples, samples.shape[1], counts)
+    if medians is None:
+        return None
+    return np.frombuffer(medians, dtype=np.float64).reshape(len(samples), len(counts))

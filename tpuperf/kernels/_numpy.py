@@ -347,6 +347,27 @@ def group_nansums(
     return found
 
 
+def bootstrap_medians(samples: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    n = samples.shape[1]
+    if len(counts) and ((counts < 0).any() or (counts.sum(axis=1) != n).any()):
+        return None
+    out = np.empty((len(samples), len(counts)))
+    low, high = (n - 1) // 2, n // 2  # the ranks of the middle draws (one when n is odd)
+    for i, row in enumerate(samples):
+        order = np.argsort(row, kind="stable")  # NaN last
+        drawn = np.cumsum(counts[:, order], axis=1)  # per replicate, draws up to each value
+        below = row[order[(drawn > low).argmax(axis=1)]]
+        above = row[order[(drawn > high).argmax(axis=1)]]
+        # numpy's median is the mean of the middle values, a sum from 0.0 (so -0.0 is 0.0);
+        # -inf and inf in the middle make NaN, without a warning (as in C)
+        with np.errstate(invalid="ignore"):
+            out[i] = 0.0 + below if low == high else (0.0 + below + above) / 2.0
+        nan = np.isnan(row)
+        if nan.any():
+            out[i, counts[:, nan].sum(axis=1) > 0] = np.nan
+    return out
+
+
 # --------------------------------------------------------------------------- faults
 
 
