@@ -719,15 +719,18 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     `xprof_idle_time_ratio_pct` is over the steps' total (XProf's average step times the step
     count), not over tpuperf's iterations. The counter fields are None without v6e counters
     (XProf then reads 0%, and so does `status`)."""
-    steps = profile.steps
-    if steps is None or len(steps) == 0:
+    # The steps of the first device that has some (XProf's overview reads one device's).
+    first = next(
+        (d.steps for d in profile.device_tables if d.steps is not None and d.steps.n), None
+    )
+    if first is None:
         return None
-    one = (steps["host"] == steps["host"].iloc[0]) & (steps["device"] == steps["device"].iloc[0])
-    first = steps[one]
-    n_steps = len(first)
-    average_ms = round(float((first["end_ps"] - first["start_ps"]).mean()) / 1e9, 2)
+    n_steps = first.n
+    lengths = first.array("end_ps") - first.array("start_ps")
+    # their mean, a float64 sum over their count
+    average_ms = round(float(lengths.sum(dtype=np.float64) / n_steps) / 1e9, 2)
     total_ms = average_ms * n_steps
-    cores = len(profile.devices)
+    cores = len(profile.device_tables)
     # Op time by XProf's kind of each distinct (op, category): ICI, HBM or compute.
     by_kind = {"ici": 0, "hbm": 0, "compute": 0}
     for device in profile.device_tables:

@@ -352,10 +352,14 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
             highs.append(int(ends.max()))
             if line.name == "XLA Ops":
                 category = plane.metadata_stat("hlo_category", "")
-                rows = plane.metadata.rows(line.metadata_id)
-                off = np.array([category[r] in _OFF_DUTY if r >= 0 else False for r in rows])
-                active_starts.append(starts[~off] if len(off) else starts)
-                active_ends.append(ends[~off] if len(off) else ends)
+                # Off duty by metadata row, the row past the last (an unknown one) on duty
+                off_row = np.fromiter(
+                    (c in _OFF_DUTY for c in category), dtype=bool, count=len(category)
+                )
+                rows = plane.metadata.rows(line.metadata_id, unknown=len(category))
+                off = np.append(off_row, False)[rows]
+                active_starts.append(starts[~off])
+                active_ends.append(ends[~off])
     busy = idle = 0
     for active_starts, active_ends, lows, highs in chips.values():
         if not lows:
