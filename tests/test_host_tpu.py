@@ -88,3 +88,32 @@ def test_tpu_clocks_read_no_pandas(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "False"]
+
+
+def test_the_host_command_reads_no_pandas(tmp_path: Path) -> None:
+    """`tpuperf host` on a TPU profile with steps, where it computes XProf's host boundness
+    (from the first device's steps) and duty cycle: from the column tables, without pandas
+    (which took most of the command's time)."""
+    import json
+    import subprocess
+    import sys
+
+    generated = generate_tpu_host_gaps()
+    host, data = next(iter(generated.xspaces.items()))
+    path = tmp_path / f"{host}.xplane.pb"
+    path.write_bytes(data)
+    code = (
+        "import sys\n"
+        "from tpuperf.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "print('pandas' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "host", str(path), "-f", "json", "--no-cache"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    boundness = json.loads(done.stdout)["xprof_host_boundness"]
+    assert boundness["number_of_steps"] > 0 and boundness["tpu_duty_cycle_percent"] > 0
+    assert done.stderr.split()[-1] == "False"
