@@ -19,7 +19,8 @@ It prints, in this order:
    child, which counts the pages of the memory-mapped profile it touched), and the ratios of
    tpuperf to the others. The tools alternate run by run so that they share the machine's state.
 2. **Second command**, per size (`--second`): on one fresh copy, `tpuperf info F` reads it first;
-   then `analyze`, `ops`, `info` run again on the unchanged file, as a user's next commands do
+   then `analyze`, `ops`, `info`, `tree`, `report`, `diff` (the file with itself) and `host`
+   run on the unchanged file, as a user's next commands do
    (where a cache of the tables exists, this is what it serves; where `tpuperf analyze` has a
    `--no-cache` flag, `analyze --no-cache` is timed beside it). XProf's own second
    `get_overview` on its copy (it caches under `TMPDIR` and beside the profile) is shown with
@@ -76,6 +77,10 @@ SECOND = {
     "analyze": ["tpuperf", "analyze", "{f}", "--format", "json"],
     "ops": ["tpuperf", "ops", "{f}"],
     "info": ["tpuperf", "info", "{f}"],
+    "tree": ["tpuperf", "tree", "{f}"],
+    "report": ["tpuperf", "report", "{f}", "-o", "report.html"],
+    "diff": ["tpuperf", "diff", "{f}", "{f}", "--format", "json"],
+    "host": ["tpuperf", "host", "{f}"],
 }
 SMALL_COMMANDS = {
     "tpuperf --help": ["tpuperf", "--help"],
