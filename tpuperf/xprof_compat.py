@@ -346,8 +346,10 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
         for line in plane.lines:
             if line.name not in ("XLA Ops", "XLA Modules") or not len(line):
                 continue
-            starts = np.asarray(line.start_ps, dtype=np.int64)
-            ends = starts + np.asarray(line.duration_ps, dtype=np.int64)
+            # the events' times and metadata alone: no stats decoded, the file's pages let go
+            events = line.int_events(())
+            starts = events.start_ps(line.timestamp_ns)
+            ends = starts + events.duration_ps
             lows.append(int(starts.min()))
             highs.append(int(ends.max()))
             if line.name == "XLA Ops":
@@ -356,7 +358,7 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
                 off_row = np.fromiter(
                     (c in _OFF_DUTY for c in category), dtype=bool, count=len(category)
                 )
-                rows = plane.metadata.rows(line.metadata_id, unknown=len(category))
+                rows = plane.metadata.rows(events.metadata_id, unknown=len(category))
                 off = np.append(off_row, False)[rows]
                 active_starts.append(starts[~off])
                 active_ends.append(ends[~off])
