@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import hlo_patterns, jsonout, kernels
+from tpuperf import _threads, hlo_patterns, jsonout, kernels
 from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
 from tpuperf.kernels.wire import read_varint
@@ -83,6 +83,8 @@ CODE_SHARE = 0.8
 # deviations (Iglewicz and Hoaglin's modified z-score rule).
 OUTLIER_Z = 3.5
 _CHUNK_OPS = 4096  # ops per block of bootstrap means (a block is this x replicates floats)
+# Bootstrap medians of more than this many draws (ops x steps x replicates) take every core.
+_PARALLEL_MEDIANS = 50_000_000
 
 # The step time split, as the summary's (name, Report.summary percentage): each is reported in
 # ms per step (`<name>_ms`) and in points of step time (`<name>_pct`).
@@ -891,10 +893,23 @@ class _Bootstrap:
 
     def medians(self, samples: np.ndarray, which: int) -> np.ndarray:
         """(rows, replicates): the bootstrap medians of each row of ``samples`` (numpy's median
-        of ``samples[:, index]``, without making that rows x replicates x steps array)."""
-        medians = kernels.bootstrap_medians(samples, self.counts[which])
-        assert medians is not None  # each replicate draws each side's steps
-        return medians
+        of ``samples[:, index]``, without making that rows x replicates x steps array). Rows
+        are independent: a large diff's go to a thread per core (the kernel lets go of the
+        GIL), in blocks, put back in order."""
+        counts = self.counts[which]
+
+        def medians_of(block: np.ndarray) -> np.ndarray:
+            found = kernels.bootstrap_medians(block, counts)
+            assert found is not None  # each replicate draws each side's steps
+            return found
+
+        workers = min(os.cpu_count() or 1, len(samples))
+        parallel = samples.size * len(counts) >= _PARALLEL_MEDIANS
+        if not parallel or workers < 2:
+            return medians_of(samples)
+        blocks = np.array_split(samples, workers)
+        with _threads.pool(workers, "tpuperf-bootstrap") as pool:
+            return np.concatenate(list(pool.map(medians_of, blocks)))
 
 
 def interval(replicates: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
