@@ -344,7 +344,7 @@ class Report:
         return result.tables.get(table) if result is not None else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class StepBreakdown:
     """The analysed steps' time by breakdown column (``Timeline.breakdown_table`` summed by
     step, over the devices that ran each step)."""
