@@ -216,7 +216,8 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
     """info, ops (tables on a pipe) and analyze --format json: no rich, no protobuf, and on
     the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first use;
     the CPU profile's host devices are still read with np.unique). analyze's report on a pipe:
-    no rich console (only rich.cells, to measure a dash in a line to wrap)."""
+    no rich console (only rich.cells, to measure a dash in a line to wrap); as JSON, not the
+    findings' types that renderers read."""
     from tests.conftest import shared_profile
 
     cpu = profile == "cpu_fixture"
@@ -230,6 +231,8 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
             assert not {"rich.console", "rich.text", "rich.table"} & set(modules), args
         else:
             assert "rich" not in _top_level(modules), args
+        if args == ["analyze", "-f", "json"]:  # what only renderers read
+            assert "tpuperf.findings" not in modules
         assert cpu or "numpy.ma" not in modules, args
 
 

@@ -26,7 +26,8 @@ from tpuperf.render.text import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from tpuperf.analysis import CollectiveKind, Report
+    from tpuperf.analysis import Report
+    from tpuperf.findings import CollectiveKind
 
 
 def split_bar(summary: dict[str, Any], width: int) -> Line:
