@@ -19,7 +19,7 @@ from rich.console import Console
 from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
 from tpuperf import output
 from tpuperf.render import listings
-from tpuperf.render.plain import Line, Numbered, Panel, PlainConsole
+from tpuperf.render.plain import _ONE_CELL, Line, Numbered, Panel, PlainConsole, cells
 
 _PROFILES = [
     CPU_FIXTURE,
@@ -270,3 +270,11 @@ def test_a_line_extended_by_another_is_drawn_as_the_texts_appended() -> None:
         drawn.append(buffer.getvalue())
     assert drawn[0] == drawn[1]
     assert "\x1b[" in drawn[0] and line.plain == "abcd"
+
+
+def test_the_characters_measured_without_rich_are_one_cell_as_rich_measures_them() -> None:
+    from rich.cells import cell_len
+
+    assert all(cell_len(char) == 1 for char in _ONE_CELL)
+    for text in ("╭─ a — b … ─╮", "██▓▒░ x", "é — 漢字", "e\u0301"):
+        assert cells(text) == cell_len(text)

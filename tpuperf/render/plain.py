@@ -27,10 +27,16 @@ from typing import Any
 _NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+# Printable ASCII and the characters tpuperf draws itself (the step bar's blocks, box and rule
+# lines, the dash, a shortened name's ellipsis): one cell each, as rich measures them
+# (tests/test_render_plain.py), so their text is measured without importing rich.
+_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F))).union("█▓▒░─│╭╮╰╯—…")
+
+
 def cells(text: str) -> int:
     """The cells ``text`` takes on a terminal (:func:`rich.cells.cell_len`), at once for
-    printable ASCII."""
-    if text.isascii() and text.isprintable():
+    printable ASCII and tpuperf's own symbols."""
+    if (text.isascii() and text.isprintable()) or _ONE_CELL.issuperset(text):
         return len(text)
     from rich.cells import cell_len
 
