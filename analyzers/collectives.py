@@ -1052,7 +1052,7 @@ _COLLECTIVE_COLUMNS = (
 )
 
 
-@dataclass
+@dataclass(eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class _Occurrences:
     """Every execution of a collective op in the selected steps, over the devices."""
 

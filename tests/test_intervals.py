@@ -243,3 +243,12 @@ def test_the_empty_set() -> None:
     assert nonempty(np.zeros(0, np.int64), np.zeros(0, np.int64)) is EMPTY
     assert nonempty(some.starts, some.ends).total == 10
     assert gaps_in(some, 30, 30) is EMPTY
+
+
+def test_records_of_arrays_are_equal_only_to_themselves() -> None:
+    """A dataclass's generated == compares the fields, and arrays' == is elementwise (it
+    raises); Intervals (as every record of arrays) compares and hashes by identity."""
+    a = Intervals(np.array([0, 5]), np.array([2, 9]))
+    same = Intervals(a.starts.copy(), a.ends.copy())
+    assert a == a and a != same
+    assert len({a, same, a}) == 2

@@ -1,6 +1,7 @@
 """tpuperf.render.plain: the plain console draws, byte for byte, what the rich console it
-stands for draws, for every listing of ``info`` and ``ops`` at several widths, and hands
-rich what only rich draws that way (lines to wrap, control characters, tabs)."""
+stands for draws, for every listing of ``info`` and ``ops`` and the report of ``analyze`` at
+several widths, and hands rich what only rich draws that way (characters wider or narrower
+than a cell in a line to wrap, control characters, tabs)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from rich.console import Console
 from tests.conftest import CPU_FIXTURE, SHARED_PROFILES
 from tpuperf import output
 from tpuperf.render import listings
-from tpuperf.render.plain import Line, PlainConsole
+from tpuperf.render.plain import _ONE_CELL, Line, Numbered, Panel, PlainConsole, cells
 
 _PROFILES = [
     CPU_FIXTURE,
@@ -96,6 +97,22 @@ def test_info_and_ops_are_drawn_as_rich_draws_them(path: Path, width: int | None
         assert plain_only == len(draws)
 
 
+@pytest.mark.parametrize("path", _PROFILES, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("width", [36, 80, 132, None], ids=["36", "80", "132", "wide"])
+def test_an_analyze_report_is_drawn_as_rich_draws_it(path: Path, width: int | None) -> None:
+    from tpuperf.analysis import analyze
+    from tpuperf.render.terminal import render_report
+
+    report = analyze(_profile(path))
+    drawn, plain, helped = _both(
+        lambda c: render_report(report, c, wide=width is None), width or 80
+    )
+    assert plain == drawn
+    assert "╭─ tpuperf analyze" in plain and "Recommendations" in plain
+    if width != 36:  # at 36 columns the box's title is shortened past what fits: rich draws it
+        assert not helped
+
+
 @pytest.mark.parametrize(
     ("line", "soft_wrap", "plain"),
     [
@@ -103,12 +120,14 @@ def test_info_and_ops_are_drawn_as_rich_draws_them(path: Path, width: int | None
         (Line("host ").append("tpu-0", "cyan").append(" 1.2 MB"), False, True),
         (Line(""), False, True),
         (Line("x" * 30 + " and more words past the width"), False, True),
-        (Line("x" * 40 + " a word longer than the width"), False, False),
+        (Line("x" * 40 + " a word longer than the width"), False, True),
+        (Line("one cell each — é █ " * 4), False, True),
         (Line("x" * 30 + " and more words past the width"), True, True),
         (Line("two\nlines"), False, True),
         (Line("an escape \x1b[2J in a name"), False, False),
         (Line("a\ttab"), False, False),
         (Line("wide 漢字漢字漢字漢字漢字漢字漢字漢字"), False, False),
+        (Line("an accent written apart: e\u0301 " * 3), False, False),
         (Line("wide 漢字"), False, True),
     ],
 )
@@ -186,3 +205,76 @@ def test_a_columns_cells_are_justified_as_one_by_one(
 
     one_by_one = [_justified(text, width, right) for text in texts]
     assert _justified_all(texts, width, right) == (None if None in one_by_one else one_by_one)
+
+
+# Text of one-cell characters (ASCII and not), spaces and line breaks, in words up to a line long.
+_ONE_CELL_TEXT = st.text(alphabet=st.sampled_from(["a", "Z", "1", "-", " ", " ", "é", "—", "█"]))
+
+
+@given(
+    st.lists(st.text(alphabet=" ab-é—█", max_size=30), min_size=1, max_size=8),
+    st.integers(min_value=1, max_value=40),
+)
+@settings(max_examples=300, deadline=None)
+def test_lines_of_one_cell_characters_are_wrapped_and_folded_as_rich_does(
+    words: list[str], width: int
+) -> None:
+    line = Line(" ".join(words))
+    drawn, written, helped = _both(lambda c: c.print(line), width)
+    assert written == drawn
+    assert not helped
+
+
+@given(
+    st.lists(_ONE_CELL_TEXT | st.just("\n"), min_size=1, max_size=6),
+    st.text(alphabet="ab -—", max_size=20),
+    st.integers(min_value=1, max_value=50),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_panel_is_drawn_as_rich_draws_it(parts: list[str], title: str, width: int) -> None:
+    body = Line()
+    for i, part in enumerate(parts):
+        body.append(part, "bold" if i % 2 else None)
+    drawn, written, helped = _both(lambda c: c.print(Panel(body, title)), width)
+    assert written == drawn
+    assert helped is (width <= 4 or len(title) + 2 > width - 4)
+
+
+@given(
+    st.lists(_ONE_CELL_TEXT, min_size=1, max_size=5),
+    st.sampled_from(["1.", "10."]),
+    st.integers(min_value=1, max_value=50),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_numbered_grid_is_drawn_as_rich_draws_it(
+    texts: list[str], number: str, width: int
+) -> None:
+    lines = [Line(text, "bold" if i == 0 else None) for i, text in enumerate(texts)]
+    grid = Numbered(number, lines, width=len(number) + 1, style="bold")
+    drawn, written, _ = _both(lambda c: c.print(grid), width)
+    assert written == drawn
+
+
+def test_a_line_extended_by_another_is_drawn_as_the_texts_appended() -> None:
+    """In colour, as the rich texts it stands for: one appended to the other."""
+    from rich.text import Text
+
+    line = Line("a", "bold").append("b")
+    line.extend(Line("c", "dim").append("d", "red"))
+    text = Text("a", "bold").append("b")
+    text.append(Text("c", "dim").append("d", "red"))
+    drawn = []
+    for item in (line, text):
+        buffer = io.StringIO()
+        Console(file=buffer, width=20, force_terminal=True, color_system="standard").print(item)
+        drawn.append(buffer.getvalue())
+    assert drawn[0] == drawn[1]
+    assert "\x1b[" in drawn[0] and line.plain == "abcd"
+
+
+def test_the_characters_measured_without_rich_are_one_cell_as_rich_measures_them() -> None:
+    from rich.cells import cell_len
+
+    assert all(cell_len(char) == 1 for char in _ONE_CELL)
+    for text in ("╭─ a — b … ─╮", "██▓▒░ x", "é — 漢字", "e\u0301"):
+        assert cells(text) == cell_len(text)

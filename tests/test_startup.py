@@ -213,17 +213,21 @@ def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
     "profile", ["cpu_fixture", "tpu/v6e_4chip_inference", "gpu/mi300_jax_conv"]
 )
 def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> None:
-    """info, ops (tables on a pipe) and analyze --format json: no rich, no protobuf, and on
-    the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first use;
-    the CPU profile's host devices are still read with np.unique)."""
+    """info, ops, analyze (tables on a pipe) and analyze --format json: no rich, no protobuf,
+    and on the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first
+    use; the CPU profile's host devices are still read with np.unique). analyze as JSON: not
+    the findings' types that only renderers read."""
     from tests.conftest import shared_profile
 
     cpu = profile == "cpu_fixture"
     path = str(CPU_FIXTURE if cpu else shared_profile(f"{profile}.xplane.pb"))
-    for args in (["info"], ["ops"], ["analyze", "-f", "json"]):
+    for args in (["info"], ["ops"], ["analyze", "-f", "json"], ["analyze"]):
         code, out, modules = _imports(args[0], path, *args[1:], "--no-cache")
         assert code == 0 and out.strip()
         assert not {"rich", "google"} & _top_level(modules), args
+        assert args != ["analyze"] or "Recommendations" in out
+        if args == ["analyze", "-f", "json"]:  # what only renderers read
+            assert "tpuperf.findings" not in modules
         assert cpu or "numpy.ma" not in modules, args
 
 

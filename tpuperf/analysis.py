@@ -22,10 +22,19 @@ from tpuperf.columns import Strings, Table, as_run, group_index, index_groups, s
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
-from tpuperf.roofline.chips import PeakPair
-from tpuperf.timeline import BREAKDOWN_COLUMNS, OfDevice, Timeline, build_timeline, stats_ms
+from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline, build_timeline, stats_ms
 
 if TYPE_CHECKING:
+    from tpuperf.findings import (
+        AsyncWindows,
+        CollectiveKind,
+        DeviceBreakdown,
+        IdleFigures,
+        MemoryPeak,
+        RooflinePeaks,
+        StepBreakdown,
+        Straggler,
+    )
     from tpuperf.profiles import Profile
     from tpuperf.workload import Workload
 
@@ -203,6 +212,8 @@ class Report:
     @functools.cached_property
     def step_breakdown(self) -> StepBreakdown:
         """Where each analysed step's time went, averaged over the devices that ran it."""
+        from tpuperf.findings import StepBreakdown
+
         tl = self._timeline
         if tl is None or not tl.n_windows or not tl.has_steps:
             return StepBreakdown(
@@ -226,6 +237,8 @@ class Report:
     def device_breakdowns(self) -> list[DeviceBreakdown]:
         """Each analysed device's breakdown per step (mean over its windows), by host and
         device."""
+        from tpuperf.findings import DeviceBreakdown
+
         if self._timeline is None:
             return []
         views = sorted(self._timeline.devices, key=lambda v: (v.host, v.device))
@@ -274,14 +287,17 @@ class Report:
         return scope_tree(tl.profile, tl)
 
     # -------------------------------------------------------------- what renderers read
-    # The analyzers' findings a renderer shows, as declared types (below): read from the
-    # results' documented metrics and tables here, so no renderer names an analyzer's keys.
+    # The analyzers' findings a renderer shows, as declared types (tpuperf.findings): read
+    # from the results' documented metrics and tables here, so no renderer names an
+    # analyzer's keys.
 
     @property
     def roofline_peaks(self) -> RooflinePeaks:
         """The peaks the roofline analyzer used (all None: it did not run or no device ran
         ops)."""
-        return _declared(RooflinePeaks, self._metrics("roofline").get("peaks") or {})
+        from tpuperf.findings import RooflinePeaks, declared
+
+        return declared(RooflinePeaks, self._metrics("roofline").get("peaks") or {})
 
     @property
     def roofline_ops(self) -> Table | None:
@@ -291,7 +307,9 @@ class Report:
     @property
     def stragglers(self) -> list[Straggler]:
         """Devices that compute longer than the others (steps analyzer), worst first."""
-        return [_declared(Straggler, s) for s in self._metrics("steps").get("stragglers") or []]
+        from tpuperf.findings import Straggler, declared
+
+        return [declared(Straggler, s) for s in self._metrics("steps").get("stragglers") or []]
 
     @property
     def straggler_confidence(self) -> str:
@@ -310,8 +328,10 @@ class Report:
     @property
     def idle(self) -> IdleFigures | None:
         """How idle the devices were (idle analyzer); None when it did not run or had no steps."""
+        from tpuperf.findings import IdleFigures, declared
+
         metrics = self._metrics("idle")
-        return _declared(IdleFigures, metrics) if metrics.get("idle_pct") is not None else None
+        return declared(IdleFigures, metrics) if metrics.get("idle_pct") is not None else None
 
     @property
     def host_events(self) -> Table | None:
@@ -321,19 +341,25 @@ class Report:
     @property
     def collective_kinds(self) -> list[CollectiveKind]:
         """Collectives by kind (collectives analyzer), in its order."""
+        from tpuperf.findings import CollectiveKind, declared
+
         by_kind = self._metrics("collectives").get("by_kind") or {}
-        return [_declared(CollectiveKind, {"kind": k, **m}) for k, m in by_kind.items()]
+        return [declared(CollectiveKind, {"kind": k, **m}) for k, m in by_kind.items()]
 
     @property
     def async_windows(self) -> AsyncWindows:
         """How far compute hides the async windows (collectives analyzer)."""
-        return _declared(AsyncWindows, self._metrics("collectives").get("async") or {})
+        from tpuperf.findings import AsyncWindows, declared
+
+        return declared(AsyncWindows, self._metrics("collectives").get("async") or {})
 
     @property
     def memory_peak(self) -> MemoryPeak | None:
         """The largest program's peak device memory (memory analyzer); None without one."""
+        from tpuperf.findings import MemoryPeak, declared
+
         metrics = self._metrics("memory")
-        return _declared(MemoryPeak, metrics) if metrics else None
+        return declared(MemoryPeak, metrics) if metrics else None
 
     def _metrics(self, analyzer: str) -> dict[str, Any]:
         result = self.results.get(analyzer)
@@ -342,108 +368,6 @@ class Report:
     def _table(self, analyzer: str, table: str) -> Table | None:
         result = self.results.get(analyzer)
         return result.tables.get(table) if result is not None else None
-
-
-@dataclass(frozen=True)
-class StepBreakdown:
-    """The analysed steps' time by breakdown column (``Timeline.breakdown_table`` summed by
-    step, over the devices that ran each step)."""
-
-    windows: int  # analysed windows over all devices; 0: no device ran ops in them
-    step_source: str | None  # where the steps came from; None: the profile has no steps
-    steps: np.ndarray  # step numbers, ascending; empty without steps
-    ms: dict[str, np.ndarray]  # BREAKDOWN_COLUMNS -> ms per step, mean over devices
-
-
-@dataclass(frozen=True)
-class DeviceBreakdown(OfDevice):
-    """One device's time by breakdown column, ms per step (mean over its analysed windows)."""
-
-    host: str
-    device: int
-    ms: dict[str, float]  # BREAKDOWN_COLUMNS -> ms per step
-
-
-def _declared(cls: Any, values: dict[str, Any] | None) -> Any:
-    """An instance of the dataclass ``cls`` from an analyzer's metrics (its fields' names are
-    the metric names; others are left out); None for None."""
-    if values is None:
-        return None
-    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
-
-
-@dataclass(frozen=True)
-class RooflinePeaks(PeakPair):
-    """The roofline analyzer's ``metrics.peaks``."""
-
-    chip: str | None = None
-    peak_tflops: float | None = None
-    peak_hbm_gbps: float | None = None
-    tflops_source: str | None = None
-    hbm_source: str | None = None
-    ridge_flop_per_byte: float | None = None
-
-
-@dataclass(frozen=True)
-class Straggler(OfDevice):
-    """One of the steps analyzer's ``metrics.stragglers``."""
-
-    host: str
-    device: int
-    z: float  # modified z-score of its compute time
-    compute_ms_per_step: float
-    median_compute_ms_per_step: float
-
-
-@dataclass(frozen=True)
-class IdleFigures:
-    """The idle analyzer's metrics a reader sees first."""
-
-    idle_pct: float
-    no_op_pct: float
-    between_steps_idle_pct: float
-    in_step_idle_pct: float
-    micro_gap_us: float
-    micro_idle_pct: float
-    equivalent_idle_chips: float
-    host_bound: bool
-
-
-@dataclass(frozen=True)
-class CollectiveKind:
-    """One kind of the collectives analyzer's ``metrics.by_kind``."""
-
-    kind: str
-    exposed_ms_per_step: float
-    ms_per_step: float
-    ops_per_step: float
-    async_ops_per_step: float
-    replica_group_sizes: list[int]
-
-
-@dataclass(frozen=True)
-class AsyncWindows:
-    """The collectives analyzer's ``metrics.async``: async windows by how compute hides them."""
-
-    windows: int = 0
-    hidden: int = 0
-    partial: int = 0
-    exposed: int = 0
-    overlap_pct: float | None = None  # of async time, weighted by window length
-
-
-@dataclass(frozen=True)
-class MemoryPeak:
-    """The memory analyzer's metrics: the largest program's peak device memory."""
-
-    peak_bytes: int
-    peak_program: str
-    split_bytes: dict[str, int]  # kind -> bytes at the peak
-    by_scope: list[dict[str, Any]]  # scope, bytes, buffers, passes
-    capacity_bytes: int | None = None
-    capacity_source: str | None = None
-    headroom_pct: float | None = None
-    curve_bytes: list[int] = field(default_factory=list)  # bytes in use along the schedule
 
 
 def parse_steps(text: str) -> tuple[int | None, int | None]:

@@ -27,7 +27,12 @@ from tpuperf import kernels
 CATEGORY = "category"
 
 
-@dataclass(frozen=True)
+# Records that hold arrays (these, Intervals, the timeline's and the scopes' records) are
+# dataclasses with eq=False: each is equal only to itself. The __eq__ a dataclass generates
+# compares the fields, which for arrays raises (their `==` is elementwise), and each method a
+# dataclass generates is compiled as its module is imported, by every command (Python 3.11:
+# 0.1-0.2 ms a method).
+@dataclass(frozen=True, eq=False)
 class Strings:
     """Strings as codes: the value of row i is ``values[mapping[index[i]]]``.
 
@@ -110,7 +115,7 @@ class Strings:
         return Strings(remap[codes], tuple(map(self.values.__getitem__, used.tolist())))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see Strings)
 class Lookup:
     """Numbers stored once per ``index`` value: row i is ``values[index[i]]``."""
 

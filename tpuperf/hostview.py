@@ -149,7 +149,7 @@ def events_of(space: Space) -> Table | None:
 # --------------------------------------------------------------------------- analysis
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class HostActivity:
     """Host events ranked by the device-idle time they overlap, per iteration per device.
 
@@ -173,7 +173,7 @@ class HostActivity:
     notes: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class _Host:
     """One host's events, prepared once for all its devices: labelled, disjoint-per-label
     intervals."""

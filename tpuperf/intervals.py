@@ -21,7 +21,7 @@ from tpuperf import kernels
 from tpuperf.columns import distinct, sum_by
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class Intervals:
     """Disjoint, sorted, non-empty half-open intervals [starts[i], ends[i])."""
 

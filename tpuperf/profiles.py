@@ -263,7 +263,7 @@ def _from_frames(cls: type[Profile], tables: dict[str, Any]) -> Profile:
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass
+@dataclass(eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class HostPart:
     """One host file's tables (per device), what it says about itself, and notes."""
 

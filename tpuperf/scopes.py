@@ -263,7 +263,7 @@ def _frame_location(index: Any, frame_id: int) -> tuple[str, int]:
 # --------------------------------------------------------------------------- the table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class Scopes:
     """The scope table of a profile and, per device, the scope row of each of its ops."""
 
@@ -520,7 +520,7 @@ def _proto_index(by_name: dict[str, bytes]) -> tuple[dict[str, str], dict[str, s
 # --------------------------------------------------------------------------- time
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class ScopeTime:
     """Op time per scope row: over all devices, or of one device."""
 

@@ -98,7 +98,7 @@ BREAKDOWN_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class DeviceSets:
     compute: Intervals
     collective: Intervals  # exposed: not covered by compute
@@ -159,7 +159,7 @@ class OpSpans(Intervals):
         return len(self.op_starts if self.rows is None else self.rows)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class Windows:
     """One device's windows, sorted by start: step numbers and [start, end)."""
 
@@ -195,7 +195,7 @@ class OfDevice:
         return f"{self.host}/device:{self.device}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class DeviceView(OfDevice):
     """One analysed device: its ops, disjoint time sets, step windows and their breakdown."""
 
@@ -263,7 +263,7 @@ class DeviceView(OfDevice):
         return float(values.sum()) / len(values) if len(values) else float("nan")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class Timeline:
     """The shared analysis model (DESIGN.md, Definitions): built once per analysis by
     :func:`build_timeline`, read by every analyzer, never changed."""
@@ -666,7 +666,7 @@ def _iterations(
     return Windows(step, start, end), Windows(step, step_end, end)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
 class _Candidate:
     host: str
     device: int

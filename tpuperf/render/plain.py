@@ -1,15 +1,18 @@
 """Plain text drawn without rich, where it is the text rich would draw.
 
 Output that goes to a pipe or a file is plain text (no colours, no cursor moves), and most of
-what tpuperf prints there is lines that fit the width and tables of :mod:`tpuperf.render.fit`,
-whose lines it lays out itself. :class:`PlainConsole` writes those directly, and hands
-everything else (a line to wrap, a control character to write out, a rich renderable) to the
-rich console :func:`tpuperf.output.console` would have made, made on first use. So ``tpuperf
-info`` or ``tpuperf ops`` on a pipe does not import rich (40-50 ms), and what it prints is the
-same, byte for byte (tests/golden_text, tests/test_render_plain.py).
+what tpuperf prints there is lines, wrapped to the width, and tables of
+:mod:`tpuperf.render.fit`, whose lines it lays out itself. :class:`PlainConsole` writes those
+directly, and hands everything else (a line of wide characters to wrap, a control character
+to write out, a rich renderable) to the rich console :func:`tpuperf.output.console` would
+have made, made on first use. So ``tpuperf info``, ``ops`` or ``analyze`` on a pipe does not
+import rich (40-50 ms), and what it prints is the same, byte for byte (tests/golden_text,
+tests/test_render_plain.py).
 
 :class:`Line` is a line of text with styles, for the renderers: drawn on a rich console it is
-the :class:`rich.text.Text` it describes (:meth:`Line.__rich__`).
+the :class:`rich.text.Text` it describes (:meth:`Line.__rich__`). :class:`Panel` (a box with a
+title) and :class:`Numbered` (lines beside their number) are rich's renderables of the same
+names, drawn directly too.
 """
 
 from __future__ import annotations
@@ -24,14 +27,34 @@ from typing import Any
 _NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+# Printable ASCII and the characters tpuperf draws itself (the step bar's blocks, box and rule
+# lines, the dash, a shortened name's ellipsis): one cell each, as rich measures them
+# (tests/test_render_plain.py), so their text is measured without importing rich.
+_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F))).union("█▓▒░─│╭╮╰╯—…")
+
+
 def cells(text: str) -> int:
     """The cells ``text`` takes on a terminal (:func:`rich.cells.cell_len`), at once for
-    printable ASCII."""
-    if text.isascii() and text.isprintable():
+    printable ASCII and tpuperf's own symbols."""
+    if (text.isascii() and text.isprintable()) or _ONE_CELL.issuperset(text):
         return len(text)
     from rich.cells import cell_len
 
     return cell_len(text)
+
+
+def one_cell_each(text: str) -> bool:
+    """Whether each character of ``text`` is printable and takes one cell, so that rich
+    measures and wraps it as it does ASCII (``é``, ``—``, ``█`` do; ``漢`` and accents
+    written apart do not)."""
+    if text.isascii():
+        return text.isprintable()
+    return text.isprintable() and all(cells(char) == 1 for char in set(text))
+
+
+def padded(text: str, width: int) -> str:
+    """``text`` (at most ``width`` cells) with spaces after it up to ``width`` cells."""
+    return text + " " * (width - cells(text))
 
 
 def all_plain(texts: Iterable[str]) -> bool:
@@ -52,6 +75,14 @@ class Line:
     def append(self, text: str, style: str | None = None) -> Line:
         if text:
             self.parts.append((text, style))
+        return self
+
+    def extend(self, line: Line) -> Line:
+        """Append each part of ``line``, in its own style over ``line``'s (as appending a
+        :class:`rich.text.Text` to another styles it)."""
+        for text, style in line.parts:
+            both = " ".join(s for s in (line.style, style) if s)
+            self.append(text, both or None)
         return self
 
     def copy(self) -> Line:
@@ -127,13 +158,8 @@ class PlainConsole:
                 return None
             if soft_wrap:
                 return text + "\n"
-            out = []
-            for line in text.split("\n"):
-                parts = wrapped(line, self.width)
-                if parts is None:
-                    return None
-                out += parts
-            return "".join(line + "\n" for line in out)
+            wrapped_text = wrapped_lines(text, self.width)
+            return None if wrapped_text is None else "".join(f"{line}\n" for line in wrapped_text)
         lines_of = getattr(item, "plain_lines", None)
         lines: list[str] | None = None if lines_of is None else lines_of(self)
         if lines is None or _NOT_PLAIN.search("".join(lines)):
@@ -160,26 +186,105 @@ _WORD = re.compile(r"\s*\S+\s*")
 
 def wrapped(text: str, width: int) -> list[str] | None:
     """``text`` (one line) in lines of ``width`` cells as rich wraps it (broken before a
-    word that does not fit; a line's trailing spaces past the width dropped); None where
-    rich would do more (fold a word longer than the width, measure wide characters)."""
+    word that does not fit, a word longer than the width folded every ``width`` cells, a
+    line's trailing spaces past the width dropped: :func:`rich._wrap.divide_line`); None
+    where rich would measure characters (not each one cell wide)."""
     if cells(text) <= width:
         return [text]
-    if not (text.isascii() and text.isprintable()):
+    if width < 1 or not one_cell_each(text):
         return None
     breaks = []
     used = 0
     for word in _WORD.finditer(text):
         start, end = word.span()
         length = len(word.group().rstrip())
-        if length > width:
-            return None  # rich folds it
         if width - used >= length:
             used += end - start
+        elif length > width:  # cut, with its trailing spaces, every `width` cells
+            for piece in range(start, end, width):
+                if piece:
+                    breaks.append(piece)
+            used = end - piece  # its last piece begins the line
         elif used and start:
             breaks.append(start)
             used = end - start
     # A line is longer than the width by trailing spaces only: rich drops as many.
     return [text[a:b][:width] for a, b in zip([0, *breaks], [*breaks, len(text)], strict=True)]
+
+
+def wrapped_lines(text: str, width: int) -> list[str] | None:
+    """Each line of ``text`` wrapped as :func:`wrapped` wraps it; None where one of them is
+    rich's to wrap."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        parts = wrapped(line, width)
+        if parts is None:
+            return None
+        out += parts
+    return out
+
+
+class Panel:
+    """rich's ``Panel(body, title=title, title_align="left")`` (a rounded box as wide as the
+    console, a cell of padding inside each side), drawn line by line where the body wraps
+    as :func:`wrapped` wraps it and the title fits; rich draws it otherwise."""
+
+    def __init__(self, body: Line, title: str) -> None:
+        self.body = body
+        self.title = title
+
+    def plain_lines(self, console: Any) -> list[str] | None:
+        inner = console.width - 4  # the borders and the padding
+        title = f" {self.title} " if self.title else ""  # rich draws no empty title
+        body = wrapped_lines(self.body.plain, inner) if inner >= 1 else None
+        if body is None or cells(title) > inner:
+            return None
+        return [
+            "╭─" + title + "─" * (inner - cells(title)) + "─╮",
+            *(f"│ {padded(line, inner)} │" for line in body),
+            "╰" + "─" * (inner + 2) + "╯",
+        ]
+
+    def __rich__(self) -> Any:
+        from rich.panel import Panel
+        from rich.text import Text
+
+        return Panel(self.body.__rich__(), title=Text(self.title), title_align="left")
+
+
+class Numbered:
+    """rich's grid of a number and lines beside it (``Table.grid()``: the number in a column
+    ``width`` cells wide in ``style``, the lines in one as wide as the longest of them,
+    folded to the rest of the console), drawn line by line where the lines wrap as
+    :func:`wrapped` wraps them; rich draws it otherwise."""
+
+    def __init__(self, number: str, lines: list[Line], width: int, style: str) -> None:
+        self.number = number
+        self.lines = lines
+        self.width = width
+        self.style = style
+
+    def plain_lines(self, console: Any) -> list[str] | None:
+        text = "\n".join(line.plain for line in self.lines)
+        # rich measures the lines' column by its longest line, narrowed to the room left.
+        column = min(console.width - self.width, max(map(cells, text.split("\n"))))
+        if column < 1 or cells(self.number) > self.width:
+            return None
+        body = wrapped_lines(text, column)
+        if body is None:
+            return None
+        number = [padded(self.number, self.width)] + [" " * self.width] * (len(body) - 1)
+        return [head + padded(line, column) for head, line in zip(number, body, strict=True)]
+
+    def __rich__(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+
+        grid = Table.grid()
+        grid.add_column(width=self.width, no_wrap=True, style=self.style)
+        grid.add_column(overflow="fold")
+        grid.add_row(self.number, Group(*(line.__rich__() for line in self.lines)))
+        return grid
 
 
 def utf8(file: Any) -> bool:

@@ -1,20 +1,19 @@
 """Render a :class:`~tpuperf.analysis.Report` for a terminal with rich.
 
 The console is passed in (tests pin its width); nothing here computes a
-number the report does not already hold.
+number the report does not already hold. The report is made of
+:mod:`tpuperf.render.plain`'s lines, box and numbered grid, which rich draws on a terminal and
+the plain console writes itself on a pipe or in a file (the same text, without importing
+rich).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.cells import cell_len
-from rich.console import Console, Group
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
-
 from tpuperf.render.fit import Column, Fit, fit, shorten
+from tpuperf.render.plain import Line, Numbered, Panel
+from tpuperf.render.plain import cells as cell_len
 from tpuperf.render.text import (
     SEGMENTS,
     fmt_ms,
@@ -25,13 +24,16 @@ from tpuperf.render.text import (
 )
 
 if TYPE_CHECKING:
-    from tpuperf.analysis import CollectiveKind, Report
+    from rich.console import Console
+
+    from tpuperf.analysis import Report
+    from tpuperf.findings import CollectiveKind
 
 
-def split_bar(summary: dict[str, Any], width: int) -> Text:
+def split_bar(summary: dict[str, Any], width: int) -> Line:
     """A bar of ``width`` cells split by compute / exposed collective / copy / idle, each
     part drawn with its own character (and colour, where the console has colour)."""
-    bar = Text()
+    bar = Line()
     values = [(summary.get(key) or 0.0, style, char) for key, _, style, char in SEGMENTS]
     total = sum(v for v, _, _ in values) or 1.0
     used = 0
@@ -43,9 +45,9 @@ def split_bar(summary: dict[str, Any], width: int) -> Text:
     return bar
 
 
-def _legend(summary: dict[str, Any], width: int) -> Text:
+def _legend(summary: dict[str, Any], width: int) -> Line:
     """The bar's key, one part per item; lines break between items, never inside one."""
-    legend = Text()
+    legend = Line()
     line = 0
     for key, label, style, char in SEGMENTS:
         item = f"{label} {fmt_pct(summary.get(key))}"
@@ -64,7 +66,7 @@ def _legend(summary: dict[str, Any], width: int) -> Text:
 
 def _header(report: Report, width: int) -> Panel:
     s = report.summary
-    lines = Text()
+    lines = Line()
     chip = s.get("chip") or "unknown chip"
     lines.append("Chip     ", style="bold")
     lines.append(f"{chip} ({s.get('platform')})")
@@ -101,7 +103,7 @@ def _header(report: Report, width: int) -> Panel:
     else:
         lines.append(f"none found; window {fmt_ms(s.get('window_ms'))} per device")
     lines.append("\nPasses   ", style="bold")
-    lines.append(_passes(s.get("passes"), width - 4 - 9))
+    lines.extend(_passes(s.get("passes"), width - 4 - 9))
     util = s.get("flops_utilization_pct")
     if util is not None:
         lines.append("\nFLOPs    ", style="bold")
@@ -114,20 +116,20 @@ def _header(report: Report, width: int) -> Panel:
         lines.append(memory)
     inner = max(10, width - 4)  # the panel's border and padding
     lines.append("\n\n")
-    lines.append(split_bar(s, inner))
+    lines.extend(split_bar(s, inner))
     lines.append("\n")
-    lines.append(_legend(s, inner))
+    lines.extend(_legend(s, inner))
     title = "tpuperf analyze"
     if report.source:
         title += ": " + shorten(report.source, max(10, width - len(title) - 8))
-    return Panel(lines, title=Text(title), title_align="left")
+    return Panel(lines, title)
 
 
-def _passes(passes: dict[str, Any] | None, width: int) -> Text:
+def _passes(passes: dict[str, Any] | None, width: int) -> Line:
     """``forward 5.73 ms 43.6%  backward ...`` in lines of ``width``, continued under the
     first; one line saying so without scope data."""
     if passes is None:
-        return Text("no scope information in this profile (no forward/backward split)", "dim")
+        return Line("no scope information in this profile (no forward/backward split)", "dim")
     # Passes that round to 0.0% are left out (the backward pass of an inference profile).
     entries = [
         f"{name} {fmt_ms(v['ms_per_step'])} {fmt_pct(v['pct'])}"
@@ -139,35 +141,35 @@ def _passes(passes: dict[str, Any] | None, width: int) -> Text:
         if lines[-1] and len(lines[-1]) + 2 + len(entry) > width:
             lines.append("")
         lines[-1] += ("  " if lines[-1] else "") + entry
-    return Text(("\n" + " " * 9).join(lines))
+    return Line(("\n" + " " * 9).join(lines))
 
 
-def _top_ops_code(report: Report, width: int | None) -> Group | None:
+def _top_ops_code(report: Report, width: int | None) -> list[Line]:
     """One line per top op: where the model's code made it (pass, scope/primitive, file:line),
-    scope and source shortened to fit ``width`` (None: whole); None when no top op has scope
-    information."""
+    scope and source shortened to fit ``width`` (None: whole), under their heading; none when
+    no top op has scope information."""
     rows = [
         r
         for r in report.top_ops.records()
         if r.get("scope") or r.get("primitive") or r.get("source")
     ]
     if not rows:
-        return None
+        return []
     op_width = min(max(cell_len(str(r["op"])) for r in rows), 28)
-    lines: list[Any] = [Text("Top ops in the code (pass, name scope, source line)", style="bold")]
+    lines = [Line("Top ops in the code (pass, name scope, source line)", style="bold")]
     for r in rows:
         path = "/".join(p for p in (r["scope"], r["primitive"]) if p)
         source = str(r["source"]).rsplit("/", 1)[-1]
         if width is not None:
             # "  op  pass      path  source": what is left after the op and the pass.
             path, source = code_text(path, source, width - (op_width + 16))
-        line = Text("  ")
+        line = Line("  ")
         line.append(shorten(str(r["op"]), op_width).ljust(op_width), style="cyan")
         line.append(f"  {r['pass']:<9} ")
         line.append(path)
         line.append(f"  {source}", style="dim")
         lines.append(line)
-    return Group(*lines)
+    return lines
 
 
 # A source line is never shortened below this many cells; a scope path keeps at least a third
@@ -228,30 +230,28 @@ def _fix_for(fix: dict[str, str], platform: str) -> list[tuple[str, str]]:
     return [(k.upper(), v) for k, v in fix.items()]
 
 
-def _recommendations(report: Report) -> Group:
+def _recommendations(report: Report) -> list[Line | Numbered]:
     """Each recommendation under its number, its lines indented under its title."""
-    parts: list[Any] = [Text("Recommendations (ranked by estimated savings)", style="bold")]
+    parts: list[Line | Numbered] = [
+        Line("Recommendations (ranked by estimated savings)", style="bold")
+    ]
     if not report.recommendations:
-        parts.append(Text("  none: nothing in this profile stands out", style="dim"))
+        parts.append(Line("  none: nothing in this profile stands out", style="dim"))
     for i, rec in enumerate(report.recommendations, 1):
-        head = Text(rec.title, style="bold")
+        head = Line(rec.title, style="bold")
         head.append(f"  [{rec.kind}]", style="cyan")
-        savings = Text("saves up to ")
+        savings = Line("saves up to ")
         savings.append(
             f"{fmt_ms(rec.est_savings_ms)}/step ({rec.est_savings_pct:.1f}%)", style="bold green"
         )
         savings.append(f", confidence {rec.confidence}")
-        lines = [head, savings, Text(f"Evidence: {rec.evidence}")]
+        lines = [head, savings, Line(f"Evidence: {rec.evidence}")]
         lines += [
-            Text(f"Fix ({label}): {text}") for label, text in _fix_for(rec.fix, report.platform)
+            Line(f"Fix ({label}): {text}") for label, text in _fix_for(rec.fix, report.platform)
         ]
         number = f"{i}."
-        grid = Table.grid()
-        grid.add_column(width=max(3, len(number) + 1), no_wrap=True, style="bold")
-        grid.add_column(overflow="fold")
-        grid.add_row(number, Group(*lines))
-        parts.append(grid)
-    return Group(*parts)
+        parts.append(Numbered(number, lines, width=max(3, len(number) + 1), style="bold"))
+    return parts
 
 
 def _collectives(kinds: list[CollectiveKind], width: int | None) -> tuple[Fit, list[list[str]]]:
@@ -281,7 +281,7 @@ def _details(report: Report, console: Console, width: int | None) -> None:
     m = report.idle
     if m is not None:
         console.print(
-            Text(
+            Line(
                 f"Idle (not busy): {fmt_pct(m.idle_pct)}; no op: {fmt_pct(m.no_op_pct)} — "
                 "between steps "
                 f"{fmt_pct(m.between_steps_idle_pct)}, "
@@ -297,7 +297,7 @@ def _details(report: Report, console: Console, width: int | None) -> None:
         a = report.async_windows
         if a.windows:
             console.print(
-                Text(
+                Line(
                     f"Async windows: {a.windows} — {a.hidden} hidden, {a.partial} "
                     f"partial, {a.exposed} exposed; compute covers "
                     f"{fmt_pct(a.overlap_pct)} of async time"
@@ -305,7 +305,7 @@ def _details(report: Report, console: Console, width: int | None) -> None:
             )
     for s in report.stragglers:
         console.print(
-            Text(
+            Line(
                 f"Straggler: {s.host} device {s.device} (modified z {s.z:.1f}): "
                 f"compute {fmt_ms(s.compute_ms_per_step)}/step vs median "
                 f"{fmt_ms(s.median_compute_ms_per_step)}",
@@ -315,11 +315,11 @@ def _details(report: Report, console: Console, width: int | None) -> None:
     for name, result in report.results.items():
         for note in result.notes:
             if note not in report.notes:
-                console.print(Text(f"{name}: {note}", style="yellow"))
+                console.print(Line(f"{name}: {note}", style="yellow"))
     for name, error in report.errors.items():
-        console.print(Text(f"analyzer {name} failed: {error}", style="bold red"))
+        console.print(Line(f"analyzer {name} failed: {error}", style="bold red"))
     for note in report.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(Line(f"note: {note}", style="dim"))
 
 
 def _has_details(report: Report) -> bool:
@@ -341,10 +341,10 @@ def render_report(report: Report, console: Console, wide: bool = False) -> None:
     if report.top_ops.n:
         layout, rows = _top_ops(report, width)
         layout.print(console, rows, title="Top ops (self time per step per device)")
-        code = _top_ops_code(report, width)
-        if code is not None:
-            console.print(code)
-    console.print(_recommendations(report))
+        for line in _top_ops_code(report, width):
+            console.print(line)
+    for part in _recommendations(report):
+        console.print(part)
     if _has_details(report):
         console.print()
         _details(report, console, width)
