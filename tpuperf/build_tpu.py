@@ -81,8 +81,10 @@ def tpu_ops(
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
         rows = _metadata_rows(plane, events.metadata_id, np.int32)
         start, dur, clock = device_clock(events, line.timestamp_ns)
-        # The ops' host-clock times: what async windows are matched to them by.
-        host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
+        # The ops' host-clock times: what async windows are matched to them by (a line of
+        # 200,000 ops a chip: made only where the plane has such windows).
+        if async_line is not None:
+            host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
         # The metadata of the rows the op line uses, only: a plane's metadata also names
         # every step and module execution, thousands on a long capture.

@@ -131,12 +131,8 @@ Column = np.ndarray | Strings | Lookup
 
 
 def factorize(strings: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(codes, unique values in order of first appearance) of ``strings``."""
-    seen: dict[str, int] = {}
-    codes = np.fromiter(
-        (seen.setdefault(s, len(seen)) for s in strings), dtype=np.int32, count=len(strings)
-    )
-    return codes, tuple(seen)
+    """(codes, unique values in order of first appearance) of ``strings`` (int32 codes)."""
+    return kernels.factorize(strings)
 
 
 def concat_strings(parts: Sequence[Strings]) -> Strings:
