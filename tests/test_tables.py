@@ -106,6 +106,61 @@ def test_factors_at_rows_are_the_factors_of_the_values_there() -> None:
         assert got.codes.tolist() == codes.tolist() and got.unique == unique
 
 
+def test_device_clock_moves_windows_as_the_ops_in_them_move() -> None:
+    """device_clock and DeviceClock.place against the rule written out op by op: placed
+    start = device offset + shift (the median of host start less device offset over the ops
+    with device times), others keep their host times; a window's start moves as the first op
+    starting in it, its end as the last one (its host end less its placed end), a window with
+    none as the next op (else the last). Ops in and out of host order, with and without
+    device times."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        host = rng.integers(0, 10**6, n)
+        if rng.random() < 0.7:
+            host.sort()
+        host_dur = rng.integers(0, 5000, n)
+        dev = host - rng.integers(0, 300, n)
+        dev_dur = host_dur + rng.integers(-50, 50, n).clip(-host_dur)
+        if rng.random() < 0.5:  # some without device times (MISSING), one out of range
+            dev[rng.random(n) < 0.3] = xspace.MISSING
+            dev_dur[rng.random(n) < 0.1] = 2**62
+        events = xspace.IntEvents(
+            np.zeros(n, np.int64),
+            host.copy(),
+            host_dur.copy(),
+            {"device_offset_ps": dev.copy(), "device_duration_ps": dev_dur.copy()},
+        )
+        start, dur, clock = tables.device_clock(events, 0)
+        use = [0 <= d < 2**62 and 0 <= e < 2**62 for d, e in zip(dev, dev_dur, strict=True)]
+        if not any(use):
+            assert start.tolist() == host.tolist() and dur.tolist() == host_dur.tolist()
+            continue
+        shift = int(np.median([h - d for h, d, u in zip(host, dev, use, strict=True) if u]))
+        placed = [
+            (int(d) + shift, int(e)) if u else (int(h), int(hd))
+            for h, hd, d, e, u in zip(host, host_dur, dev, dev_dur, use, strict=True)
+        ]
+        assert start.tolist() == [p[0] for p in placed] and dur.tolist() == [p[1] for p in placed]
+        ops = sorted(  # by host start, in line order where two start together
+            [
+                (int(h), int(h) - s, int(h) + int(hd) - s - d)  # host start, moves: start, end
+                for h, hd, (s, d), u in zip(host, host_dur, placed, use, strict=True)
+                if u
+            ],
+            key=lambda op: op[0],
+        )
+        lo = rng.integers(-1000, 10**6 + 1000, 30)
+        hi = lo + rng.integers(0, 20000, 30)
+        got_start, got_end = clock.place(lo, hi)
+        for a, b, got_a, got_b in zip(lo.tolist(), hi.tolist(), got_start, got_end, strict=True):
+            inside = [op for op in ops if a <= op[0] < b]
+            after = [op for op in ops if op[0] >= a]
+            moved = (inside or after or [ops[-1]])[0][1]
+            end_moved = inside[-1][2] if inside else moved
+            assert (int(got_a), int(got_b)) == (a - moved, max(b - end_moved, a - moved))
+
+
 def test_plane_clock_only_for_tpu_planes() -> None:
     # The clock a TPU plane's tables are built on (read again by the Perfetto export).
     tpu = xspace.decode(next(iter(generate("collective_training").xspaces.values())))
