@@ -225,6 +225,13 @@ def test_median_equals_numpy_median_bit_for_bit(values: list[float]) -> None:
     integers = np.array([int(v) for v in values if v == v and abs(v) < 2**62], dtype=np.int64)
     if len(integers):
         assert median(integers) == float(np.median(integers))
+        # Partitioned in place where asked: the same median, the same values (reordered).
+        scratch = integers.copy()
+        assert median(scratch, overwrite=True) == float(np.median(integers))
+        assert sorted(scratch.tolist()) == sorted(integers.tolist())
+    scratch = floats.copy()
+    got = median(scratch, overwrite=True)
+    assert (np.isnan(got) and np.isnan(expected)) or got == expected
 
 
 _FINITE = st.floats(

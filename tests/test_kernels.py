@@ -224,6 +224,18 @@ def _texts(rng: random.Random) -> tuple[Any, ...]:
     return data, starts, stops
 
 
+# What a profile's name columns hold (strings, unicode, ids that print alike), values equal
+# across types (1, 1.0 and True are one key of a dict), tuples (op classes) and None.
+_FACTOR_POOL = ["fusion.1", "fusion.1 ", "caf\u00e9", "", "1", 1, 1.0, True, 2, None, ("a", 1)]
+
+
+def _factorize(rng: random.Random) -> tuple[Any, ...]:
+    values = [rng.choice(_FACTOR_POOL) for _ in range(rng.randrange(30))]
+    if values and rng.random() < 0.1:
+        values[rng.randrange(len(values))] = ["unhashable"]  # a TypeError in both
+    return (values if rng.random() < 0.5 else tuple(values),)
+
+
 def _kind_runs(rng: random.Random) -> tuple[Any, ...]:
     n = rng.randrange(12)
     gaps = [rng.choice([0, 0, 1, 5, -2 if rng.random() < 0.1 else 3]) for _ in range(n)]
@@ -363,6 +375,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "scan_fields": _scan_fields,
     "message_fields": _message_fields,
     "texts": _texts,
+    "factorize": _factorize,
     "kind_runs": _kind_runs,
     "apart": _apart,
     "search_sorted": _search_sorted,
@@ -396,7 +409,7 @@ def _outcome(name: str, implementation: str, args: tuple[Any, ...]) -> Any:
     with kernels.use(implementation):
         try:
             return "result", _comparable(getattr(kernels, name)(*args))
-        except (DecodeError, ValueError) as exc:
+        except (DecodeError, ValueError, TypeError) as exc:
             return "error", type(exc).__name__, str(exc)
 
 
@@ -480,6 +493,31 @@ def test_apart_search_sorted_gap_sums_first_rows_and_counts_equal_a_loop(
                 assert got.tolist() == [
                     listed.index(k) if k in listed else len(listed) for k in range(n_codes)
                 ]
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+def test_factorize_numbers_values_in_order_of_first_appearance(implementation: str) -> None:
+    """factorize against a plain loop: each value's code is the place of the first value
+    equal to it among those met before (a list's index), the values kept are those first
+    ones, the codes int32."""
+    rng = random.Random("factorize reference")
+    with kernels.use(implementation):
+        for _ in range(SEEDS):
+            (values,) = _factorize(rng)
+            if any(isinstance(v, list) for v in values):
+                with pytest.raises(TypeError, match="unhashable"):
+                    kernels.factorize(values)
+                continue
+            unique: list[Any] = []
+            expected = []
+            for value in values:
+                if value not in unique:
+                    unique.append(value)
+                expected.append(unique.index(value))
+            codes, found = kernels.factorize(values)
+            assert codes.dtype == np.int32 and codes.tolist() == expected
+            assert type(found) is tuple and len(found) == len(unique)
+            assert all(a is b for a, b in zip(found, unique, strict=True))  # the first ones
 
 
 @pytest.mark.parametrize("implementation", BUILT)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures.generate import generate
 from tests.conftest import SHARED_PROFILES, shared_profile
 from tpuperf import _xspace_schema as pb
 from tpuperf import kernels, xspace
@@ -150,6 +151,43 @@ def test_metadata_values_of_chosen_rows(v6e) -> None:
     assert program[0] is None
     assert program[1:] == [plane.metadata_stat("program_id")[r] for r in rows[1:].tolist()]
     assert any(value is not None for value in program)
+
+
+def _ref_stat(stat, names: dict[int, str]):  # type: ignore[no-untyped-def]
+    """A protobuf stat's value as the decoder gives it (refs resolved to the names)."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    return names.get(value, "") if kind == "ref_value" else value
+
+
+def test_planes_with_the_same_metadata_bytes_share_one_decoded_metadata() -> None:
+    """The chips of one program carry the same event metadata: it is decoded once and shared
+    by their planes; a plane whose metadata differs has its own. Every plane's metadata reads
+    as protobuf reads that plane's own, names and stat values (text included) alike."""
+    data = next(iter(generate("clock_drift").xspaces.values()))
+    ours = xspace.decode(data)
+    ref = pb.XSpace()
+    ref.ParseFromString(data)
+    tpu = [(p, r) for p, r in zip(ours.planes, ref.planes, strict=True) if "TPU" in p.name]
+
+    def entries(ref_plane):  # type: ignore[no-untyped-def]
+        return sorted((k, m.SerializeToString()) for k, m in ref_plane.event_metadata.items())
+
+    pairs = [(a, b) for a in tpu for b in tpu if a[0] is not b[0]]
+    same = [entries(a[1]) == entries(b[1]) for a, b in pairs]
+    assert any(same) and not all(same)  # the scenario has both cases
+    for ((plane, _), (other, _)), equal in zip(pairs, same, strict=True):
+        assert (plane.metadata is other.metadata) == equal
+    for plane, ref_plane in tpu:
+        names = {k: m.name for k, m in ref_plane.stat_metadata.items()}
+        for key, meta in ref_plane.event_metadata.items():
+            row = int(plane.metadata.rows(np.array([key]))[0])
+            assert plane.metadata.names[row] == meta.name
+            for stat in meta.stats:
+                value = plane.metadata_values(names[stat.metadata_id], np.array([row]))[0]
+                assert value == _ref_stat(stat, names)
 
 
 _stat = st.fixed_dictionaries(

@@ -5,6 +5,7 @@
 # returns columns as bytearrays of int64 (or float64 where said), and raises ValueError
 # with the byte offset of a malformed record.
 
+from collections.abc import Sequence
 from mmap import mmap
 from typing import Any
 
@@ -123,3 +124,6 @@ def message_fields(
 
 def texts(data: Buffer, starts: Buffer, stops: Buffer, /) -> list[str]:
     """The spans decoded as UTF-8, bad bytes replaced."""
+
+def factorize(values: Sequence[Any], /) -> tuple[bytearray, tuple[Any, ...]]:
+    """(int32 codes, distinct values in order of first appearance) of hashable values."""

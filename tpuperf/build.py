@@ -32,7 +32,7 @@ import numpy as np
 from tpuperf import _threads
 from tpuperf.build_cpu import HOST_PLANE, host_devices
 from tpuperf.build_gpu import HostExecutions, stream_ops
-from tpuperf.build_tpu import TPU_MODULES_LINE, Factorized, tpu_ops
+from tpuperf.build_tpu import TPU_MODULES_LINE, SharedMetadata, tpu_ops
 from tpuperf.columns import Strings, Table, distinct
 from tpuperf.step_windows import dominant_module_steps, window_of
 from tpuperf.tables import (
@@ -79,7 +79,7 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
     )
 
     markers = _step_markers(host_plane) if host_plane is not None else None
-    shared: Factorized = {}  # name columns the host's chips have in common (build_tpu)
+    shared = SharedMetadata()  # the metadata columns of the host's chips (build_tpu)
 
     def build(item: tuple[Plane, str, int, bool]) -> DeviceTables:
         plane, kind, device_id, sparse = item
@@ -156,7 +156,7 @@ def _device(
     host: str,
     module_names: dict[str, str],
     executions: HostExecutions,
-    shared: Factorized | None = None,
+    shared: SharedMetadata | None = None,
 ) -> DeviceTables:
     clock = None
     untimed = 0

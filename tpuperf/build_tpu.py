@@ -4,6 +4,7 @@ on the device clock (:class:`~tpuperf.tables.DeviceClock`)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from tpuperf import kernels
 from tpuperf.columns import Lookup, Strings, Table, distinct, factorize
 from tpuperf.tables import (
     EMPTY_ASYNC,
@@ -60,16 +62,33 @@ def _costs(values: np.ndarray | list[Any]) -> np.ndarray:
 _COST_STATS = ("flops", "model_flops", "bytes_accessed")
 
 
-# Factorized values by the values they were made from, shared by the TPU planes of one host:
-# chips that run one program have the same metadata, so their name columns are equal.
-Factorized = dict[tuple[Any, ...], tuple[np.ndarray, tuple[Any, ...]]]
+class SharedMetadata:
+    """The columns a host's TPU planes read from their event metadata, made once per metadata
+    (:class:`_MetadataColumns`): the chips of one program carry the same metadata, which
+    :func:`tpuperf.xspace.decode` decodes once for them, so their names, costs and memory
+    bytes per metadata row are the same; only which rows each chip's ops use differs. Used
+    from the device threads at once: a chip asking for columns being made waits for them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[Any, tuple[threading.Lock, list[_MetadataColumns]]] = {}
+
+    def of(self, plane: Plane) -> _MetadataColumns:
+        # Stats are read by name: the same metadata under other stat names is other columns.
+        key = (id(plane.metadata), tuple(sorted(plane.stat_names.items())))
+        with self._lock:
+            lock, made = self._made.setdefault(key, (threading.Lock(), []))
+        with lock:
+            if not made:
+                made.append(_MetadataColumns.of(plane))
+        return made[0]
 
 
 def tpu_ops(
-    plane: Plane, module_names: dict[str, str], factorized: Factorized | None = None
+    plane: Plane, module_names: dict[str, str], shared: SharedMetadata | None = None
 ) -> tuple[Table, Table, Table, DeviceClock]:
     """The plane's ops, module executions and async windows, on its device clock.
-    ``factorized`` holds the name columns already made for other chips of the host."""
+    ``shared`` holds the metadata columns already made for other chips of the host."""
     n_meta = len(plane.metadata.ids)
     line = find_line(plane, _TPU_OPS_LINE)
     async_line = find_line(plane, _TPU_ASYNC_LINE)
@@ -81,50 +100,41 @@ def tpu_ops(
         events = line.int_events(("device_offset_ps", "device_duration_ps"))
         rows = _metadata_rows(plane, events.metadata_id, np.int32)
         start, dur, clock = device_clock(events, line.timestamp_ns)
-        # The ops' host-clock times: what async windows are matched to them by.
-        host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
+        # The ops' host-clock times: what async windows are matched to them by (a line of
+        # 200,000 ops a chip: made only where the plane has such windows).
+        if async_line is not None:
+            host_times = (events.start_ps(line.timestamp_ns), events.duration_ps)
         del events
-        # The metadata of the rows the op line uses, only: a plane's metadata also names
-        # every step and module execution, thousands on a long capture.
+        # Of the metadata, the rows the op line uses only: a plane's metadata also names every
+        # step and module execution, thousands on a long capture.
         used = distinct(rows)
-        meta = _OpMeta.of(plane, used)
-
-        def factors(values: list[Any]) -> _Factors:
-            return _Factors.of(values, factorized)
+        columns = (shared or SharedMetadata()).of(plane)
 
         def strings(values: _Factors) -> Strings:
-            return values.strings(rows, used, n_meta)
+            return values.at(used).strings(rows, used, n_meta)
 
-        program = factors(meta.program_ids)
-        classes = factors(meta.classes)
-        costs = {
-            name: Lookup(
-                rows,
-                np.append(_costs(plane.metadata_stat(name, np.nan)), np.nan),
-            )
-            for name in _COST_STATS
-        }
-        memory = {
-            name: Lookup(rows, values) for name, values in _memory_breakdown(plane, n_meta).items()
-        }
+        program = columns.program_ids.at(used)
+        classes = columns.classes.at(used)
         ops = Table(
             {
                 "line": Strings(rows, (line.name,), np.zeros(n_meta + 1, dtype=np.int32)),
-                "module": strings(program.mapped(lambda p: module_names.get(p, ""))),
-                "program_id": strings(program),
-                "op": strings(factors(meta.op_names)),
-                "hlo_text": strings(factors(meta.hlo_texts)),
-                "category": strings(factors(meta.categories)),
-                "kind": strings(classes.mapped(itemgetter(0))),
-                "collective": strings(classes.mapped(itemgetter(1))),
-                "async_role": strings(classes.mapped(itemgetter(2))),
+                "module": program.mapped(lambda p: module_names.get(p, "")).strings(
+                    rows, used, n_meta
+                ),
+                "program_id": program.strings(rows, used, n_meta),
+                "op": strings(columns.op_names),
+                "hlo_text": strings(columns.hlo_texts),
+                "category": strings(columns.categories),
+                "kind": classes.mapped(itemgetter(0)).strings(rows, used, n_meta),
+                "collective": classes.mapped(itemgetter(1)).strings(rows, used, n_meta),
+                "async_role": classes.mapped(itemgetter(2)).strings(rows, used, n_meta),
                 "start_ps": start,
                 "dur_ps": dur,
                 "self_ps": self_time(start, dur),
-                **costs,
-                **memory,
-                "tf_op": strings(factors(meta.texts(plane, "tf_op"))),
-                "source": strings(factors(meta.texts(plane, "source"))),
+                # Each chip its own copy (a few thousand rows): tables share no arrays.
+                **{name: Lookup(rows, values.copy()) for name, values in columns.numbers.items()},
+                "tf_op": strings(columns.tf_ops),
+                "source": strings(columns.sources),
                 "step": np.full(len(rows), -1, dtype=np.int64),
             }
         )
@@ -188,6 +198,41 @@ def _program_id(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class _MetadataColumns:
+    """What a TPU plane's event metadata says of every row, the row past the last (events of
+    unknown metadata: no names, no stats) included: the name columns of its ops, factorized,
+    and their cost and memory-bytes columns (schema names; NaN where unknown)."""
+
+    op_names: _Factors
+    hlo_texts: _Factors
+    categories: _Factors
+    program_ids: _Factors
+    classes: _Factors
+    tf_ops: _Factors
+    sources: _Factors
+    numbers: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, plane: Plane) -> _MetadataColumns:
+        n_meta = len(plane.metadata.ids)
+        meta = _OpMeta.of(plane, np.arange(n_meta + 1))
+        numbers = {
+            name: np.append(_costs(plane.metadata_stat(name, np.nan)), np.nan)
+            for name in _COST_STATS
+        }
+        return cls(
+            _Factors.of(meta.op_names),
+            _Factors.of(meta.hlo_texts),
+            _Factors.of(meta.categories),
+            _Factors.of(meta.program_ids),
+            _Factors.of(meta.classes),
+            _Factors.of(meta.texts(plane, "tf_op")),
+            _Factors.of(meta.texts(plane, "source")),
+            numbers | _memory_breakdown(plane, n_meta),
+        )
+
+
+@dataclass(frozen=True)
 class _Factors:
     """Values, one per metadata row in use, as codes into ``unique`` (in order of first
     appearance)."""
@@ -196,16 +241,20 @@ class _Factors:
     unique: tuple[Any, ...]
 
     @classmethod
-    def of(cls, values: list[Any], factorized: Factorized | None = None) -> _Factors:
-        """``values`` factorized, or taken from ``factorized`` where another chip had the same
-        (and kept there)."""
-        key = tuple(values)
-        found = factorized.get(key) if factorized is not None else None
-        if found is None:
-            found = factorize(key)
-            if factorized is not None:
-                factorized[key] = found
-        return cls(*found)
+    def of(cls, values: list[Any]) -> _Factors:
+        return cls(*factorize(values))
+
+    def at(self, rows: np.ndarray) -> _Factors:
+        """The values at ``rows`` alone, factorized: what factorizing them gives (codes in
+        their order of first appearance, only the values they hold), from the codes."""
+        codes = self.codes[rows]
+        first = kernels.first_rows(codes, len(self.unique))
+        assert first is not None  # codes are in range: factorize made them
+        # The codes held, by first appearance (one not held has first row len(codes), last).
+        held = np.argsort(first, kind="stable")[: int(np.count_nonzero(first < len(codes)))]
+        renumber = np.zeros(len(self.unique), dtype=np.int32)
+        renumber[held] = np.arange(len(held), dtype=np.int32)
+        return _Factors(renumber[codes], tuple(map(self.unique.__getitem__, held.tolist())))
 
     def mapped(self, function: Callable[[Any], str]) -> _Factors:
         """What ``function`` makes of each value: computed once per distinct value, and in the

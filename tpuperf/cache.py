@@ -529,11 +529,16 @@ def _values(column: Any, blob: _Blob) -> list[str] | list[int]:
     ``blob``, ``[array, count]`` (made and read back in C; as JSON, escaping every character
     of a profile's HLO texts, storing them held the GIL for most of a cache entry's time);
     the values themselves, as a JSON list, where one holds a NUL or there are none."""
-    values = list(map(str, column.values))
-    joined = "\0".join(values)
-    if not values or joined.count("\0") != len(values) - 1:
-        return values
-    return [blob.add_bytes(joined.encode("utf-8", "surrogatepass")), len(values)]
+    values = column.values
+    try:
+        joined = "\0".join(values)
+    except TypeError:  # a value that is no str: as its str
+        values = tuple(map(str, values))
+        joined = "\0".join(values)
+    data = joined.encode("utf-8", "surrogatepass")
+    if not values or data.count(0) != len(values) - 1:  # (UTF-8 writes a NUL only for one)
+        return list(values)
+    return [blob.add_bytes(data), len(values)]
 
 
 class _Arrays:

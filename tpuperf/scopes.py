@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf import schema
+from tpuperf import kernels, schema
 from tpuperf.columns import Lookup, Strings, Table, as_run, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of
@@ -347,9 +347,14 @@ def _windows(device: DeviceTables) -> int:
 
 
 def _build(profile: Profile) -> Scopes:
-    keys: dict[tuple[str, str, str], int] = {}
-    raw: list[tuple[str, str]] = []  # (name scope, source) from the op's own stats
-    first_seen: list[tuple[str, bool]] = []  # (host, from the op's stats?)
+    # Each device's op groups (module, program id, op), one row per identity over all
+    # devices, in order of first appearance: the groups of every device are numbered at
+    # once (kernels.factorize), not one at a time.
+    named: list[tuple[str, str, str]] = []  # every device's groups, one after another
+    stat_tf_op: list[str] = []  # and their stats
+    stat_source: list[str] = []
+    seen_as: list[tuple[str, bool]] = []  # per device: (host, scope from the op's stats?)
+    grouped: list[tuple[tuple[str, int], np.ndarray, np.ndarray, slice]] = []
     device_rows: dict[tuple[str, int], Lookup] = {}
     windows: dict[tuple[str, int], int] = {}
     for device in profile.device_tables:
@@ -364,19 +369,19 @@ def _build(profile: Profile) -> Scopes:
         tf_ops, sources = ops.strings("tf_op"), ops.strings("source")
         # TPU ops carry their scope as per-op metadata; elsewhere the HLO protos say it.
         own = device.row["kind"] == "TPU" and any(tf_ops.values)
-        mapping = np.empty(len(first), dtype=np.int32)  # 4 bytes a group: groups are few
-        names = zip(*(c.take(first).tolist() for c in columns), strict=True)
-        stats = zip(tf_ops.take(first).tolist(), sources.take(first).tolist(), strict=True)
-        for g, (identity, stat) in enumerate(zip(names, stats, strict=True)):
-            row = keys.get(identity)
-            if row is None:
-                row = keys[identity] = len(keys)
-                raw.append(stat)
-                first_seen.append((device.host, own))
-            mapping[g] = row
-        device_rows[key] = Lookup(index, mapping[group])
-
-    identities = list(keys)
+        grouped.append((key, index, group, slice(len(named), len(named) + len(first))))
+        named.extend(zip(*(c.take(first).tolist() for c in columns), strict=True))
+        stat_tf_op.extend(tf_ops.take(first).tolist())
+        stat_source.extend(sources.take(first).tolist())
+        seen_as.extend([(device.host, own)] * len(first))
+    rows, unique = kernels.factorize(named)
+    identities: list[tuple[str, str, str]] = list(unique)
+    device_rows.update((key, Lookup(index, rows[at][group])) for key, index, group, at in grouped)
+    found = kernels.first_rows(rows, len(identities))
+    assert found is not None  # rows are in range: factorize made them
+    at_first = found.tolist()
+    raw = [(stat_tf_op[i], stat_source[i]) for i in at_first]  # from the op's own stats
+    first_seen = [seen_as[i] for i in at_first]  # (host, from the op's stats?)
     metas, notes = _hlo_metadata(profile, identities, first_seen)
     name_scopes, files, lines, origins = [], [], [], []
     for row, (tf_op, source) in enumerate(raw):

@@ -168,8 +168,9 @@ class DeviceClock:
     """
 
     host_start: np.ndarray  # host-clock starts of the ops with device times, sorted
-    start_offset: np.ndarray  # each one's host start minus its placed device start
-    end_offset: np.ndarray  # each one's host end minus its placed device end
+    host_dur: np.ndarray  # their host-clock durations
+    start: np.ndarray  # their placed (device-clock) starts
+    dur: np.ndarray  # and durations
     shift: int = 0  # placed time = device time + shift
 
     def place(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,8 +189,13 @@ class DeviceClock:
             return start, end
         first = np.searchsorted(self.host_start, start, side="left")
         last = np.searchsorted(self.host_start, end, side="left") - 1
-        moved = self.start_offset[np.minimum(first, n - 1)]
-        end_moved = np.where(first <= last, self.end_offset[np.clip(last, 0, n - 1)], moved)
+        # How far an op moves, its host time less its placed time, read for the ops asked
+        # (a few hundred windows) rather than kept for every op.
+        op = np.minimum(first, n - 1)
+        moved = self.host_start[op] - self.start[op]
+        op = np.clip(last, 0, n - 1)
+        end_moved = (self.host_start[op] + self.host_dur[op]) - (self.start[op] + self.dur[op])
+        end_moved = np.where(first <= last, end_moved, moved)
         placed_start = start - moved
         return placed_start, np.maximum(end - end_moved, placed_start)
 
@@ -202,7 +208,7 @@ class DeviceClock:
 
 
 NO_ROWS = np.empty(0, dtype=np.int64)
-IDENTITY_CLOCK = DeviceClock(NO_ROWS, NO_ROWS, NO_ROWS)
+IDENTITY_CLOCK = DeviceClock(NO_ROWS, NO_ROWS, NO_ROWS, NO_ROWS)
 
 
 # Device times past this (about 53 days in ps) are no times a capture holds: a broken writer's
@@ -216,40 +222,55 @@ def _device_times(offset: np.ndarray, duration: np.ndarray) -> np.ndarray:
     return (offset >= 0) & (duration >= 0) & (offset < LATEST_PS) & (duration < LATEST_PS)
 
 
+def _all_device_times(offset: np.ndarray, duration: np.ndarray) -> bool:
+    """Whether every event carries device times to use (_device_times all true), by four
+    reductions instead of masks."""
+    return bool(
+        offset.min() >= 0
+        and duration.min() >= 0
+        and offset.max() < LATEST_PS
+        and duration.max() < LATEST_PS
+    )
+
+
 def device_clock(events: Any, timestamp_ns: int) -> tuple[np.ndarray, np.ndarray, DeviceClock]:
     """Start and duration of TPU ops on the device clock, and that clock (see DeviceClock)."""
     host_start = events.start_ps(timestamp_ns)
     host_dur = events.duration_ps
     device_offset = events.stats["device_offset_ps"]
     device_duration = events.stats["device_duration_ps"]
-    use = _device_times(device_offset, device_duration)
-    if not use.any():
-        return host_start, host_dur, IDENTITY_CLOCK
-    if use.all():  # the usual case: no masks, no copies
+    if len(host_start) and _all_device_times(device_offset, device_duration):
+        # The usual case: no masks and no copies; the placed starts are made in the events'
+        # own column of device offsets, which nothing reads after.
         offset = host_start - device_offset
-        shift = int(median(offset))
-        start = device_offset + shift
+        shift = int(median(offset, overwrite=True))
+        del offset
+        start = device_offset if device_offset.flags.writeable else device_offset.copy()
+        start += shift
         dur = device_duration
-        start_offset = offset
-        start_offset -= shift  # host start less placed start, in place
-        clock_start = host_start
-        end_offset = host_dur - dur
-        end_offset += start_offset  # in place: one array the size of the line less
+        clock_start, clock_dur, clock_placed, clock_placed_dur = host_start, host_dur, start, dur
     else:
+        use = _device_times(device_offset, device_duration)
+        if not use.any():
+            return host_start, host_dur, IDENTITY_CLOCK
         shift = int(median((host_start - device_offset)[use]))
         start = np.where(use, device_offset + shift, host_start)
         dur = np.where(use, device_duration, host_dur)
-        clock_start = host_start[use]
-        start_offset = (host_start - start)[use]
-        end_offset = (host_start + host_dur - (start + dur))[use]
+        clock_start, clock_dur, clock_placed, clock_placed_dur = (
+            host_start[use],
+            host_dur[use],
+            start[use],
+            dur[use],
+        )
     if not bool(np.all(clock_start[1:] >= clock_start[:-1])):  # a line is in host order, as a rule
         order = np.argsort(clock_start, kind="stable")
-        clock_start, start_offset, end_offset = (
+        clock_start, clock_dur, clock_placed, clock_placed_dur = (
             clock_start[order],
-            start_offset[order],
-            end_offset[order],
+            clock_dur[order],
+            clock_placed[order],
+            clock_placed_dur[order],
         )
-    return start, dur, DeviceClock(clock_start, start_offset, end_offset, shift)
+    return start, dur, DeviceClock(clock_start, clock_dur, clock_placed, clock_placed_dur, shift)
 
 
 def placed_times(line: Line, clock: DeviceClock) -> tuple[np.ndarray, np.ndarray]:

@@ -487,8 +487,11 @@ def decode(data: bytes) -> Space:
     # Finding the lines' event runs is C without the GIL: a large profile's planes go side by
     # side, a small one's one after another (threads cost it more).
     workers = min(os.cpu_count() or 1, len(spans))
+    shared: dict[bytes, EventMetadata] = {}  # see _event_metadata
     with _threads.pool(workers, "tpuperf-planes", parallel=len(data) >= PARALLEL_BYTES) as pool:
-        planes = list(pool.map(lambda span: _decode_plane(data, buf, *span), spans))
+        planes = list(
+            pool.map(lambda span: _decode_plane(data, buf, span[0], span[1], shared), spans)
+        )
 
     def texts(field_number: int) -> list[str]:  # a repeated string field of the XSpace
         pick = (number == field_number) & (wire == WIRE_LEN)
@@ -502,7 +505,13 @@ def decode(data: bytes) -> Space:
     )
 
 
-def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
+def _decode_plane(
+    data: Any,
+    buf: np.ndarray,
+    start: int,
+    stop: int,
+    shared: dict[bytes, EventMetadata],
+) -> Plane:
     number, wire, field_start, value_start, value_stop = kernels.scan_fields(data, start, stop)
     is_line = (number == _PLANE_LINES) & (wire == WIRE_LEN)
     is_metadata = (number == _PLANE_EVENT_METADATA) & (wire == WIRE_LEN)
@@ -518,7 +527,7 @@ def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
         id=int(scalar_field(fields, _PLANE_ID, 1)[0]),
         name=_strings(header, fields, _PLANE_NAME, 1)[0],
         lines=[],
-        metadata=_decode_event_metadata(data, buf, metadata_spans),
+        metadata=_event_metadata(data, buf, field_start[is_metadata], metadata_spans, shared),
         stat_names=stat_names,
         stats=_stat_dict(header, fields, stat_names),
         _data=data,
@@ -528,6 +537,31 @@ def _decode_plane(data: Any, buf: np.ndarray, start: int, stop: int) -> Plane:
         line._plane = plane
         plane.lines.append(line)
     return plane
+
+
+def _event_metadata(
+    data: Any,
+    buf: np.ndarray,
+    field_starts: np.ndarray,
+    spans: np.ndarray,
+    shared: dict[bytes, EventMetadata],
+) -> EventMetadata:
+    """A plane's event metadata (its ``event_metadata`` entries: fields from ``field_starts``,
+    values at ``spans``), decoded once for the planes whose entries are the same bytes: the
+    chips of one program carry the same thousands of entries each (``shared``, by those
+    bytes; their text spans point into the first such plane's copy, which holds the same
+    text). Planes share the object; nothing changes it."""
+    if not len(spans):
+        return _decode_event_metadata(data, buf, spans)
+    stops = spans[:, 1]
+    if bool((field_starts[1:] == stops[:-1]).all()):  # the entries back to back, as a rule
+        key = bytes(memoryview(data)[int(field_starts[0]) : int(stops[-1])])
+    else:
+        key = _join_fields(data, field_starts, stops)
+    found = shared.get(key)
+    if found is None:  # two threads may both decode it: the first one stored is kept
+        found = shared.setdefault(key, _decode_event_metadata(data, buf, spans))
+    return found
 
 
 def _decode_event_metadata(data: Any, buf: np.ndarray, spans: np.ndarray) -> EventMetadata:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -34,6 +34,7 @@ KERNELS = (
     "scan_fields",
     "message_fields",
     "texts",
+    "factorize",
     "kind_runs",
     "apart",
     "search_sorted",
@@ -218,6 +219,13 @@ def message_fields(data: Any, starts: Any, stops: Any) -> Fields:
 def texts(data: Any, starts: Any, stops: Any) -> list[str]:
     """The spans of ``data`` decoded as UTF-8, bad bytes replaced."""
     return _impl.texts(data, *_spans(starts, stops))
+
+
+def factorize(values: Sequence[Any]) -> tuple[np.ndarray, tuple[Any, ...]]:
+    """(codes, distinct values): each of hashable ``values`` as an int32 code into the
+    distinct values, in order of first appearance; equal values (``==`` of equal hashes) are
+    one, as a dict's keys are."""
+    return _impl.factorize(values)
 
 
 def kind_runs(

@@ -7,6 +7,7 @@ function here is a drop-in twin of the one of the same name in :mod:`tpuperf.ker
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,11 @@ def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
         return c.texts(data, starts, stops)
     except ValueError as exc:
         raise DecodeError(str(exc)) from None
+
+
+def factorize(values: Sequence[Any]) -> tuple[np.ndarray, tuple[Any, ...]]:
+    codes, unique = c.factorize(values)
+    return np.frombuffer(codes, dtype=np.int32), unique
 
 
 def kind_runs(

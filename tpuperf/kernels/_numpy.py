@@ -9,6 +9,7 @@ the same fault at the same byte as the C module does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,14 @@ def texts(data: Any, starts: np.ndarray, stops: np.ndarray) -> list[str]:
         bytes(view[b:e]).decode("utf-8", "replace")
         for b, e in zip(starts.tolist(), stops.tolist(), strict=True)
     ]
+
+
+def factorize(values: Sequence[Any]) -> tuple[np.ndarray, tuple[Any, ...]]:
+    seen: dict[Any, int] = {}
+    codes = np.fromiter(
+        (seen.setdefault(v, len(seen)) for v in values), dtype=np.int32, count=len(values)
+    )
+    return codes, tuple(seen)
 
 
 def kind_runs(
