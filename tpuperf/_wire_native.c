@@ -1117,7 +1117,7 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t rows = samples_view.len / 8 / n, replicates = counts_view.len / 8 / n;
-    double *out;
+    double *out = NULL;
     column = new_column(rows * replicates, 8, (void **)&out);
     sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
     /* the counts step by step (each step's draws in every replicate: one row read per value),
