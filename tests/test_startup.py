@@ -329,12 +329,15 @@ def test_a_small_profile_starts_no_thread_pool(profile: str) -> None:
 
 
 def test_a_command_served_from_the_cache_loads_no_openssl_and_writes_nothing() -> None:
-    """A second command on an unchanged profile hashes only its keys (the interpreter's own
-    SHA-256), decodes nothing and writes no entry: hashlib (which loads OpenSSL), the
-    decoder (tpuperf.xspace, tpuperf.build), tempfile and shutil are not imported."""
+    """A first command writes its entry without tempfile. A second command on an unchanged
+    profile hashes only its keys (the interpreter's own SHA-256), decodes nothing and writes
+    no entry: hashlib (which loads OpenSSL), the decoder (tpuperf.xspace, tpuperf.build),
+    tempfile and shutil are not imported."""
     path = str(CPU_FIXTURE)
     code, _, first = _imports("info", path, "-f", "json")
     assert code == 0 and "hashlib" in first  # the file's content was hashed, the entry written
+    # The entry's folder is made without tempfile (and shutil, bz2, lzma with it).
+    assert not {"tempfile", "shutil"} & first
     for args in (["info", "-f", "json"], ["ops"], ["analyze", "-f", "json"]):
         code, out, modules = _imports(args[0], path, *args[1:])
         assert code == 0 and out.strip()
