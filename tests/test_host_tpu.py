@@ -17,12 +17,19 @@ from tpuperf.timeline import build_timeline
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):  # type: ignore[no-untyped-def]
+def gap_file(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The generated TPU run's file, and its truth."""
     generated = generate_tpu_host_gaps()
     host, data = next(iter(generated.xspaces.items()))
     path = Path(tmp_path_factory.mktemp("tpu_host_gaps")) / f"{host}.xplane.pb"
     path.write_bytes(data)
-    return tpuperf.load(path), generated.truth.notes["host_gap"]
+    return path, generated.truth.notes["host_gap"]
+
+
+@pytest.fixture(scope="module")
+def run(gap_file):  # type: ignore[no-untyped-def]
+    path, truth = gap_file
+    return tpuperf.load(path), truth
 
 
 def test_host_events_meet_the_tpu_devices_idle(run) -> None:  # type: ignore[no-untyped-def]
@@ -70,16 +77,13 @@ def test_readme_states_the_drift() -> None:
     assert f"fall {TPU_HOST_GAP_DRIFT_PS / 1e9:.0f} ms further behind the host's" in section
 
 
-def test_tpu_clocks_read_no_pandas(tmp_path: Path) -> None:
+def test_tpu_clocks_read_no_pandas(gap_file) -> None:  # type: ignore[no-untyped-def]
     """The clocks come from the device tables and the file, not from the pandas frames (which
     the commands never build: building them imports pandas)."""
     import subprocess
     import sys
 
-    generated = generate_tpu_host_gaps()
-    host, data = next(iter(generated.xspaces.items()))
-    path = tmp_path / f"{host}.xplane.pb"
-    path.write_bytes(data)
+    path, _ = gap_file
     code = (
         "import sys, tpuperf\n"
         "from tpuperf import hostview\n"
@@ -90,7 +94,7 @@ def test_tpu_clocks_read_no_pandas(tmp_path: Path) -> None:
     assert out.stdout.split() == ["2", "False"]
 
 
-def test_the_host_command_reads_no_pandas(tmp_path: Path) -> None:
+def test_the_host_command_reads_no_pandas(gap_file) -> None:  # type: ignore[no-untyped-def]
     """`tpuperf host` on a TPU profile with steps, where it computes XProf's host boundness
     (from the first device's steps) and duty cycle: from the column tables, without pandas
     (which took most of the command's time)."""
@@ -98,10 +102,7 @@ def test_the_host_command_reads_no_pandas(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    generated = generate_tpu_host_gaps()
-    host, data = next(iter(generated.xspaces.items()))
-    path = tmp_path / f"{host}.xplane.pb"
-    path.write_bytes(data)
+    path, _ = gap_file
     code = (
         "import sys\n"
         "from tpuperf.cli import main\n"
