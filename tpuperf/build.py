@@ -25,13 +25,12 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import _threads
 from tpuperf.build_cpu import HOST_PLANE, host_devices
-from tpuperf.build_gpu import HostExecutions, stream_ops
 from tpuperf.build_tpu import TPU_MODULES_LINE, SharedMetadata, tpu_ops
 from tpuperf.columns import Strings, Table, distinct
 from tpuperf.step_windows import dominant_module_steps, window_of
@@ -48,6 +47,9 @@ from tpuperf.tables import (
     untimed_warning,
 )
 from tpuperf.xspace import Line, Plane, Space
+
+if TYPE_CHECKING:
+    from tpuperf.build_gpu import HostExecutions
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)(.*)$")
 _METADATA_PLANE = "/host:metadata"
@@ -72,11 +74,7 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
         device_id = _SPARSE_CORE_BASE + sparse_ordinal if sparse else number
         sparse_ordinal += sparse
         device_planes.append((plane, kind, device_id, sparse))
-    executions = (
-        HostExecutions.of(host_plane)
-        if any(kind == "GPU" for _, kind, _, _ in device_planes)
-        else HostExecutions.none()
-    )
+    executions = _host_executions(host_plane, [kind for _, kind, _, _ in device_planes])
 
     markers = _step_markers(host_plane) if host_plane is not None else None
     shared = SharedMetadata()  # the metadata columns of the host's chips (build_tpu)
@@ -148,6 +146,16 @@ def _hlo_protos(plane: Plane | None) -> dict[str, bytes]:
     }
 
 
+def _host_executions(host_plane: Plane | None, kinds: list[str]) -> HostExecutions | None:
+    """Which host program execution launched each GPU kernel (:mod:`tpuperf.build_gpu`);
+    None on a host without GPU planes, which does not import that module."""
+    if "GPU" not in kinds:
+        return None
+    from tpuperf.build_gpu import HostExecutions
+
+    return HostExecutions.of(host_plane)
+
+
 def _device(
     plane: Plane,
     kind: str,
@@ -155,7 +163,7 @@ def _device(
     sparse: bool,
     host: str,
     module_names: dict[str, str],
-    executions: HostExecutions,
+    executions: HostExecutions | None,
     shared: SharedMetadata | None = None,
 ) -> DeviceTables:
     clock = None
@@ -163,7 +171,9 @@ def _device(
     if kind == "TPU":
         ops, modules, async_ops, clock = tpu_ops(plane, module_names, shared)
     else:
-        ops, modules, untimed = stream_ops(plane, module_names, executions)
+        from tpuperf.build_gpu import HostExecutions, stream_ops
+
+        ops, modules, untimed = stream_ops(plane, module_names, executions or HostExecutions.none())
         async_ops = EMPTY_ASYNC
     steps_line = find_line(plane, _STEPS_LINE)
     steps = (

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from tpuperf.build_gpu import kernel_ops, module_runs
 from tpuperf.tables import (
     EMPTY_ASYNC,
     DeviceTables,
@@ -47,7 +46,9 @@ def host_devices(
     addressable = _max_stat(plane, _ADDRESSABLE_DEVICES)
     # Only host threads with XLA ops on them: the others are skipped without decoding them.
     lines = [line for line in plane.lines if len(line) and plane.stat_ids("hlo_op")]
-    from tpuperf.hlo_collectives import collective_facts  # HLO protos: CPU profiles only
+    # The kernel reader of GPU streams, and HLO protos: CPU profiles only.
+    from tpuperf.build_gpu import kernel_ops, module_runs
+    from tpuperf.hlo_collectives import collective_facts
 
     facts = collective_facts(protos) if protos else {}
     found = kernel_ops(plane, lines, module_names, None, facts)
