@@ -264,6 +264,10 @@ class Table(Mapping[str, Column]):
     def select(self, names: Iterable[str]) -> Table:
         return Table({name: self._columns[name] for name in names}, self._n)
 
+    def plain(self, name: str) -> list[Any]:
+        """One column as plain Python values (NaN stays NaN)."""
+        return _plain(self._columns[name])
+
     def rows(self) -> list[list[Any]]:
         """The rows as lists of plain Python values (NaN stays NaN)."""
         columns = [_plain(column) for column in self._columns.values()]

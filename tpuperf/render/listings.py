@@ -181,13 +181,14 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
 
 # --------------------------------------------------------------------------- ops
 
-# Numeric columns of the op table: (field, header, format, drop order).
+# Numeric columns of the op table: (field, header, format, drop order); a missing value is
+# "-" (_cells).
 _OPS_NUMBERS = (
     ("occurrences", "count", lambda v: f"{v:,}", 2),
-    ("total_time_ms", "total ms", lambda v: _number(v, 3), 0),
-    ("time_pct", "time %", lambda v: _number(v, 1), 1),
-    ("avg_time_us", "avg us", lambda v: _number(v, 2), 5),
-    ("self_time_ms", "self ms", lambda v: _number(v, 3), 6),
+    ("total_time_ms", "total ms", lambda v: f"{v:,.3f}", 0),
+    ("time_pct", "time %", lambda v: f"{v:,.1f}", 1),
+    ("avg_time_us", "avg us", lambda v: f"{v:,.2f}", 5),
+    ("self_time_ms", "self ms", lambda v: f"{v:,.3f}", 6),
     ("flops", "FLOPs", _si, 7),
     ("bytes_accessed", "bytes", _si, 8),
 )
@@ -222,21 +223,20 @@ def render_ops(
     names = [n for n in _OPS_NAMES[by] if n[0] in table]
     spec = [Column(header, kind, drop=drop) for _, header, kind, drop in names]
     spec += [Column(header, drop=drop) for _, header, _, drop in _OPS_NUMBERS]
-    records = table.records()
+    # Cells are made a column at a time: thousands of rows, each formatted once.
+    values = {field: table.plain(field) for field, *_ in names}
     if "module" in table and "program_id" in table:
-        records = _programs_apart(records)
-    rows = [
-        [_name(r[field]) for field, *_ in names]
-        + [_number_cell(fmt, r[field]) for field, _, fmt, _ in _OPS_NUMBERS]
-        for r in records
-    ]
+        values["module"] = _programs_apart(values["module"], table.plain("program_id"))
+    cells = [[_name(v) for v in values[field]] for field, *_ in names]
+    cells += [_cells(table.plain(field), fmt) for field, _, fmt, _ in _OPS_NUMBERS]
+    rows = [list(row) for row in zip(*cells, strict=True)]
     layout = fit(spec, rows, _width(console, wide))
     if not per_device:
         layout.print(console, rows)
         return
     groups: dict[tuple[str, int], list[list[str]]] = {}
-    for record, row in zip(records, rows, strict=True):
-        groups.setdefault((record["host"], record["device"]), []).append(row)
+    for host, device, row in zip(table.plain("host"), table.plain("device"), rows, strict=True):
+        groups.setdefault((host, device), []).append(row)
     for i, ((host, device), group) in enumerate(sorted(groups.items())):
         if i:
             console.print()
@@ -314,18 +314,21 @@ def _leaf(path: str, parent: str) -> str:
     return path[len(parent) + 1 :] if parent and path.startswith(parent + "/") else path
 
 
-def _programs_apart(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Records whose program name is shared by several programs (two jits of ``jit_dot``)
-    get the program id after the name, so that rows of different programs never look alike."""
+def _programs_apart(modules: list[str], program_ids: list[str]) -> list[str]:
+    """Program names shared by several programs (two jits of ``jit_dot``) get the program id
+    after the name, so that rows of different programs never look alike."""
     ids: dict[str, set[str]] = {}
-    for r in records:
-        ids.setdefault(r["module"], set()).add(r["program_id"])
+    for module, program_id in zip(modules, program_ids, strict=True):
+        ids.setdefault(module, set()).add(program_id)
     return [
-        {**r, "module": f"{r['module']} #{r['program_id']}"}
-        if len(ids[r["module"]]) > 1 and r["program_id"]
-        else r
-        for r in records
+        f"{module} #{program_id}" if len(ids[module]) > 1 and program_id else module
+        for module, program_id in zip(modules, program_ids, strict=True)
     ]
+
+
+def _cells(values: list[Any], format_value: Any) -> list[str]:
+    """One column's cells: ``-`` where a value is missing (None or NaN)."""
+    return ["-" if v is None or v != v else format_value(v) for v in values]
 
 
 def _number_cell(format_value: Any, value: Any) -> str:
