@@ -42,8 +42,13 @@ Profiles are generated once into benchmarks/out/: the `train` shape (fixtures.la
 8 chips, steps, modules, async all-gathers and an all-reduce) or, with --shape large, the engine
 issue's shape (fixtures.generate.generate_large: 3,000 op metadata per chip, no async ops).
 XProf is left out above --xprof-max-mb (default 100): cold, it needs 25x to 65x the file in
-memory. The package's modules are byte-compiled first (a pip install does the same; with
-PYTHONDONTWRITEBYTECODE set, every command would compile tpuperf again: 0.3-0.5 s).
+memory. Measure tpuperf as users install it, from a wheel in its own environment
+(`python -m venv V && V/bin/pip install . xprof xprof-rs && V/bin/python
+benchmarks/bench_engine.py`): an editable install (`pip install -e .`) has every command import
+its finder first (50M instructions, 15-25 ms here), which no installed tpuperf does. The first
+line printed says which one is measured. The checkout's modules are byte-compiled first (a pip
+install does the same; with PYTHONDONTWRITEBYTECODE set, every command would compile tpuperf
+again: 0.3-0.5 s).
 """
 
 from __future__ import annotations
@@ -223,6 +228,7 @@ def main() -> None:
     for folder in ("tpuperf", "analyzers", "roofline"):
         compileall.compile_dir(REPO / folder, quiet=1)
     find = _finder(args.bin_dir)
+    print(_measured(find))
     commands = dict(FIRST)
     if args.before is not None:
         commands[BEFORE] = [
@@ -264,6 +270,23 @@ def main() -> None:
             print(f"  {r['size_mb']:.0f} MB: time {time_ratio:.2f}x, RSS {rss_ratio:.2f}x")
     if not args.no_small and args.small_profile.exists():
         print(_small(args.small_profile, args.repeat, find))
+
+
+def _measured(find: Callable[[str], str | None]) -> str:
+    """Which tpuperf the runs measure: an installed one, or this checkout's editable install."""
+    tool = find("tpuperf")
+    if tool is None:
+        return "tpuperf: not found"
+    where = subprocess.run(
+        [tool, "--version"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""}
+    ).stdout.strip()
+    python = Path(tool).read_text(errors="replace").splitlines()[0].removeprefix("#!")
+    origin = subprocess.run(
+        [python, "-c", "import tpuperf; print(tpuperf.__file__)"], capture_output=True, text=True
+    ).stdout.strip()
+    editable = Path(origin).resolve().is_relative_to(REPO)
+    kind = "this checkout: an editable install, +15-25 ms a command" if editable else "installed"
+    return f"tpuperf measured: {where}, {origin} ({kind})"
 
 
 def _finder(extra: list[Path]) -> Callable[[str], str | None]:
