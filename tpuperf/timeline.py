@@ -553,7 +553,9 @@ def _view(
     # Ops none empty, each starting after the last ends (a TPU op line, as a rule): in order.
     apart = kernels.apart(start, end)
     sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU", apart=apart)
-    span = Windows.of([-1], [start.min()], [end.max()])
+    # Apart, the first op starts first and the last ends last: no pass over the op list.
+    first, last = (start[0], end[-1]) if apart else (start.min(), end.max())
+    span = Windows.of([-1], [first], [last])
     if steps is None:
         windows = all_windows = span
     else:
