@@ -496,6 +496,24 @@ def test_apart_search_sorted_gap_sums_first_rows_and_counts_equal_a_loop(
 
 
 @pytest.mark.parametrize("implementation", BUILT)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("bad", [-1, 3, 2**31 - 1])
+def test_first_rows_checks_the_codes_after_every_code_is_seen(
+    implementation: str, dtype: type, bad: int
+) -> None:
+    """Once every code has its first row the rest are still read: a code outside the range
+    far after them (a step's ops, then many steps) answers None, as in the first rows."""
+    codes = np.tile(np.arange(3, dtype=dtype), 1000)
+    with kernels.use(implementation):
+        found = kernels.first_rows(codes, 3)
+        assert found is not None and found.tolist() == [0, 1, 2]
+        codes[-1] = bad
+        assert kernels.first_rows(codes, 3) is None
+        codes[-1], codes[1] = 2, bad
+        assert kernels.first_rows(codes, 3) is None
+
+
+@pytest.mark.parametrize("implementation", BUILT)
 def test_factorize_numbers_values_in_order_of_first_appearance(implementation: str) -> None:
     """factorize against a plain loop: each value's code is the place of the first value
     equal to it among those met before (a list's index), the values kept are those first

@@ -697,6 +697,23 @@ static PyObject *column_unless(PyObject *column, int outside)
     Py_RETURN_NONE;
 }
 
+/* Whether a code of codes[from:n] (int32 or int64) lies outside [0, n_codes). */
+static int codes_outside(const void *codes, int itemsize, Py_ssize_t from, Py_ssize_t n,
+                         Py_ssize_t n_codes)
+{
+    int outside = 0;
+    if (itemsize == 4) {
+        const int32_t *c = (const int32_t *)codes;
+        for (Py_ssize_t i = from; i < n; i++)
+            outside |= (c[i] < 0) | ((int64_t)c[i] >= n_codes);
+    } else {
+        const int64_t *c = (const int64_t *)codes;
+        for (Py_ssize_t i = from; i < n; i++)
+            outside |= (c[i] < 0) | (c[i] >= n_codes);
+    }
+    return outside;
+}
+
 /* One pass over int32 or int64 codes (itemsize 4 or 8: a TPU op's metadata row, one an op)
  * filling an int64 column of n_codes values, or None when a code lies outside [0, n_codes):
  * how many rows hold each code (counting, np.bincount with minlength n_codes, which first
@@ -724,7 +741,8 @@ static PyObject *per_code(PyObject *args, int counting)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n_codes; k++)
         out[k] = counting ? 0 : n;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t unseen = n_codes, i = 0;
+    for (; i < n && (counting || unseen); i++) {
         int64_t code = group_at(view.buf, itemsize, i);
         if (code < 0 || code >= n_codes) {
             outside = 1;
@@ -732,9 +750,15 @@ static PyObject *per_code(PyObject *args, int counting)
         }
         if (counting)
             out[code]++;
-        else if (out[code] == n)
+        else if (out[code] == n) {
             out[code] = i;
+            unseen--;
+        }
     }
+    /* First rows: once every code has its first row (a step's ops, as a rule, of a capture of
+     * many), the rest are only checked to be codes, in a loop the compiler vectorizes. */
+    if (!outside && i < n)
+        outside = codes_outside(view.buf, itemsize, i, n, n_codes);
     Py_END_ALLOW_THREADS
     result = column_unless(column, outside);
 done:
