@@ -18,7 +18,7 @@ import numpy as np
 from tpuperf import _threads, jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
-from tpuperf.columns import Strings, Table, as_run, group_index, index_groups, sum_by
+from tpuperf.columns import Strings, Table, group_index, index_groups, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
@@ -721,8 +721,7 @@ class _Code:
         for view in tl.devices:
             if view.key not in data.device_rows or not len(view.selected):
                 continue
-            selected = as_run(view.selected)
-            row_time += data.sums_at(view.key, selected, view.ops.array_at("self_ps", selected))
+            row_time += data.sums_at(view, "self_ps")
         # Integer sums: by pass from the rows' sums, exactly as from the ops'.
         per_pass = sum_by(data.pass_codes(), len(PASSES), row_time)
         windows = max(tl.n_windows, 1)
@@ -825,12 +824,15 @@ def op_table(tl: Timeline) -> Table:
         for values, column in zip(attributes, _OP_ATTRIBUTES, strict=True):
             values += view.ops.strings(column).take(rows).tolist()
         # Summed by index value, then by group: integers, exact in any order.
-        if index is module.index:  # the device's op index at the selected ops: counted once
-            per_index = view.selected_counts(view.ops.strings("module").index, len(group))
+        if index is module.index:  # the device's op index at the selected ops: summed once
+            full = view.ops.strings("module").index  # for this and the scopes' tables
+            per_index = view.selected_counts(full, len(group))
+            per_index_ps = view.selected_sums(full, len(group), "self_ps")
         else:
             per_index = np.bincount(index, minlength=len(group))
+            per_index_ps = sum_by(index, len(group), ops.array("self_ps"))
         count = sum_by(group, k, per_index)
-        total = sum_by(group, k, sum_by(index, len(group), ops.array("self_ps")))
+        total = sum_by(group, k, per_index_ps)
         parts.append((at, count, total))
     counts = np.zeros(len(names), dtype=np.int64)
     total = np.zeros(len(names), dtype=np.int64)

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tpuperf import kernels, schema
-from tpuperf.columns import Lookup, Strings, Table, as_run, index_groups, sum_by
+from tpuperf.columns import Lookup, Strings, Table, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of
 
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
     from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
-    from tpuperf.timeline import Timeline
+    from tpuperf.timeline import DeviceView, Timeline
 
 # The two groups of ops outside every scope, as the tree, `ops --by scope` and `ops --by source`
 # all name them (each a node of the tree's first level, a row of depth 1):
@@ -293,22 +293,20 @@ class Scopes:
         found = self.device_rows[key]
         return found.values[found.index[ops]]
 
-    def sums_at(
-        self, key: tuple[str, int], ops: np.ndarray | slice, values: np.ndarray
-    ) -> np.ndarray:
-        """Per scope row, the sum of the int64 ``values`` (one per op of ``ops``) of the ops
-        ``ops`` of device ``key``: summed per value of the device's op index first (a TPU
-        op's metadata row, a few thousand), then per row, so that no row number is read out
-        per op. Integers: exact in any order."""
-        found = self.device_rows[key]
-        per_index = sum_by(found.index[ops], len(found.values), values)
+    def sums_at(self, view: DeviceView, column: str) -> np.ndarray:
+        """Per scope row, the sum of the int64 ``column`` over the selected ops of ``view``:
+        summed per value of the device's op index first (a TPU op's metadata row, a few
+        thousand; :meth:`DeviceView.selected_sums`, which the op table reads too), then per
+        row, so that no row number is read out per op. Integers: exact in any order."""
+        found = self.device_rows[view.key]
+        per_index = view.selected_sums(found.index, len(found.values), column)
         return sum_by(found.values, self.n, per_index)
 
-    def counts_at(self, key: tuple[str, int], ops: np.ndarray | slice) -> np.ndarray:
-        """Per scope row, how many of the ops ``ops`` of device ``key`` it has (counted per
-        value of the op index first, as :meth:`sums_at`)."""
-        found = self.device_rows[key]
-        per_index = np.bincount(found.index[ops], minlength=len(found.values))
+    def counts_at(self, view: DeviceView) -> np.ndarray:
+        """Per scope row, how many of the selected ops of ``view`` it has (counted per value
+        of the op index first, as :meth:`sums_at`)."""
+        found = self.device_rows[view.key]
+        per_index = view.selected_counts(found.index, len(found.values))
         return sum_by(found.values, self.n, per_index)
 
     def pass_codes(self) -> np.ndarray:
@@ -551,9 +549,8 @@ def scope_time(
         for view in timeline.devices:
             if device is not None and view.key != (device.host, device.device):
                 continue
-            selected = as_run(view.selected)
-            occurrences += data.counts_at(view.key, selected)
-            time_ps += data.sums_at(view.key, selected, view.ops.array_at("self_ps", selected))
+            occurrences += data.counts_at(view)
+            time_ps += data.sums_at(view, "self_ps")
             windows += len(view.windows)
         return ScopeTime(occurrences, time_ps, max(windows, 1))
     for d in [device] if device is not None else profile.device_tables:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from tpuperf.columns import (
     median,
     percentile,
     sorted_codes,
+    sum_by,
 )
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
@@ -242,6 +244,23 @@ class DeviceView(OfDevice):
         if len(counts) < size:  # as bincount's minlength makes it
             counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=counts.dtype)])
         return counts
+
+    def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
+        """Per value 0 .. size - 1 of ``index`` (as :meth:`leaf_counts`; ``size`` more than
+        any selected op's value), the sum of the int64 ``column`` over the selected ops.
+        Summed once per index and column: the op table and the scopes' tables read the same
+        sums, each in a thread of its own (the second waits for the first's)."""
+        with self.__dict__.setdefault("_sums_lock", threading.Lock()):
+            cache = self.__dict__.setdefault("_selected_sums", {})
+            if (id(index), column) not in cache:  # (the cache holds the index, as above)
+                rows = as_run(self.selected)
+                sums = sum_by(index[rows], size, self.ops.array_at(column, rows))
+                sums.flags.writeable = False  # shared by its readers
+                cache[id(index), column] = (index, sums)
+            sums = cache[id(index), column][1]
+        if len(sums) < size:  # no selected op has the values past it: sums of nothing
+            return np.concatenate([sums, np.zeros(size - len(sums), dtype=sums.dtype)])
+        return sums[:size]
 
     def selected_counts(self, index: np.ndarray, size: int) -> np.ndarray:
         """How many selected ops have each value 0 .. size - 1 of ``index`` (as
