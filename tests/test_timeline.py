@@ -203,3 +203,29 @@ def test_a_compute_set_of_one_op_an_interval_is_kept_as_rows_with_the_same_times
     assert isinstance(got, OpSpans) == (one_each and len(times) > 0)
     if isinstance(got, OpSpans):
         assert got.rows is not None and got.rows.tolist() == lasting
+
+
+def test_selected_sums_are_the_selected_ops_sums_per_index_at_any_size(tmp_path: Path) -> None:
+    """A device's self time per op index over its selected ops (read by the op table and the
+    scopes' tables, summed once): np.bincount of the selected ops' values, padded with zeros
+    to a larger size, cut to a smaller one that still holds every selected op's value; the
+    shared array cannot be written to."""
+    from fixtures.generate import generate_large
+
+    path = tmp_path / "large.xplane.pb"
+    generate_large(path, devices=2, events=20_000)
+    tl = build_timeline(load(str(path)), AnalysisConfig(warmup_steps=1))
+    for view in tl.devices:
+        index = view.ops.strings("op").index
+        selected = view.selected
+        assert 0 < len(selected) < view.ops.n  # the warm-up step is left out
+        used = int(index[selected].max()) + 1
+        expected = np.bincount(
+            index[selected], weights=view.ops.array("self_ps")[selected], minlength=used
+        ).astype(np.int64)
+        for size in (used + 5, used, used + 1):  # the first computes, the others read it
+            sums = view.selected_sums(index, size, "self_ps")
+            assert sums.dtype == np.int64
+            assert sums.tolist() == expected.tolist() + [0] * (size - used)
+        with pytest.raises(ValueError):
+            view.selected_sums(index, used, "self_ps")[0] = 1
