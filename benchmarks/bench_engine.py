@@ -282,7 +282,10 @@ def _measured(find: Callable[[str], str | None]) -> str:
     ).stdout.strip()
     python = Path(tool).read_text(errors="replace").splitlines()[0].removeprefix("#!")
     origin = subprocess.run(
-        [python, "-c", "import tpuperf; print(tpuperf.__file__)"], capture_output=True, text=True
+        [python, "-c", "import tpuperf; print(tpuperf.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),  # as the commands run: outside the checkout
     ).stdout.strip()
     editable = Path(origin).resolve().is_relative_to(REPO)
     kind = "this checkout: an editable install, +15-25 ms a command" if editable else "installed"
@@ -434,8 +437,11 @@ def _stages(source: Path, repeat: int) -> str:
     """tpuperf's stages (the minimum over ``repeat`` processes) beside their floors."""
     found = []
     for _ in range(max(repeat, 1)):
-        done = subprocess.run(
-            [sys.executable, "-c", _STAGES, str(source)], capture_output=True, text=True
+        done = subprocess.run(  # (not in the checkout, whose tpuperf an installed one is not)
+            [sys.executable, "-c", _STAGES, str(source)],
+            capture_output=True,
+            text=True,
+            cwd=source.parent,
         )
         if done.returncode:
             return f"stages failed: {done.stderr[-800:]}"
