@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from tpuperf.analyzers import fixes
@@ -27,7 +27,7 @@ from tpuperf.analyzers.base import (
 from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline.chips import lookup
 
-from tpuperf import hlo_patterns, megascale, schema
+from tpuperf import hlo_patterns, schema
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Column,
@@ -50,6 +50,9 @@ from tpuperf.intervals import measure_in
 from tpuperf.tables import split_module_name
 from tpuperf.timeline import DeviceView, Timeline, window_of
 from tpuperf.workload import Workload
+
+if TYPE_CHECKING:
+    from tpuperf import megascale
 
 COLLECTIVE_KINDS = (
     "all-reduce",
@@ -597,6 +600,8 @@ class CollectivesAnalyzer(Analyzer):
         """DCN (multislice) collectives stall the devices: more slack, fewer bytes."""
         if m["stall_pct"] < DCN_STALL_MIN_PCT:
             return None
+        from tpuperf import megascale
+
         rows = megascale.summarize(per_device)
         worst = rows[0]
         required = float(worst["required_gbps"])
@@ -1466,7 +1471,7 @@ def _megascale(tl: Timeline) -> list[list[megascale.Occurrence]]:
         ops = view.ops
         category = ops.strings("category")
         dcn_codes = np.array(
-            [megascale.is_dcn_category(c) for c in category.values] + [False], dtype=bool
+            [schema.is_dcn_category(c) for c in category.values] + [False], dtype=bool
         )
         rows = (
             np.flatnonzero(category.per_row(dcn_codes))
@@ -1476,6 +1481,8 @@ def _megascale(tl: Timeline) -> list[list[megascale.Occurrence]]:
         if not len(rows):
             out.append([])
             continue
+        from tpuperf import megascale  # DCN host transfers' reader: where a device has them
+
         names = ops.strings("op").take(rows).tolist()
         texts = ops.strings("hlo_text").take(rows).tolist()
         starts = ops.array("start_ps")[rows].tolist()
@@ -1496,6 +1503,8 @@ def _megascale(tl: Timeline) -> list[list[megascale.Occurrence]]:
 
 
 def _megascale_table(per_device: list[list[megascale.Occurrence]]) -> Table:
+    from tpuperf import megascale
+
     rows = megascale.summarize(per_device)
     columns: dict[str, Any] = {}
     for name in megascale.COLUMNS:

@@ -216,7 +216,8 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
     """info, ops, analyze (tables on a pipe) and analyze --format json: no rich, no protobuf,
     and on the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first
     use; the CPU profile's host devices are still read with np.unique). analyze as JSON: not
-    the findings' types that only renderers read. A TPU profile: not the GPU kernels' reader."""
+    the findings' types that only renderers read. A TPU profile: not the GPU kernels' reader.
+    None of them (no DCN host transfers): not the multislice collectives' reader."""
     from tests.conftest import shared_profile
 
     cpu = profile == "cpu_fixture"
@@ -230,6 +231,7 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
             assert "tpuperf.findings" not in modules
         assert cpu or "numpy.ma" not in modules, args
         assert not profile.startswith("tpu") or "tpuperf.build_gpu" not in modules, args
+        assert "tpuperf.megascale" not in modules, args
 
 
 @pytest.mark.parametrize(("given", "kept"), [(None, "1"), ("4", "4")])

@@ -32,8 +32,8 @@ import numpy as np
 
 from tpuperf import hlo_patterns
 from tpuperf.hlo_collectives import element_bytes, text_collective
+from tpuperf.schema import is_dcn_category
 
-HOST_CATEGORIES = ("host send", "host recv")
 OPCODES = ("send", "recv", "send-done", "recv-done")
 
 
@@ -72,10 +72,6 @@ class _State:
     send_op: str = ""
     transfer_type: str = ""
     group_size: int | None = None
-
-
-def is_dcn_category(category: str) -> bool:
-    return any(c in category for c in HOST_CATEGORIES)
 
 
 def opcode(op: str, hlo_text: str) -> str:

@@ -28,6 +28,15 @@ KIND_ASYNC_COPY = "async_copy"  # TPU copy-start / copy-done (host offload, ...)
 KIND_MEMCPY = "memcpy"  # GPU memcpy / memset
 OP_KINDS = (KIND_COMPUTE, KIND_COLLECTIVE, KIND_ASYNC_COPY, KIND_MEMCPY)
 
+# What the category of a DCN host transfer (a multislice collective's send or recv, read by
+# tpuperf/megascale.py) contains.
+DCN_CATEGORIES = ("host send", "host recv")
+
+
+def is_dcn_category(category: str) -> bool:
+    return any(c in category for c in DCN_CATEGORIES)
+
+
 # Values of steps.source, in DESIGN.md's order of preference.
 STEP_SOURCES = ("steps_line", "step_marker", "module_period")
 
