@@ -229,6 +229,7 @@ def main() -> None:
         compileall.compile_dir(REPO / folder, quiet=1)
     find = _finder(args.bin_dir)
     print(_measured(find))
+    print(_machine(args.repeat))
     commands = dict(FIRST)
     if args.before is not None:
         commands[BEFORE] = [
@@ -290,6 +291,18 @@ def _measured(find: Callable[[str], str | None]) -> str:
     editable = Path(origin).resolve().is_relative_to(REPO)
     kind = "this checkout: an editable install, +15-25 ms a command" if editable else "installed"
     return f"tpuperf measured: {where}, {origin} ({kind})"
+
+
+def _machine(repeat: int) -> str:
+    """How fast the machine is at the time of the run: `import numpy` in a fresh interpreter,
+    the floor of every command, to set seconds of runs on other days beside these."""
+    with tempfile.TemporaryDirectory() as scratch:
+        walls = [
+            measure([sys.executable, "-c", "import numpy"], cwd=Path(scratch))["wall_s"]
+            for _ in range(max(repeat, 1))
+        ]
+    median = statistics.median(walls)
+    return f"machine: `python -c 'import numpy'` {median:.3f} s (median of {len(walls)})"
 
 
 def _finder(extra: list[Path]) -> Callable[[str], str | None]:
