@@ -18,7 +18,7 @@ import numpy as np
 from tpuperf import _threads, jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
-from tpuperf.columns import Strings, Table, group_index, index_groups, sum_by
+from tpuperf.columns import Strings, Table, index_groups, sum_by
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
@@ -264,7 +264,7 @@ class Report:
             if not ops.n:
                 continue
             module, op, category = ops.strings("module"), ops.strings("op"), ops.strings("category")
-            _, first = group_index([module, op])
+            _, _, first = index_groups([module, op])  # (by metadata row on TPU: one pass)
             for key in zip(
                 module.take(first).tolist(),
                 op.take(first).tolist(),
