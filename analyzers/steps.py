@@ -16,7 +16,7 @@ from tpuperf.analyzers.base import (
 )
 from tpuperf.analyzers.outliers import modified_z
 
-from tpuperf.columns import Strings, Table, group_index, median
+from tpuperf.columns import Strings, Table, index_groups, median
 from tpuperf.timeline import DeviceView, Timeline, stats_ms
 
 # The parts of a step the breakdown reports, in order.
@@ -32,7 +32,7 @@ def _work_by_device(
     for view in tl.devices:
         ops = view.selected_ops("module", "op")
         module, op = ops.strings("module"), ops.strings("op")
-        _, first = group_index([module, op])
+        _, _, first = index_groups([module, op])  # (by metadata row on TPU: one pass)
         pairs = frozenset(zip(module.take(first).tolist(), op.take(first).tolist(), strict=True))
         out[view.key] = (ops.n / steps, pairs)
     return out
