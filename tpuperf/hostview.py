@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tpuperf.columns import Strings, Table, distinct, factorize, group_index, sum_by
+from tpuperf.columns import Strings, Table, distinct, factorize, index_groups, sum_by
 from tpuperf.intervals import (
     EMPTY,
     Intervals,
@@ -733,24 +733,27 @@ def xprof_host_boundness(profile: Any) -> dict[str, Any] | None:
     cores = len(profile.device_tables)
     # Op time by XProf's kind of each distinct (op, category): ICI, HBM or compute.
     by_kind = {"ici": 0, "hbm": 0, "compute": 0}
+    kinds: dict[tuple[str, str], str] = {}  # each pair's kind, found once for every device
     for device in profile.device_tables:
         ops = device.ops
         if not ops.n:
             continue
         op, category = ops.strings("op"), ops.strings("category")
-        group, first = group_index([op, category])
-        time_ps = sum_by(group, len(first), ops.array("dur_ps"))
+        # Summed per op index first (a TPU op's metadata row), then per pair: exact integers.
+        index, group, first = index_groups([op, category])
+        time_ps = sum_by(group, len(first), sum_by(index, len(group), ops.array("dur_ps")))
         pairs = zip(op.take(first).tolist(), category.take(first).tolist(), strict=True)
-        for (name, cat), ps in zip(pairs, time_ps.tolist(), strict=True):
-            label = f"{name} {cat}".lower()
-            kind = (
-                "ici"
-                if any(p in label for p in _XPROF_ICI)
-                else "hbm"
-                if any(p in label for p in _XPROF_HBM)
-                else "compute"
-            )
-            by_kind[kind] += int(ps)
+        for pair, ps in zip(pairs, time_ps.tolist(), strict=True):
+            if pair not in kinds:
+                label = f"{pair[0]} {pair[1]}".lower()
+                kinds[pair] = (
+                    "ici"
+                    if any(p in label for p in _XPROF_ICI)
+                    else "hbm"
+                    if any(p in label for p in _XPROF_HBM)
+                    else "compute"
+                )
+            by_kind[kinds[pair]] += int(ps)
     compute_ms = by_kind["compute"] / 1e9 / cores
     hbm_ms = by_kind["hbm"] / 1e9 / cores
     ici_ms = by_kind["ici"] / 1e9 / cores
