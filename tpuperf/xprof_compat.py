@@ -323,8 +323,10 @@ def _merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
     """The length of the union of intervals [starts, ends)."""
     if not len(starts):
         return 0
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    if not bool((starts[1:] >= starts[:-1]).all()):  # (one op line's are, as a rule)
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    ends = np.maximum.accumulate(ends)
     new = np.ones(len(starts), dtype=bool)
     new[1:] = starts[1:] > ends[:-1]
     first = np.flatnonzero(new)
