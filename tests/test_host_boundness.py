@@ -275,3 +275,22 @@ def test_the_duty_cycles_union_length_equals_a_loop_sorted_or_not() -> None:
                 np.array([s for s, _ in order], np.int64), np.array([e for _, e in order], np.int64)
             )
             assert got == expected
+
+
+def test_duty_cycle_leaves_out_host_transfers_as_xprof_does(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """DCN host transfers ("host send", "host recv" and their dones) are off duty: the
+    generated multislice run's busy and idle time equal XProf's op stats, and its busy time is
+    less than with every category on duty."""
+    from fixtures.generate import generate_megascale
+
+    data, _ = generate_megascale(steps=3, devices=2)
+    duty = xprof_compat.duty_cycle(xspace.decode(data))
+    assert duty is not None
+    monkeypatch.setattr(xprof_compat, "_OFF_DUTY", frozenset())
+    every_op = xprof_compat.duty_cycle(xspace.decode(data))
+    assert every_op is not None and 0 < duty["busy_time_ps"] < every_op["busy_time_ps"]
+    path = tmp_path / "dcn" / "host.xplane.pb"
+    path.parent.mkdir()
+    path.write_bytes(data)
+    _, busy, idle = _xprof_overview(path)
+    assert (busy, idle) == (duty["busy_time_ps"], duty["idle_time_ps"])

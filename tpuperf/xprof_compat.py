@@ -360,10 +360,12 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
                 off_row = np.fromiter(
                     (c in _OFF_DUTY for c in category), dtype=bool, count=len(category)
                 )
-                rows = plane.metadata.rows(events.metadata_id, unknown=len(category))
-                off = np.append(off_row, False)[rows]
-                active_starts.append(starts[~off])
-                active_ends.append(ends[~off])
+                if off_row.any():  # (else every op is on duty: no op's row is looked up)
+                    rows = plane.metadata.rows(events.metadata_id, unknown=len(category))
+                    on = ~np.append(off_row, False)[rows]
+                    starts, ends = starts[on], ends[on]
+                active_starts.append(starts)
+                active_ends.append(ends)
     busy = idle = 0
     for active_starts, active_ends, lows, highs in chips.values():
         if not lows:
