@@ -250,33 +250,6 @@ def test_readme_states_the_counters(counters_run) -> None:  # type: ignore[no-un
     ) in section
 
 
-def test_the_duty_cycles_union_length_equals_a_loop_sorted_or_not() -> None:
-    """xprof_compat._merged_length (the active time of a chip's op lines): the length of the
-    union of [start, end) intervals, against a loop over the sorted intervals, on intervals
-    in time order (one op line's, read without sorting) and shuffled (two lines of a chip)."""
-    import random
-
-    import numpy as np
-
-    from tpuperf.xprof_compat import _merged_length
-
-    rng = random.Random(7)
-    for _ in range(300):
-        n = rng.randrange(0, 30)
-        starts = sorted(rng.randrange(0, 100) for _ in range(n))
-        spans = [(s, s + rng.randrange(0, 15)) for s in starts]
-        expected, reach = 0, None
-        for s, e in spans:  # in start order: add what lies past the reach so far
-            reach = s if reach is None else max(reach, s)
-            expected += max(0, e - reach)
-            reach = max(reach, e)
-        for order in (spans, rng.sample(spans, len(spans))):
-            got = _merged_length(
-                np.array([s for s, _ in order], np.int64), np.array([e for _, e in order], np.int64)
-            )
-            assert got == expected
-
-
 def test_duty_cycle_leaves_out_host_transfers_as_xprof_does(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """DCN host transfers ("host send", "host recv" and their dones) are off duty: the
     generated multislice run's busy and idle time equal XProf's op stats, and its busy time is

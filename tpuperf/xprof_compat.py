@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf.intervals import union
 from tpuperf.kernels.wire import read_varint
 
 if TYPE_CHECKING:
@@ -319,21 +320,6 @@ def _local_chip_id(core_details: Any) -> int | None:
     return chip
 
 
-def _merged_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """The length of the union of intervals [starts, ends)."""
-    if not len(starts):
-        return 0
-    if not bool((starts[1:] >= starts[:-1]).all()):  # (one op line's are, as a rule)
-        order = np.argsort(starts, kind="stable")
-        starts, ends = starts[order], ends[order]
-    ends = np.maximum.accumulate(ends)
-    new = np.ones(len(starts), dtype=bool)
-    new[1:] = starts[1:] > ends[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(starts) - 1)
-    return int((ends[last] - starts[first]).sum())
-
-
 def duty_cycle(space: Space) -> dict[str, Any] | None:
     """XProf's TPU duty cycle (see the module docstring): ``busy_time_ps``, ``idle_time_ps``
     and ``duty_cycle_percent``; None without TPU op lines."""
@@ -370,10 +356,10 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
     for active_starts, active_ends, lows, highs in chips.values():
         if not lows:
             continue
-        active = _merged_length(
+        active = union(
             np.concatenate(active_starts or [np.empty(0, np.int64)]),
             np.concatenate(active_ends or [np.empty(0, np.int64)]),
-        )
+        ).total
         busy += active
         idle += max(highs) - min(lows) - active
     if busy + idle == 0:
