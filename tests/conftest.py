@@ -26,6 +26,32 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+_CHILD = """
+import json, sys
+before = set(sys.modules)
+from tpuperf.cli import main
+code = main(sys.argv[1:])
+print(json.dumps([code, sorted(set(sys.modules) - before)]), file=sys.stderr)
+"""
+
+
+def command_imports(*args: str) -> tuple[int, str, set[str]]:
+    """Exit code, stdout and the modules a fresh interpreter imported to run ``tpuperf ARGS``
+    (beyond those it had loaded at start)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO
+    )
+    code, modules = json.loads(result.stderr.splitlines()[-1])
+    return code, result.stdout, set(modules)
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
 def shared_profile(relative: str) -> Path:
     """A real profile from ../shared/profiles, or skip the test when that folder is absent."""
     path = SHARED_PROFILES / relative

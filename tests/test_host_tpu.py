@@ -99,22 +99,12 @@ def test_the_host_command_reads_no_pandas(gap_file) -> None:  # type: ignore[no-
     (from the first device's steps) and duty cycle: from the column tables, without pandas
     (which took most of the command's time)."""
     import json
-    import subprocess
-    import sys
+
+    from tests.conftest import command_imports
 
     path, _ = gap_file
-    code = (
-        "import sys\n"
-        "from tpuperf.cli import main\n"
-        "rc = main(sys.argv[1:])\n"
-        "print('pandas' in sys.modules, file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "host", str(path), "-f", "json", "--no-cache"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    boundness = json.loads(done.stdout)["xprof_host_boundness"]
+    code, out, modules = command_imports("host", str(path), "-f", "json", "--no-cache")
+    assert code == 0
+    boundness = json.loads(out)["xprof_host_boundness"]
     assert boundness["number_of_steps"] > 0 and boundness["tpu_duty_cycle_percent"] > 0
-    assert done.stderr.split()[-1] == "False"
+    assert "pandas" not in modules

@@ -130,20 +130,9 @@ def test_what_is_not_read_directly_is_left_to_typer(args: list[str]) -> None:
 def test_a_command_runs_without_typer(tmp_path: Any) -> None:
     """The direct reading ran the command: its output, and no typer in sys.modules."""
     import json
-    import subprocess
-    import sys
 
-    from tests.conftest import CPU_FIXTURE, REPO
+    from tests.conftest import CPU_FIXTURE, command_imports
 
-    child = (
-        "import sys; from tpuperf.cli import main; code = main(sys.argv[1:]); "
-        "print(code, 'typer' in sys.modules, 'click' in sys.modules, file=sys.stderr)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", child, "ops", str(CPU_FIXTURE), "-n", "2", "--format=json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert done.stderr.split()[-3:] == ["0", "False", "False"], done.stderr
-    assert len(json.loads(done.stdout)["rows"]) == 2
+    code, out, modules = command_imports("ops", str(CPU_FIXTURE), "-n", "2", "--format=json")
+    assert code == 0 and "typer" not in modules and "click" not in modules
+    assert len(json.loads(out)["rows"]) == 2

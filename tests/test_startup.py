@@ -14,53 +14,31 @@ import sys
 
 import pytest
 
-from tests.conftest import CPU_FIXTURE, REPO
-
-_CHILD = """
-import json, sys
-before = set(sys.modules)
-from tpuperf.cli import main
-code = main(sys.argv[1:])
-print(json.dumps([code, sorted(set(sys.modules) - before)]), file=sys.stderr)
-"""
-
-
-def _imports(*args: str) -> tuple[int, str, set[str]]:
-    """Exit code, stdout and the modules a fresh interpreter imported to run ``tpuperf ARGS``
-    (beyond those it had loaded at start)."""
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, cwd=REPO
-    )
-    code, modules = json.loads(result.stderr.splitlines()[-1])
-    return code, result.stdout, set(modules)
-
-
-def _top_level(modules: set[str]) -> set[str]:
-    return {m.split(".")[0] for m in modules}
+from tests.conftest import CPU_FIXTURE, REPO, command_imports, top_level
 
 
 @pytest.mark.parametrize(
     ("args", "code"), [(["--version"], 0), (["--help"], 0), (["-h"], 0), ([], 2)]
 )
 def test_version_and_help_import_only_tpuperf(args: list[str], code: int) -> None:
-    exit_code, out, modules = _imports(*args)
+    exit_code, out, modules = command_imports(*args)
     assert exit_code == code
     assert out.strip()
     # Not typer, click, rich, numpy, nor the standard library's typing or inspect.
-    assert _top_level(modules) == {"tpuperf"}, sorted(modules)
+    assert top_level(modules) == {"tpuperf"}, sorted(modules)
 
 
 def test_a_command_imports_only_its_own_command_module() -> None:
-    code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
+    code, out, modules = command_imports("info", str(CPU_FIXTURE), "--format", "json")
     assert code == 0 and json.loads(out)["schema_version"] == 1
     commands = {m for m in modules if m.startswith("tpuperf.cli.")}
     assert {m.rpartition(".")[2] for m in commands if not m.rpartition(".")[2].startswith("_")} == {
         "info"
     }
     # The help's layout is drawn without rich (typer's rich help imports rich.markdown).
-    code, out, modules = _imports("info", "--help")
+    code, out, modules = command_imports("info", "--help")
     assert code == 0 and "Usage: tpuperf info" in out
-    assert "rich" not in _top_level(modules)
+    assert "rich" not in top_level(modules)
 
 
 @pytest.mark.parametrize("columns", ["80", "100", "60"])
@@ -142,15 +120,15 @@ def test_wrap_breaks_where_the_next_word_does_not_fit(
 def test_json_and_a_table_on_a_pipe_need_no_rich() -> None:
     """JSON needs no renderer; a table on a pipe is plain text, which tpuperf.render.plain
     writes itself (tests/test_render_plain.py holds it to what rich draws)."""
-    code, out, modules = _imports("info", str(CPU_FIXTURE), "--format", "json")
-    assert code == 0 and "rich" not in _top_level(modules)
-    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--format", "json")
-    assert code == 0 and json.loads(out)["rows"] and "rich" not in _top_level(modules)
-    code, out, modules = _imports("ops", str(CPU_FIXTURE))
+    code, out, modules = command_imports("info", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and "rich" not in top_level(modules)
+    code, out, modules = command_imports("ops", str(CPU_FIXTURE), "--format", "json")
+    assert code == 0 and json.loads(out)["rows"] and "rich" not in top_level(modules)
+    code, out, modules = command_imports("ops", str(CPU_FIXTURE))
     assert code == 0 and out.splitlines()[0].split()[0] == "op"
-    assert "rich" not in _top_level(modules)
-    code, out, modules = _imports("info", str(CPU_FIXTURE))
-    assert code == 0 and "Devices" in out and "rich" not in _top_level(modules)
+    assert "rich" not in top_level(modules)
+    code, out, modules = command_imports("info", str(CPU_FIXTURE))
+    assert code == 0 and "Devices" in out and "rich" not in top_level(modules)
 
 
 @pytest.mark.parametrize(
@@ -170,25 +148,25 @@ def test_a_plain_command_line_is_read_without_typer(args: list[str]) -> None:
     line, not to run one (tpuperf.cli._params reads it)."""
     where = args.index("--debug") + 2 if "--debug" in args else 1
     line = [*args[:where], str(CPU_FIXTURE), *args[where:]]
-    code, out, modules = _imports(*line)
+    code, out, modules = command_imports(*line)
     assert code == 0 and out.strip()
-    assert not {"typer", "click"} & _top_level(modules), line
+    assert not {"typer", "click"} & top_level(modules), line
 
 
 def test_help_and_usage_errors_are_typers() -> None:
-    code, out, modules = _imports("ops", "--help")
-    assert code == 0 and "Usage: tpuperf ops" in out and "typer" in _top_level(modules)
-    code, out, modules = _imports("ops", str(CPU_FIXTURE), "--top", "x")
-    assert code == 2 and "typer" in _top_level(modules)
+    code, out, modules = command_imports("ops", "--help")
+    assert code == 0 and "Usage: tpuperf ops" in out and "typer" in top_level(modules)
+    code, out, modules = command_imports("ops", str(CPU_FIXTURE), "--top", "x")
+    assert code == 2 and "typer" in top_level(modules)
 
 
 @pytest.mark.parametrize("command", ["analyze", "tree", "host", "memory", "diff"])
 def test_json_needs_no_rich(command: str) -> None:
     """A command imports its table's renderer (and rich) only to draw the table."""
     profiles = [str(CPU_FIXTURE)] * (2 if command == "diff" else 1)
-    code, out, modules = _imports(command, *profiles, "-f", "json")
+    code, out, modules = command_imports(command, *profiles, "-f", "json")
     assert code == 0 and json.loads(out)["schema_version"] == 1
-    assert "rich" not in _top_level(modules), command
+    assert "rich" not in top_level(modules), command
 
 
 @pytest.mark.parametrize(
@@ -203,10 +181,10 @@ def test_json_needs_no_rich(command: str) -> None:
 def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
     """Scopes, collectives and the memory plan read the profile's HLO protos from the wire
     (tpuperf._hlo_schema): the protobuf runtime is for writing profiles."""
-    code, out, modules = _imports(args[0], str(CPU_FIXTURE), *args[1:])
+    code, out, modules = command_imports(args[0], str(CPU_FIXTURE), *args[1:])
     assert code == 0 and json.loads(out)["schema_version"] == 1
     assert "tpuperf._hlo_schema" in modules, args
-    assert "google" not in _top_level(modules), args
+    assert "google" not in top_level(modules), args
 
 
 @pytest.mark.parametrize(
@@ -223,9 +201,9 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
     cpu = profile == "cpu_fixture"
     path = str(CPU_FIXTURE if cpu else shared_profile(f"{profile}.xplane.pb"))
     for args in (["info"], ["ops"], ["analyze", "-f", "json"], ["analyze"]):
-        code, out, modules = _imports(args[0], path, *args[1:], "--no-cache")
+        code, out, modules = command_imports(args[0], path, *args[1:], "--no-cache")
         assert code == 0 and out.strip()
-        assert not {"rich", "google"} & _top_level(modules), args
+        assert not {"rich", "google"} & top_level(modules), args
         assert args != ["analyze"] or "Recommendations" in out
         if args == ["analyze", "-f", "json"]:  # what only renderers read
             assert "tpuperf.findings" not in modules
@@ -326,9 +304,9 @@ def test_a_small_profile_starts_no_thread_pool(profile: str) -> None:
 
     path = str(CPU_FIXTURE if profile == "cpu_fixture" else shared_profile(f"{profile}.xplane.pb"))
     for args in (["info"], ["ops"], ["analyze", "-f", "json"], ["analyze", "--no-cache"]):
-        code, out, modules = _imports(args[0], path, *args[1:])
+        code, out, modules = command_imports(args[0], path, *args[1:])
         assert code == 0 and out.strip()
-        assert not {"concurrent", "logging"} & _top_level(modules), args
+        assert not {"concurrent", "logging"} & top_level(modules), args
 
 
 def test_a_command_served_from_the_cache_loads_no_openssl_and_writes_nothing() -> None:
@@ -337,12 +315,12 @@ def test_a_command_served_from_the_cache_loads_no_openssl_and_writes_nothing() -
     no entry: hashlib (which loads OpenSSL), the decoder (tpuperf.xspace, tpuperf.build),
     tempfile and shutil are not imported."""
     path = str(CPU_FIXTURE)
-    code, _, first = _imports("info", path, "-f", "json")
+    code, _, first = command_imports("info", path, "-f", "json")
     assert code == 0 and "hashlib" in first  # the file's content was hashed, the entry written
     # The entry's folder is made without tempfile (and shutil, bz2, lzma with it).
     assert not {"tempfile", "shutil"} & first
     for args in (["info", "-f", "json"], ["ops"], ["analyze", "-f", "json"]):
-        code, out, modules = _imports(args[0], path, *args[1:])
+        code, out, modules = command_imports(args[0], path, *args[1:])
         assert code == 0 and out.strip()
         unused = {"hashlib", "_hashlib", "tpuperf.xspace", "tpuperf.build", "tempfile", "shutil"}
         assert not unused & modules, args
