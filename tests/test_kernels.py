@@ -351,7 +351,7 @@ def _bootstrap_medians(rng: random.Random) -> tuple[Any, ...]:
     """Rows of values of every kind (ties, -0.0, infinities, NaN) and replicates' counts of
     draws; sometimes counts that do not add up to the steps (None), a negative count (None)
     or counts of another number of steps (an error)."""
-    n = rng.choice([1, 2, 3, 4, rng.randrange(1, 40)])
+    n = rng.choice([1, 2, 3, 4, rng.randrange(1, 40), rng.randrange(128, 200)])  # (C: a floor)
     samples = np.array([_floats(rng, n) for _ in range(rng.randrange(4))]).reshape(-1, n)
     draws = [[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(1, 6))]
     counts = np.array([np.bincount(d, minlength=n) for d in draws], np.int64)
@@ -801,6 +801,18 @@ def test_group_totals_and_nansums_refuse_a_group_outside(implementation: str) ->
             assert kernels.group_nansums(inside, (np.zeros(2),), 2, at) is None
 
 
+def _assert_medians_are_numpys(implementation: str, samples: Any, index: Any) -> None:
+    """The kernel's medians of the draws (``index``: each replicate's steps) are numpy's
+    median of the gathered rows x replicates x steps array, to the bit."""
+    n = samples.shape[1]
+    counts = np.array([np.bincount(row, minlength=n) for row in index], np.int64)
+    with kernels.use(implementation), np.errstate(invalid="ignore"):
+        found = kernels.bootstrap_medians(samples, counts)
+        expected = np.median(samples[:, index], axis=2)
+    assert found is not None
+    assert found.tobytes() == expected.tobytes()
+
+
 @pytest.mark.parametrize("implementation", BUILT)
 @pytest.mark.parametrize("seed", range(30))
 def test_bootstrap_medians_equal_numpys_median_of_the_draws(implementation: str, seed: int) -> None:
@@ -814,9 +826,37 @@ def test_bootstrap_medians_equal_numpys_median_of_the_draws(implementation: str,
     if seed % 3 == 0:  # no NaN at all: every median a number
         samples[np.isnan(samples)] = 0.0
     index = np.array([[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(1, 40))])
-    counts = np.array([np.bincount(row, minlength=n) for row in index], np.int64)
-    with kernels.use(implementation), np.errstate(invalid="ignore"):
-        found = kernels.bootstrap_medians(samples, counts)
-        expected = np.median(samples[:, index], axis=2)
-    assert found is not None
-    assert found.tobytes() == expected.tobytes()
+    _assert_medians_are_numpys(implementation, samples, index)
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+@pytest.mark.parametrize("seed", range(24))
+def test_bootstrap_medians_from_a_floor_equal_numpys(implementation: str, seed: int) -> None:
+    """Over 128 steps the C loop starts each row at its floor, from each replicate's draws
+    below it and up to it (products of matrices, or added in C where few). The medians stay
+    numpy's, to the bit: rows where most steps take the same time (the floor's level holds a
+    middle rank), with few or many steps below it, rows of every kind of float, and
+    replicates whose draws below the floor pass the middle (they draw only the smallest
+    values), so that their row starts from its smallest value again."""
+    rng = random.Random(f"floor medians {seed}")
+    n = rng.choice([128, 129, rng.randrange(128, 700)])
+    level = rng.choice([0.0, 5.0, -0.0, float("inf")])
+    rows = []
+    for _ in range(rng.randrange(1, 6)):
+        kind = rng.random()
+        if kind < 0.3:  # a level more than half the steps, others above and below it
+            rows.append([level if rng.random() < 0.6 else rng.uniform(-9, 9) for _ in range(n)])
+        elif kind < 0.5:  # a level, and a few steps below it (the C loop adds their draws)
+            below = [level - rng.uniform(1, 9) for _ in range(n)]
+            rows.append([level if rng.random() < 0.96 else x for x in below])
+        elif kind < 0.7:
+            rows.append([float(rng.randrange(4)) for _ in range(n)])  # ties everywhere
+        else:
+            rows.append(_floats(rng, n).tolist())
+    samples = np.array(rows)
+    if seed % 3 == 0:
+        samples[np.isnan(samples)] = 1.0
+    index = np.array([[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(2, 60))])
+    smallest = np.argsort(samples[0], kind="stable")[: max(n // 32, 1)]
+    index[0] = [smallest[rng.randrange(len(smallest))] for _ in range(n)]  # below any floor
+    _assert_medians_are_numpys(implementation, samples, index)

@@ -1113,7 +1113,17 @@ done:
  * of 3,000 ops over 233 steps). Here each row is sorted once, and its values are taken in
  * order, every replicate at once, adding each replicate's draws of the value until all have
  * drawn more than half: the median of a replicate is the value at which its draws pass the
- * middle rank. */
+ * middle rank.
+ *
+ * bootstrap_medians(samples, n_steps, counts, floors, drawn_below, drawn_through) starts each
+ * row at its floor (float64 per row; NaN: from the smallest value), given each replicate's
+ * draws of the values up to it and below it (int32, rows x replicates; a row of draws below
+ * that starts with -1 is counted here), which the caller counts for all rows at once as
+ * products of matrices. Only the values above the floor are sorted and taken in order; a
+ * replicate whose draws pass a middle rank at the floor has the floor there (many steps of an
+ * op take the same time to the picosecond: often more than half). A row where a replicate's
+ * draws below the floor already pass the middle rank starts from its smallest value, as
+ * without a floor: the floor changes the work, never the medians. */
 typedef struct {
     double value;
     Py_ssize_t step;
@@ -1129,21 +1139,34 @@ static int compare_ranked(const void *a, const void *b)
 
 static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
 {
-    Py_buffer samples_view, counts_view;
+    Py_buffer samples_view, counts_view, floors_view = {0}, below_view = {0}, through_view = {0};
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "y*ny*", &samples_view, &n, &counts_view))
+    if (!PyArg_ParseTuple(args, "y*ny*|y*y*y*", &samples_view, &n, &counts_view, &floors_view,
+                          &below_view, &through_view))
         return NULL;
     PyObject *column = NULL, *result = NULL;
     ranked_value *sorted = NULL;
+    Py_ssize_t *at_floor = NULL;
     int32_t *by_step = NULL, *drawn = NULL, *below = NULL, *above = NULL;
     if (n < 1 || n > INT32_MAX / 2 || samples_view.len % (8 * n) || counts_view.len % (8 * n)) {
         PyErr_SetString(PyExc_ValueError, "bootstrap_medians: rows and replicates of n_steps");
         goto done;
     }
     Py_ssize_t rows = samples_view.len / 8 / n, replicates = counts_view.len / 8 / n;
+    const double *floors = floors_view.obj ? floors_view.buf : NULL;
+    const int32_t *drawn_below = below_view.obj ? below_view.buf : NULL;
+    const int32_t *drawn_through = through_view.obj ? through_view.buf : NULL;
+    if ((floors || drawn_below || drawn_through) &&
+        (!floors || !drawn_below || !drawn_through || floors_view.len != rows * 8 ||
+         below_view.len != rows * replicates * 4 || through_view.len != rows * replicates * 4)) {
+        PyErr_SetString(PyExc_ValueError, "bootstrap_medians: a floor per row and int32 draws "
+                                          "below it and up to it per replicate");
+        goto done;
+    }
     double *out = NULL;
     column = new_column(rows * replicates, 8, (void **)&out);
     sorted = PyMem_Malloc((size_t)n * sizeof *sorted);
+    at_floor = PyMem_Malloc((size_t)n * sizeof *at_floor); /* steps below, and at, the floor */
     /* the counts step by step (each step's draws in every replicate: one row read per value),
      * and per replicate its draws so far and how many values it has taken below each of the
      * middle ranks (the position of the value at that rank) */
@@ -1151,7 +1174,7 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
     drawn = PyMem_Malloc((size_t)(replicates + 1) * sizeof *drawn);
     below = PyMem_Malloc((size_t)(replicates + 1) * sizeof *below);
     above = PyMem_Malloc((size_t)(replicates + 1) * sizeof *above);
-    if (!column || !sorted || !by_step || !drawn || !below || !above) {
+    if (!column || !sorted || !at_floor || !by_step || !drawn || !below || !above) {
         if (column)
             PyErr_NoMemory();
         goto done;
@@ -1175,19 +1198,67 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
             short_draw = 1;
     }
     for (Py_ssize_t i = 0; i < rows && !short_draw; i++) {
-        Py_ssize_t valid = n;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            sorted[j].value = samples[i * n + j];
-            sorted[j].step = j;
+        /* From the floor, where no replicate's draws below it pass the middle. The values below
+         * it (ranks 0 to skipped - 1) and those equal to it (the next `level` ranks) are not
+         * sorted: each replicate's draws of them all are given (through), and of those below
+         * it (or -1: added here, from the fewer of the two kinds). */
+        double floor = floors ? floors[i] : NAN;
+        const int32_t *through = floors ? drawn_through + i * replicates : NULL;
+        Py_ssize_t skipped = 0, level = 0, m = 0;
+        if (floor == floor) {
+            for (Py_ssize_t j = 0; j < n; j++) {
+                double value = samples[i * n + j];
+                if (value < floor)
+                    at_floor[skipped++] = j;
+                else if (value == floor)
+                    at_floor[n - ++level] = j;
+                else {
+                    sorted[m].value = value;
+                    sorted[m].step = j;
+                    m++;
+                }
+            }
+            const int32_t *given = drawn_below + i * replicates;
+            int from_below = skipped <= level;
+            const Py_ssize_t *steps = from_below ? at_floor : at_floor + n - level;
+            Py_ssize_t k = given[0] >= 0 ? 0 : from_below ? skipped : level;
+            for (Py_ssize_t r = 0; r < replicates; r++)
+                drawn[r] = given[0] >= 0 ? given[r] : from_below ? 0 : through[r];
+            for (Py_ssize_t q = 0; q < k; q++) {
+                const int32_t *count = by_step + steps[q] * replicates;
+                for (Py_ssize_t r = 0; r < replicates; r++)
+                    drawn[r] += from_below ? count[r] : -count[r];
+            }
+            int from_floor = 1;
+            for (Py_ssize_t r = 0; r < replicates; r++)
+                from_floor &= drawn[r] >= 0 && drawn[r] <= low && through[r] >= drawn[r];
+            if (!from_floor)
+                skipped = level = m = 0;
         }
-        qsort(sorted, (size_t)n, sizeof *sorted, compare_ranked);
+        if (!skipped && !level && m != n) { /* from the smallest value */
+            for (Py_ssize_t j = 0; j < n; j++) {
+                sorted[j].value = samples[i * n + j];
+                sorted[j].step = j;
+            }
+            m = n;
+        }
+        qsort(sorted, (size_t)m, sizeof *sorted, compare_ranked);
+        Py_ssize_t valid = m;
         while (valid > 0 && sorted[valid - 1].value != sorted[valid - 1].value)
             valid--;
-        for (Py_ssize_t r = 0; r < replicates; r++)
-            drawn[r] = below[r] = above[r] = 0;
-        for (Py_ssize_t p = 0; p < valid; p++) {
+        /* A replicate whose draws pass a middle rank among the values equal to the floor has
+         * the floor there: its position is the first of them. */
+        int all_past = 1;
+        for (Py_ssize_t r = 0; r < replicates; r++) {
+            int32_t now = skipped + level ? through[r] : 0;
+            drawn[r] = now;
+            below[r] = (int32_t)(skipped + (now <= low ? level : 0));
+            above[r] = (int32_t)(skipped + (now <= high ? level : 0));
+            all_past &= now > high;
+        }
+        for (Py_ssize_t p = 0; p < valid && !all_past; p++) {
             const int32_t *count = by_step + sorted[p].step * replicates;
-            int all_past = 1;
+            all_past = 1;
             for (Py_ssize_t r = 0; r < replicates; r++) { /* vectorised by the compiler */
                 int32_t now = drawn[r] + count[r];
                 drawn[r] = now;
@@ -1195,20 +1266,21 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
                 above[r] += now <= high;
                 all_past &= now > high;
             }
-            if (all_past)
-                break;
         }
-        /* numpy's median is the mean of the middle values, a sum from 0.0 (so -0.0 is 0.0) */
+        /* numpy's median is the mean of the middle values, a sum from 0.0 (so -0.0 is 0.0);
+         * the value at rank k is the floor's level, or sorted[k - skipped - level] above it */
         double *median = out + i * replicates;
+        Py_ssize_t first_sorted = skipped + level;
         for (Py_ssize_t r = 0; r < replicates; r++) {
-            if (drawn[r] <= high) /* (a replicate that drew NaN: set below) */
+            if (drawn[r] <= high) { /* (a replicate that drew NaN: set below) */
                 median[r] = NAN;
-            else if (high == low)
-                median[r] = 0.0 + sorted[below[r]].value;
-            else
-                median[r] = (0.0 + sorted[below[r]].value + sorted[above[r]].value) / 2.0;
+                continue;
+            }
+            double at_low = below[r] < first_sorted ? floor : sorted[below[r] - first_sorted].value;
+            double at_high = above[r] < first_sorted ? floor : sorted[above[r] - first_sorted].value;
+            median[r] = high == low ? 0.0 + at_low : (0.0 + at_low + at_high) / 2.0;
         }
-        for (Py_ssize_t p = valid; p < n; p++) { /* NaN drawn: NaN */
+        for (Py_ssize_t p = valid; p < m; p++) { /* NaN drawn: NaN */
             const int32_t *count = by_step + sorted[p].step * replicates;
             for (Py_ssize_t r = 0; r < replicates; r++)
                 if (count[r])
@@ -1226,12 +1298,19 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
 done:
     Py_XDECREF(column);
     PyMem_Free(sorted);
+    PyMem_Free(at_floor);
     PyMem_Free(by_step);
     PyMem_Free(drawn);
     PyMem_Free(below);
     PyMem_Free(above);
     PyBuffer_Release(&samples_view);
     PyBuffer_Release(&counts_view);
+    if (floors_view.obj)
+        PyBuffer_Release(&floors_view);
+    if (below_view.obj)
+        PyBuffer_Release(&below_view);
+    if (through_view.obj)
+        PyBuffer_Release(&through_view);
     return result;
 }
 
@@ -2128,9 +2207,10 @@ static PyMethodDef methods[] = {
      "[(sums, counts)] of each float64 column's values that are not NaN, per group, rows read "
      "through index (None: row i is entry i); None when a group or index is outside."},
     {"bootstrap_medians", bootstrap_medians, METH_VARARGS,
-     "bootstrap_medians(samples, n_steps, counts) -> float64 medians, rows x replicates, of "
-     "each row's values drawn as each replicate's counts say (None when a replicate does not "
-     "draw n_steps values)."},
+     "bootstrap_medians(samples, n_steps, counts[, floors, drawn_below, drawn_through]) -> "
+     "float64 medians, "
+     "rows x replicates, of each row's values drawn as each replicate's counts say (None when a "
+     "replicate does not draw n_steps values); each row from its floor where given."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

@@ -98,10 +98,21 @@ def group_totals(
     """(first row, rows, int64 sums of each column) per group; None when a group is outside
     [0, n_groups)."""
 
-def bootstrap_medians(samples: Buffer, n_steps: int, counts: Buffer, /) -> bytearray | None:
+def bootstrap_medians(
+    samples: Buffer,
+    n_steps: int,
+    counts: Buffer,
+    floors: Buffer = ...,
+    drawn_below: Buffer = ...,
+    drawn_through: Buffer = ...,
+    /,
+) -> bytearray | None:
     """float64 medians, rows x replicates, of each row of ``samples`` (float64, rows x
     n_steps) drawn as each replicate of ``counts`` (int64, replicates x n_steps) says; None when
-    a replicate does not draw n_steps values."""
+    a replicate does not draw n_steps values. With ``floors`` (float64 per row; NaN: none),
+    ``drawn_below`` and ``drawn_through`` (int32, rows x replicates: each replicate's draws of
+    the row's values below its floor, or -1 to count them, and up to it), a row sorts only its
+    values above the floor, unless a replicate's draws below it pass the middle rank."""
 
 def group_nansums(
     groups: Buffer,
