@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fixtures.generate import write_run
 from tpuperf.config import AnalysisConfig
 from tpuperf.profiles import Profile, load
-from tpuperf.timeline import build_timeline, stats_ms
+from tpuperf.timeline import DeviceView, build_timeline, select_steps, stats_ms
 
 SCENARIOS = ("collective_training", "gpu_training", "straggler", "host_bound")
 
@@ -87,6 +87,40 @@ def test_the_timeline_is_built_once_per_profile_and_config(runs: dict) -> None:
         profile, AnalysisConfig(warmup_steps=0)
     )
     assert build_timeline(profile, config) is not build_timeline(profile, AnalysisConfig())
+
+
+@pytest.mark.parametrize("scenario", [*SCENARIOS, "no_steps"])
+@pytest.mark.parametrize("config", [AnalysisConfig(), AnalysisConfig(steps=(3, 6))])
+def test_the_selection_is_the_timelines_without_its_time_sets(
+    tmp_path: Path, scenario: str, config: AnalysisConfig
+) -> None:
+    """select_steps (what `tpuperf tree` reads) chooses the devices, windows and ops that the
+    timeline chooses, and sums the same selected ops; where the timeline is built, it is
+    the timeline itself."""
+    run_dir, _ = write_run(scenario, tmp_path)
+    timeline = build_timeline(load(str(run_dir)), config)
+    selection = select_steps(load(str(run_dir)), config)  # another load: built anew
+    assert selection is not timeline
+    assert not any(isinstance(view, DeviceView) for view in selection.devices)
+    for name in ("step_source", "steps_selected", "steps_excluded", "notes", "platform"):
+        assert getattr(selection, name) == getattr(timeline, name)
+    assert [v.key for v in selection.devices] == [v.key for v in timeline.devices]
+    assert selection.devices, "a scenario whose devices have selected windows"
+    for chosen, view in zip(selection.devices, timeline.devices, strict=True):
+        for name in ("windows", "all_windows", "span"):
+            a, b = getattr(chosen, name), getattr(view, name)
+            assert (a.step.tolist(), a.start_ps.tolist(), a.end_ps.tolist()) == (
+                b.step.tolist(),
+                b.start_ps.tolist(),
+                b.end_ps.tolist(),
+            )
+        assert chosen.selected.tolist() == view.selected.tolist()
+        index = np.arange(chosen.ops.n) % 7  # any index: seven groups of ops
+        assert chosen.selected_sums(index, 7, "self_ps").tolist() == (
+            view.selected_sums(index, 7, "self_ps").tolist()
+        )
+        assert chosen.selected_counts(index, 7).tolist() == view.selected_counts(index, 7).tolist()
+    assert select_steps(timeline.profile, config) is timeline
 
 
 def test_stats_ms_by_hand() -> None:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from tpuperf.config import AnalysisConfig
     from tpuperf.profiles import Profile
     from tpuperf.tables import DeviceTables
-    from tpuperf.timeline import DeviceView, Timeline
+    from tpuperf.timeline import DeviceSelection, Selection
 
 # The two groups of ops outside every scope, as the tree, `ops --by scope` and `ops --by source`
 # all name them (each a node of the tree's first level, a row of depth 1):
@@ -293,16 +293,16 @@ class Scopes:
         found = self.device_rows[key]
         return found.values[found.index[ops]]
 
-    def sums_at(self, view: DeviceView, column: str) -> np.ndarray:
+    def sums_at(self, view: DeviceSelection, column: str) -> np.ndarray:
         """Per scope row, the sum of the int64 ``column`` over the selected ops of ``view``:
         summed per value of the device's op index first (a TPU op's metadata row, a few
-        thousand; :meth:`DeviceView.selected_sums`, which the op table reads too), then per
+        thousand; :meth:`DeviceSelection.selected_sums`, which the op table reads too), then per
         row, so that no row number is read out per op. Integers: exact in any order."""
         found = self.device_rows[view.key]
         per_index = view.selected_sums(found.index, len(found.values), column)
         return sum_by(found.values, self.n, per_index)
 
-    def counts_at(self, view: DeviceView) -> np.ndarray:
+    def counts_at(self, view: DeviceSelection) -> np.ndarray:
         """Per scope row, how many of the selected ops of ``view`` it has (counted per value
         of the op index first, as :meth:`sums_at`)."""
         found = self.device_rows[view.key]
@@ -533,7 +533,7 @@ class ScopeTime:
 
 
 def scope_time(
-    profile: Profile, device: DeviceTables | None = None, timeline: Timeline | None = None
+    profile: Profile, device: DeviceTables | None = None, timeline: Selection | None = None
 ) -> ScopeTime:
     """Occurrences and op self time per scope row, of ``device`` or of every device.
 
@@ -591,7 +591,7 @@ def _value(table: Table, column: str, row: int) -> str:
     return strings.values[int(strings.codes[row])] if len(strings.values) else ""
 
 
-def scope_tree(profile: Profile, timeline: Timeline | None = None) -> dict[str, Any]:
+def scope_tree(profile: Profile, timeline: Selection | None = None) -> dict[str, Any]:
     """The scope tree of the profile's op time, as plain data (for renderers and JSON): with
     ``timeline``, of the ops and step windows ``analyze`` counts (see :func:`scope_time`).
 
@@ -706,10 +706,11 @@ def tree_report(
     out by default), ``depth``, ``min_pct``, ``notes`` (HLO modules that could not be read)
     and ``tree`` (:func:`scope_tree` over those windows, pruned by :func:`prune_tree`)."""
     from tpuperf.config import AnalysisConfig
-    from tpuperf.timeline import SOURCE_OP_SPAN, build_timeline
+    from tpuperf.timeline import SOURCE_OP_SPAN, select_steps
 
     data = scopes(profile)
-    timeline = build_timeline(profile, config if config is not None else AnalysisConfig())
+    # the windows and ops analyze selects, without the time sets (a third of a large run)
+    timeline = select_steps(profile, config if config is not None else AnalysisConfig())
     return {
         "source": profile.source,
         "platform": profile.platform,

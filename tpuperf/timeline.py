@@ -30,8 +30,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -198,8 +198,10 @@ class OfDevice:
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
-class DeviceView(OfDevice):
-    """One analysed device: its ops, disjoint time sets, step windows and their breakdown."""
+class DeviceSelection(OfDevice):
+    """One analysed device's step windows and the ops that start in them: what the scope
+    tree reads (:func:`select_steps`). A :class:`DeviceView` adds the time sets and
+    breakdowns the analyzers read."""
 
     host: str
     device: int
@@ -209,11 +211,48 @@ class DeviceView(OfDevice):
     peak_hbm_gbps: float
     tables: DeviceTables  # the profile's tables of the device
     ops: Table  # every op of the device (tables.ops)
-    sets: DeviceSets
     windows: Windows  # the selected step windows (the op span when there are no steps)
     all_windows: Windows  # every step window, warm-up and unselected steps included
     span: Windows  # one window: the device's first op to its last op's end
     selected: np.ndarray  # rows of ops that start in a selected window, increasing
+
+    def selected_ops(self, *columns: str) -> Table:
+        """``columns`` of the ops that start in a selected window (only those are copied, or
+        none where they are one run of rows: views then)."""
+        return self.ops.select(columns).take(as_run(self.selected))
+
+    def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
+        """Per value 0 .. size - 1 of ``index`` (an integer per op, as a Lookup's shared
+        index: a TPU op's metadata row; ``size`` more than any selected op's value), the sum
+        of the int64 ``column`` over the selected ops. Summed once per index and column: the
+        op table and the scopes' tables read the same sums, each in a thread of its own (the
+        second waits for the first's)."""
+        with self.__dict__.setdefault("_sums_lock", threading.Lock()):
+            cache = self.__dict__.setdefault("_selected_sums", {})
+            if (
+                id(index),
+                column,
+            ) not in cache:  # (the cache holds the index: its id is not reused)
+                rows = as_run(self.selected)
+                sums = sum_by(index[rows], size, self.ops.array_at(column, rows))
+                sums.flags.writeable = False  # shared by its readers
+                cache[id(index), column] = (index, sums)
+            sums = cache[id(index), column][1]
+        if len(sums) < size:  # no selected op has the values past it: sums of nothing
+            return np.concatenate([sums, np.zeros(size - len(sums), dtype=sums.dtype)])
+        return sums[:size]
+
+    def selected_counts(self, index: np.ndarray, size: int) -> np.ndarray:
+        """How many selected ops have each value 0 .. size - 1 of ``index`` (as
+        :meth:`selected_sums`)."""
+        return _counts(index[as_run(self.selected)], size)
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
+class DeviceView(DeviceSelection):
+    """One analysed device: its ops, disjoint time sets, step windows and their breakdown."""
+
+    sets: DeviceSets
     # Rows of the selected compute ops with no op nested inside (self_ps == dur_ps): the ops
     # whose FLOPs and bytes count toward totals (a while loop's body counts, not the loop);
     # increasing too (columns.as_run reads both as a slice where they are one run).
@@ -228,11 +267,6 @@ class DeviceView(OfDevice):
     span_breakdown: dict[str, np.ndarray]  # the same over the span (XProf's window)
     outside: dict[str, int]  # span totals less step totals: time outside every step
 
-    def selected_ops(self, *columns: str) -> Table:
-        """``columns`` of the ops that start in a selected window (only those are copied, or
-        none where they are one run of rows: views then)."""
-        return self.ops.select(columns).take(as_run(self.selected))
-
     def leaf_counts(self, index: np.ndarray, size: int) -> np.ndarray:
         """How many leaves have each value 0 .. size - 1 of ``index`` (an integer per op, as
         a Lookup's shared index: a TPU op's metadata row). Counted once per index: the
@@ -245,30 +279,13 @@ class DeviceView(OfDevice):
             counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=counts.dtype)])
         return counts
 
-    def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
-        """Per value 0 .. size - 1 of ``index`` (as :meth:`leaf_counts`; ``size`` more than
-        any selected op's value), the sum of the int64 ``column`` over the selected ops.
-        Summed once per index and column: the op table and the scopes' tables read the same
-        sums, each in a thread of its own (the second waits for the first's)."""
-        with self.__dict__.setdefault("_sums_lock", threading.Lock()):
-            cache = self.__dict__.setdefault("_selected_sums", {})
-            if (id(index), column) not in cache:  # (the cache holds the index, as above)
-                rows = as_run(self.selected)
-                sums = sum_by(index[rows], size, self.ops.array_at(column, rows))
-                sums.flags.writeable = False  # shared by its readers
-                cache[id(index), column] = (index, sums)
-            sums = cache[id(index), column][1]
-        if len(sums) < size:  # no selected op has the values past it: sums of nothing
-            return np.concatenate([sums, np.zeros(size - len(sums), dtype=sums.dtype)])
-        return sums[:size]
-
     def selected_counts(self, index: np.ndarray, size: int) -> np.ndarray:
-        """How many selected ops have each value 0 .. size - 1 of ``index`` (as
-        :meth:`leaf_counts`): the leaves' counts where the leaves are the selected ops (a
-        line of compute ops, none nested, as a rule on TPU), counted once for both."""
+        """How many selected ops have each value 0 .. size - 1 of ``index``: the leaves'
+        counts where the leaves are the selected ops (a line of compute ops, none nested, as
+        a rule on TPU), counted once for both."""
         if self.leaves is self.selected:
             return self.leaf_counts(index, size)
-        return _counts(index[as_run(self.selected)], size)
+        return super().selected_counts(index, size)
 
     def window_ps(self) -> int:
         return int(self.breakdown["step_ps"].sum())
@@ -283,24 +300,18 @@ class DeviceView(OfDevice):
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
-class Timeline:
-    """The shared analysis model (DESIGN.md, Definitions): built once per analysis by
-    :func:`build_timeline`, read by every analyzer, never changed."""
+class Selection:
+    """The devices and step windows an analysis reads, and the ops that start in them,
+    without the time sets and breakdowns (:func:`select_steps`): what the scope tree reads.
+    A :class:`Timeline` is one, with them."""
 
-    devices: tuple[DeviceView, ...]  # analysed devices with windows, by (host, device)
+    devices: tuple[DeviceSelection, ...]  # analysed devices with windows, by (host, device)
     step_source: str  # one of schema.STEP_SOURCES, or SOURCE_OP_SPAN
     steps_selected: tuple[int, ...]
     steps_excluded: tuple[int, ...]  # warm-up steps, or steps outside --steps
     notes: tuple[str, ...]
     platform: str
     profile: Any = field(default=None, repr=False, compare=False)  # what it was built from
-    # What ran (framework, platform, training): the analyzers choose fixes from it. Set by
-    # report.analyze; analyzers read it through tpuperf.analyzers.fixes.workload_of.
-    workload: Workload | None = field(default=None, compare=False)
-    # Each device's peak FLOP/s and HBM bandwidth, resolved once by DESIGN.md's order (the
-    # profile, the chip table, the --peak-* flags): the roofline analyzer and the summary read
-    # these, so every number of one analysis uses the same peaks.
-    peaks: dict[tuple[str, int], Peaks] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def has_steps(self) -> bool:
@@ -322,6 +333,21 @@ class Timeline:
     @property
     def hosts(self) -> list[str]:
         return sorted({d.host for d in self.devices})
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
+class Timeline(Selection):
+    """The shared analysis model (DESIGN.md, Definitions): built once per analysis by
+    :func:`build_timeline`, read by every analyzer, never changed."""
+
+    devices: tuple[DeviceView, ...]  # analysed devices with windows, by (host, device)
+    # What ran (framework, platform, training): the analyzers choose fixes from it. Set by
+    # report.analyze; analyzers read it through tpuperf.analyzers.fixes.workload_of.
+    workload: Workload | None = field(default=None, compare=False)
+    # Each device's peak FLOP/s and HBM bandwidth, resolved once by DESIGN.md's order (the
+    # profile, the chip table, the --peak-* flags): the roofline analyzer and the summary read
+    # these, so every number of one analysis uses the same peaks.
+    peaks: dict[tuple[str, int], Peaks] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def step_time_ps(self) -> np.ndarray:
@@ -482,7 +508,24 @@ def build_timeline(profile: Profile, config: AnalysisConfig) -> Timeline:
     return timeline
 
 
-def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
+def select_steps(profile: Profile, config: AnalysisConfig) -> Selection:
+    """The devices, step windows and selected ops of ``profile`` under ``config``, as
+    :func:`build_timeline` selects them, without the time sets and breakdowns (a third of a
+    large analysis): the timeline itself where one is built."""
+    for built_profile, built_config, built in _BUILT:
+        if built_profile is profile and built_config == config:
+            return built
+    return _build(profile, config, views=False)
+
+
+@overload
+def _build(profile: Profile, config: AnalysisConfig, views: Literal[True] = True) -> Timeline: ...
+@overload
+def _build(profile: Profile, config: AnalysisConfig, views: Literal[False]) -> Selection: ...
+
+
+def _build(profile: Profile, config: AnalysisConfig, views: bool = True) -> Selection:
+    """The timeline; without ``views``, only its selection (DeviceSelection per device)."""
     notes: list[str] = []
     candidates = _analysed_devices(profile, config.host)
     source, steps_of = _step_tables(profile, candidates, notes)
@@ -521,28 +564,34 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
     wanted = set(selected)
     micro_ps = int(config.micro_gap_us * 1e6)
 
-    def view_of(candidate: _Candidate) -> DeviceView | None:
+    def view_of(candidate: _Candidate) -> DeviceSelection | None:
         steps = steps_of.get(candidate.key) if source != SOURCE_OP_SPAN else None
         if source != SOURCE_OP_SPAN and (steps is None or not steps.n):
             return None
-        return _view(
-            candidate, steps, wanted, micro_ps, period_steps=source == SOURCE_MODULE_PERIOD
-        )
+        chosen = _selection(candidate, steps, wanted)
+        if chosen is None or not views:
+            return chosen[0] if chosen is not None else None
+        return _view(*chosen, steps, micro_ps, period_steps=source == SOURCE_MODULE_PERIOD)
 
     # Devices are independent and numpy lets go of the GIL in its loops: a thread each.
     workers = min(os.cpu_count() or 1, len(candidates))
     parallel = sum(c.tables.ops.n for c in candidates) >= _threads.PARALLEL_OPS
     with _threads.pool(workers, "tpuperf-timeline", parallel=parallel) as pool:
-        built = list(pool.map(view_of, candidates))
-    views = [v for v in built if v is not None]
+        built = [v for v in pool.map(view_of, candidates) if v is not None]
+    chosen: dict[str, Any] = {
+        "step_source": source,
+        "steps_selected": tuple(selected),
+        "steps_excluded": tuple(excluded),
+        "notes": tuple(notes),
+        "platform": profile.platform,
+        "profile": profile,
+    }
+    if not views:
+        return Selection(devices=tuple(built), **chosen)
+    devices = tuple(v for v in built if isinstance(v, DeviceView))
     return Timeline(
-        devices=tuple(views),
-        step_source=source,
-        steps_selected=tuple(selected),
-        steps_excluded=tuple(excluded),
-        notes=tuple(notes),
-        platform=profile.platform,
-        profile=profile,
+        devices=devices,
+        **chosen,
         peaks={
             v.key: chips.resolve_peaks(
                 v.chip or None,
@@ -551,27 +600,21 @@ def _build(profile: Profile, config: AnalysisConfig) -> Timeline:
                 config.peak_tflops,
                 config.peak_hbm_gbps,
             )
-            for v in views
+            for v in devices
         },
     )
 
 
-def _view(
-    candidate: _Candidate,
-    steps: Table | None,
-    wanted: set[int],
-    micro_ps: int,
-    period_steps: bool = False,
-) -> DeviceView | None:
-    """One device's view: its sets, its windows (``steps``; the op span when None) and their
-    breakdown; None when no selected step falls on it."""
+def _selection(
+    candidate: _Candidate, steps: Table | None, wanted: set[int]
+) -> tuple[DeviceSelection, _OpTimes] | None:
+    """One device's windows (``steps``; the op span when None) and the ops that start in
+    them, with its ops' times for the view; None when no selected step falls on it."""
     ops = candidate.tables.ops
     start, dur = ops.array("start_ps"), ops.array("dur_ps")
     end = start + dur
-    kind = _set_codes(ops.strings("kind"))
     # Ops none empty, each starting after the last ends (a TPU op line, as a rule): in order.
     apart = kernels.apart(start, end)
-    sets = _device_sets(ops, start, end, kind, gpu=candidate.kind == "GPU", apart=apart)
     # Apart, the first op starts first and the last ends last: no pass over the op list.
     first, last = (start[0], end[-1]) if apart else (start.min(), end.max())
     span = Windows.of([-1], [first], [last])
@@ -587,7 +630,48 @@ def _view(
         )
         if not len(windows):
             return None
-    inside = _starting_in(start, windows, in_order=apart)
+    selection = DeviceSelection(
+        host=candidate.host,
+        device=candidate.device,
+        chip=candidate.chip,
+        kind=candidate.kind,
+        peak_tflops=candidate.peak_tflops,
+        peak_hbm_gbps=candidate.peak_hbm_gbps,
+        tables=candidate.tables,
+        ops=ops,
+        windows=windows,
+        all_windows=all_windows,
+        span=span,
+        selected=_starting_in(start, windows, in_order=apart),
+    )
+    return selection, _OpTimes(start, end, apart)
+
+
+@dataclass(frozen=True)
+class _OpTimes:
+    """A device's op starts and ends (end: start + dur, made once), and whether they are
+    apart (kernels.apart)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    apart: bool
+
+
+def _view(
+    selection: DeviceSelection,
+    times: _OpTimes,
+    steps: Table | None,
+    micro_ps: int,
+    period_steps: bool = False,
+) -> DeviceView:
+    """One device's view: its selection, its time sets and their breakdown over its
+    windows."""
+    ops = selection.ops
+    kind = _set_codes(ops.strings("kind"))
+    sets = _device_sets(
+        ops, times.start, times.end, kind, gpu=selection.kind == "GPU", apart=times.apart
+    )
+    span, windows, all_windows = selection.span, selection.windows, selection.all_windows
     iterations, gaps = (
         _iterations(windows, all_windows, periods=period_steps)
         if steps is not None
@@ -597,14 +681,7 @@ def _view(
         sets, (span, windows, iterations, gaps, all_windows), micro_ps
     )
     return DeviceView(
-        host=candidate.host,
-        device=candidate.device,
-        chip=candidate.chip,
-        kind=candidate.kind,
-        peak_tflops=candidate.peak_tflops,
-        peak_hbm_gbps=candidate.peak_hbm_gbps,
-        tables=candidate.tables,
-        ops=ops,
+        **{f.name: getattr(selection, f.name) for f in fields(DeviceSelection)},
         # The analyzers read compute, collective and other; busy and occupied were for the
         # breakdowns above, and are let go of (they are as large as the op list). A compute
         # set whose intervals are its compute ops is kept as their rows (see OpSpans).
@@ -615,11 +692,7 @@ def _view(
             EMPTY,
             EMPTY,
         ),
-        windows=windows,
-        all_windows=all_windows,
-        span=span,
-        selected=inside,
-        leaves=_leaves(ops, inside, kind),
+        leaves=_leaves(ops, selection.selected, kind),
         breakdown=breakdown,
         iterations=iterations,
         iteration_breakdown=iteration_breakdown if steps is not None else breakdown,
