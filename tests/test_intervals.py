@@ -86,6 +86,22 @@ def test_union_covers_what_the_intervals_cover(a: list[tuple[int, int]]) -> None
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(spans, max_size=5))
+def test_union_length_of_runs_is_the_covered_cells(runs: list[list[tuple[int, int]]]) -> None:
+    """kernels.union_length of runs each in order of start (op lines: XProf's duty cycle
+    merges them without a sort) measures what they cover; a run out of order says None."""
+    in_order = [sorted(run) for run in runs]
+    columns = [([s for s, _ in run], [e for _, e in run]) for run in in_order]
+    covered = int(mask([pair for run in runs for pair in run]).sum())
+    for implementation in BUILT:
+        with kernels.use(implementation):
+            assert kernels.union_length(columns) == covered
+            backwards = [(starts[::-1], ends[::-1]) for starts, ends in columns]
+            if any(starts[0] != starts[-1] for starts, _ in columns if starts):
+                assert kernels.union_length(backwards) is None
+
+
+@settings(max_examples=300, deadline=None)
 @given(spans, spans)
 def test_intersect_subtract_and_merge_are_the_mask_operations(
     a: list[tuple[int, int]], b: list[tuple[int, int]]

@@ -256,6 +256,25 @@ def _apart(rng: random.Random) -> tuple[Any, ...]:
     return starts, ends
 
 
+def _union_length(rng: random.Random) -> tuple[Any, ...]:
+    """Runs of intervals in order of start (overlapping, nested, touching, empty, within and
+    across runs); sometimes a run out of order (None), more runs than MAX_RUNS (None) or a
+    run whose ends are one short (an error)."""
+    runs = []
+    for _ in range(rng.choice([0, 1, 2, rng.randrange(1, 9), kernels.MAX_RUNS + 1])):
+        starts = sorted(rng.randrange(-20, 60) for _ in range(rng.randrange(12)))
+        runs.append((starts, [s + rng.randrange(-3, 25) for s in starts]))
+    fault = rng.random()
+    if runs and runs[0][0] and fault < 0.1:
+        runs[0] = (runs[0][0][::-1], runs[0][1][::-1])
+    elif runs and runs[-1][0] and fault < 0.15:
+        runs[-1] = (runs[-1][0], runs[-1][1][:-1])
+    elif runs and fault < 0.2:  # the largest start, then an earlier one: out of order too
+        top = np.iinfo(np.int64).max
+        runs[-1] = (runs[-1][0] + [top, top - 5], runs[-1][1] + [top, top])
+    return (runs,)
+
+
 def _search_sorted(rng: random.Random) -> tuple[Any, ...]:
     a = sorted(rng.randrange(-5, 20) for _ in range(rng.randrange(30)))  # repeats too
     v = [rng.randrange(-8, 24) for _ in range(rng.randrange(30))]
@@ -378,6 +397,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "factorize": _factorize,
     "kind_runs": _kind_runs,
     "apart": _apart,
+    "union_length": _union_length,
     "search_sorted": _search_sorted,
     "gap_sums": _gap_sums,
     "dense_groups": _dense_groups,

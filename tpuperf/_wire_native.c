@@ -504,6 +504,97 @@ done:
     return result;
 }
 
+/* union_length(starts, ends) -> int, or None: the length of the union of the intervals
+ * [start, end) of several runs (tuples of int64 columns, starts[r] and ends[r] of one length;
+ * empty intervals add nothing), each run in order of start (a line of ops); None when a run
+ * is out of order, or there are more than MAX_RUNS. The runs are merged as they are read, each
+ * interval in turn the one of earliest start among the runs' next ones, and each adds its part
+ * past the furthest end before it (all the intervals before it start no later: what covers its
+ * start covers a span from it). One pass and nothing made, where a sort of all the starts and
+ * a gather of both columns took seconds at tens of millions (a chip's op lines, XProf's duty
+ * cycle). The sum wraps as numpy's integer sums do. */
+enum { MAX_RUNS = 64 };
+
+static PyObject *union_length(PyObject *self, PyObject *args)
+{
+    PyObject *starts_tuple, *ends_tuple, *result = NULL;
+    Py_buffer views[2 * MAX_RUNS];
+    int held = 0;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &starts_tuple, &PyTuple_Type, &ends_tuple))
+        return NULL;
+    Py_ssize_t runs = PyTuple_GET_SIZE(starts_tuple);
+    if (runs != PyTuple_GET_SIZE(ends_tuple)) {
+        PyErr_SetString(PyExc_ValueError, "union_length: as many runs of ends as of starts");
+        return NULL;
+    }
+    if (runs > MAX_RUNS)
+        Py_RETURN_NONE;
+    const int64_t *starts[MAX_RUNS], *ends[MAX_RUNS];
+    Py_ssize_t next[MAX_RUNS], stop[MAX_RUNS];
+    int64_t head[MAX_RUNS]; /* each run's next start; INT64_MAX once it has none left */
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(starts_tuple, r), &views[held], PyBUF_SIMPLE) < 0)
+            goto done;
+        held++;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(ends_tuple, r), &views[held], PyBUF_SIMPLE) < 0)
+            goto done;
+        held++;
+        if (views[held - 2].len != views[held - 1].len || views[held - 1].len % 8) {
+            PyErr_SetString(PyExc_ValueError, "union_length: a run's starts and ends differ");
+            goto done;
+        }
+        starts[r] = views[held - 2].buf;
+        ends[r] = views[held - 1].buf;
+        next[r] = 0;
+        stop[r] = views[held - 1].len / 8;
+        head[r] = stop[r] ? starts[r][0] : INT64_MAX;
+    }
+    uint64_t total = 0;
+    int64_t reach = 0;
+    int any = 0, out_of_order = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (runs) {
+        /* the run of earliest next start, without a branch per run (the lowest of equals) */
+        Py_ssize_t from = 0;
+        int64_t best = head[0];
+        for (Py_ssize_t r = 1; r < runs; r++) {
+            int take = head[r] < best;
+            best = take ? head[r] : best;
+            from = take ? r : from;
+        }
+        if (next[from] >= stop[from]) { /* heads all INT64_MAX: a run with some left, if any */
+            for (from = 0; from < runs && next[from] >= stop[from]; from++)
+                ;
+            if (from == runs)
+                break;
+        }
+        Py_ssize_t i = next[from]++;
+        int64_t start = starts[from][i], end = ends[from][i];
+        head[from] = next[from] < stop[from] ? starts[from][next[from]] : INT64_MAX;
+        if (head[from] < start) {
+            out_of_order = 1;
+            break;
+        }
+        if (end <= start)
+            continue;
+        if (!any || end > reach) {
+            int64_t from_ps = any && reach > start ? reach : start;
+            total += (uint64_t)end - (uint64_t)from_ps;
+            reach = end;
+            any = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_order) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else
+        result = PyLong_FromLongLong((long long)total);
+done:
+    release_buffers(views, held);
+    return result;
+}
+
 /* search_sorted(a, v, right) -> int64 column: np.searchsorted(a, v, side) of sorted int64 a
  * (side "right" where right, else "left"), each search galloping out from where the one
  * before ended. Windows' edges against a device's intervals come in runs in time order, a
@@ -2211,6 +2302,9 @@ static PyMethodDef methods[] = {
      "float64 medians, "
      "rows x replicates, of each row's values drawn as each replicate's counts say (None when a "
      "replicate does not draw n_steps values); each row from its floor where given."},
+    {"union_length", union_length, METH_VARARGS,
+     "union_length(starts, ends) -> int length of the union of runs of intervals, each run in "
+     "order of start (None when one is not, or more than 64 runs)."},
     {"texts", texts, METH_VARARGS,
      "texts(data, starts, stops) -> list of str: the spans decoded as UTF-8, bad bytes "
      "replaced."},

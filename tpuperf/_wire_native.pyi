@@ -57,6 +57,10 @@ def kind_runs(
 def apart(starts: Buffer, ends: Buffer, /) -> bool:
     """Whether every interval is non-empty and starts after the one before it ends."""
 
+def union_length(starts: tuple[Buffer, ...], ends: tuple[Buffer, ...], /) -> int | None:
+    """The length of the union of the intervals of runs (int64 starts and ends per run), each
+    run in order of start; None when a run is not, or there are more than 64 runs."""
+
 def search_sorted(a: Buffer, v: Buffer, right: bool, /) -> bytearray:
     """np.searchsorted(a, v, "right" if right else "left") of sorted int64 a, as int64."""
 

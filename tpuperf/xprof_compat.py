@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf import kernels
 from tpuperf.intervals import union
 from tpuperf.kernels.wire import read_varint
 
@@ -356,10 +357,10 @@ def duty_cycle(space: Space) -> dict[str, Any] | None:
     for active_starts, active_ends, lows, highs in chips.values():
         if not lows:
             continue
-        active = union(
-            np.concatenate(active_starts or [np.empty(0, np.int64)]),
-            np.concatenate(active_ends or [np.empty(0, np.int64)]),
-        ).total
+        # Each op line in time order, as a rule: merged as they are read, no sort of them all
+        active = kernels.union_length(list(zip(active_starts, active_ends, strict=True)))
+        if active is None:  # a line out of order
+            active = union(np.concatenate(active_starts), np.concatenate(active_ends)).total
         busy += active
         idle += max(highs) - min(lows) - active
     if busy + idle == 0:

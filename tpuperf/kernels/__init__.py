@@ -37,6 +37,7 @@ KERNELS = (
     "factorize",
     "kind_runs",
     "apart",
+    "union_length",
     "search_sorted",
     "gap_sums",
     "dense_groups",
@@ -246,6 +247,21 @@ def apart(starts: Any, ends: Any) -> bool:
     """Whether every interval [starts[i], ends[i]) is non-empty and starts after the one
     before it ends: a line of ops that is its own interval set (kind_runs would copy it)."""
     return bool(_impl.apart(*_spans(starts, ends)))
+
+
+# Runs of intervals union_length takes at most (it says None for more).
+MAX_RUNS = 64
+
+
+def union_length(runs: Sequence[tuple[Any, Any]]) -> int | None:
+    """The length of the union of the intervals [start, end) of ``runs`` ((starts, ends) of
+    int64 each; empty intervals add nothing), each run in order of start (a line of ops):
+    what ``intervals.union`` of them all totals, without sorting them. None when a run is out
+    of order, or there are more than MAX_RUNS runs."""
+    if len(runs) > MAX_RUNS:
+        return None
+    pairs = [_spans(starts, ends) for starts, ends in runs]
+    return _impl.union_length(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
 
 
 def search_sorted(a: Any, v: Any, side: str = "left") -> np.ndarray:

@@ -121,6 +121,10 @@ def apart(starts: np.ndarray, ends: np.ndarray) -> bool:
     return c.apart(starts, ends)
 
 
+def union_length(starts: tuple[np.ndarray, ...], ends: tuple[np.ndarray, ...]) -> int | None:
+    return c.union_length(starts, ends)
+
+
 def search_sorted(a: np.ndarray, v: np.ndarray, right: bool) -> np.ndarray:
     return _int64(c.search_sorted(a, v, right))
 

@@ -234,6 +234,23 @@ def apart(starts: np.ndarray, ends: np.ndarray) -> bool:
     return bool((ends > starts).all() and (starts[1:] > ends[:-1]).all())
 
 
+def union_length(starts: tuple[np.ndarray, ...], ends: tuple[np.ndarray, ...]) -> int | None:
+    if any((s[1:] < s[:-1]).any() for s in starts):
+        return None
+    if not starts:
+        return 0
+    s, e = np.concatenate(starts), np.concatenate(ends)
+    keep = e > s
+    s, e = s[keep], e[keep]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # Each interval adds its part past the furthest end of those before it (they start no
+    # later: what covers its start covers a span from it).
+    reach = np.maximum.accumulate(e)
+    before = np.concatenate([s[:1], reach[:-1]])
+    return int(np.maximum(e - np.maximum(s, before), 0).sum())
+
+
 def search_sorted(a: np.ndarray, v: np.ndarray, right: bool) -> np.ndarray:
     return np.searchsorted(a, v, side="right" if right else "left").astype(np.int64, copy=False)
 
