@@ -229,10 +229,7 @@ class DeviceSelection(OfDevice):
         second waits for the first's)."""
         with self.__dict__.setdefault("_sums_lock", threading.Lock()):
             cache = self.__dict__.setdefault("_selected_sums", {})
-            if (
-                id(index),
-                column,
-            ) not in cache:  # (the cache holds the index: its id is not reused)
+            if (id(index), column) not in cache:  # (it holds the index: the id is not reused)
                 rows = as_run(self.selected)
                 sums = sum_by(index[rows], size, self.ops.array_at(column, rows))
                 sums.flags.writeable = False  # shared by its readers
@@ -510,8 +507,8 @@ def build_timeline(profile: Profile, config: AnalysisConfig) -> Timeline:
 
 def select_steps(profile: Profile, config: AnalysisConfig) -> Selection:
     """The devices, step windows and selected ops of ``profile`` under ``config``, as
-    :func:`build_timeline` selects them, without the time sets and breakdowns (a third of a
-    large analysis): the timeline itself where one is built."""
+    :func:`build_timeline` selects them, without the time sets and their breakdowns (most of
+    the timeline's work): the timeline itself where one is built."""
     for built_profile, built_config, built in _BUILT:
         if built_profile is profile and built_config == config:
             return built
@@ -569,16 +566,27 @@ def _build(profile: Profile, config: AnalysisConfig, views: bool = True) -> Sele
         if source != SOURCE_OP_SPAN and (steps is None or not steps.n):
             return None
         chosen = _selection(candidate, steps, wanted)
-        if chosen is None or not views:
-            return chosen[0] if chosen is not None else None
-        return _view(*chosen, steps, micro_ps, period_steps=source == SOURCE_MODULE_PERIOD)
+        if chosen is None:
+            return None
+        selection, start, end, apart = chosen
+        if not views:
+            return selection
+        return _view(
+            selection,
+            start,
+            end,
+            apart,
+            steps,
+            micro_ps,
+            period_steps=source == SOURCE_MODULE_PERIOD,
+        )
 
     # Devices are independent and numpy lets go of the GIL in its loops: a thread each.
     workers = min(os.cpu_count() or 1, len(candidates))
     parallel = sum(c.tables.ops.n for c in candidates) >= _threads.PARALLEL_OPS
     with _threads.pool(workers, "tpuperf-timeline", parallel=parallel) as pool:
         built = [v for v in pool.map(view_of, candidates) if v is not None]
-    chosen: dict[str, Any] = {
+    common: dict[str, Any] = {
         "step_source": source,
         "steps_selected": tuple(selected),
         "steps_excluded": tuple(excluded),
@@ -587,11 +595,11 @@ def _build(profile: Profile, config: AnalysisConfig, views: bool = True) -> Sele
         "profile": profile,
     }
     if not views:
-        return Selection(devices=tuple(built), **chosen)
+        return Selection(devices=tuple(built), **common)
     devices = tuple(v for v in built if isinstance(v, DeviceView))
     return Timeline(
         devices=devices,
-        **chosen,
+        **common,
         peaks={
             v.key: chips.resolve_peaks(
                 v.chip or None,
@@ -607,9 +615,10 @@ def _build(profile: Profile, config: AnalysisConfig, views: bool = True) -> Sele
 
 def _selection(
     candidate: _Candidate, steps: Table | None, wanted: set[int]
-) -> tuple[DeviceSelection, _OpTimes] | None:
+) -> tuple[DeviceSelection, np.ndarray, np.ndarray, bool] | None:
     """One device's windows (``steps``; the op span when None) and the ops that start in
-    them, with its ops' times for the view; None when no selected step falls on it."""
+    them; with, for its view, its ops' starts and ends (start + dur, made once) and whether
+    they are apart (kernels.apart). None when no selected step falls on it."""
     ops = candidate.tables.ops
     start, dur = ops.array("start_ps"), ops.array("dur_ps")
     end = start + dur
@@ -644,22 +653,14 @@ def _selection(
         span=span,
         selected=_starting_in(start, windows, in_order=apart),
     )
-    return selection, _OpTimes(start, end, apart)
-
-
-@dataclass(frozen=True)
-class _OpTimes:
-    """A device's op starts and ends (end: start + dur, made once), and whether they are
-    apart (kernels.apart)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    apart: bool
+    return selection, start, end, apart
 
 
 def _view(
     selection: DeviceSelection,
-    times: _OpTimes,
+    start: np.ndarray,
+    end: np.ndarray,
+    apart: bool,
     steps: Table | None,
     micro_ps: int,
     period_steps: bool = False,
@@ -668,9 +669,7 @@ def _view(
     windows."""
     ops = selection.ops
     kind = _set_codes(ops.strings("kind"))
-    sets = _device_sets(
-        ops, times.start, times.end, kind, gpu=selection.kind == "GPU", apart=times.apart
-    )
+    sets = _device_sets(ops, start, end, kind, gpu=selection.kind == "GPU", apart=apart)
     span, windows, all_windows = selection.span, selection.windows, selection.all_windows
     iterations, gaps = (
         _iterations(windows, all_windows, periods=period_steps)

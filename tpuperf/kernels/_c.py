@@ -212,7 +212,7 @@ def _floors(samples: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
     """Where the C loop starts each row: its floor, the value 3 x sqrt(steps) ranks below the
     middle (six standard deviations of a replicate's draws below it: a replicate whose draws
     below the floor pass the middle rank, which the loop then takes from the smallest value,
-    is one in hundreds of millions), and each replicate's draws of the values below it and up
+    is about one in a billion), and each replicate's draws of the values below it and up
     to it. The draws are products of matrices for a block of rows, (rows x steps) 0/1 by
     (steps x replicates) counts: exact in float32, as every sum is a whole number under 2**24.
     Where fewer than 1/16 of a row's steps are below the floor, or equal to it, the C loop adds
