@@ -427,8 +427,11 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         window = window_of(
             view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
         )
-        step = view.windows.step[window] if tl.has_steps else np.full(len(window), -1)
-        cols = np.searchsorted(numbers, step)  # every op here starts in a selected window
+        # Every op here starts in a selected window: each window's column, searched once.
+        if tl.has_steps:
+            cols = np.searchsorted(numbers, view.windows.step)[window]
+        else:
+            cols = np.zeros(len(window), dtype=np.int64)
         rows = np.array(
             [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
             dtype=np.int64,
