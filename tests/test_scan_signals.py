@@ -7,12 +7,14 @@ Module-level imports stay light: the pool's workers import this module to find
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,19 @@ from tpuperf import scanning as scan_mod
 
 # The profile whose worker kills itself: the one host file under a run directory of this name.
 VICTIM_RUN = "victim"
+
+
+@contextlib.contextmanager
+def _sigint_handled() -> Iterator[None]:
+    """SIGINT handled here while a child starts, so that the child starts with its default
+    handling, as a terminal's shell hands Ctrl-C on: a test run in the background of a shell
+    without job control (`cmd &` in a script) inherits SIGINT ignored, and a child would
+    inherit that too (a handler, unlike an ignored signal, is not passed on to a program)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _killed_while_reading(target: scan_mod.Target, options: scan_mod.ScanOptions) -> dict:
@@ -135,12 +150,13 @@ def test_ctrl_c_leaves_no_output_and_no_process(
     out_dir.mkdir()
     out = out_dir / f"rows.{fmt}"
     command = [sys.executable, "-m", "tpuperf", "scan", str(tree), str(stuck), "--no-cache"]
-    scan = subprocess.Popen(
-        [*command, "-j", str(workers), "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, as a shell gives a command
-    )
+    with _sigint_handled():  # the scan takes Ctrl-C as from a terminal
+        scan = subprocess.Popen(
+            [*command, "-j", str(workers), "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, as a shell gives a command
+        )
     writer: list[int] = []  # the FIFO's write end, held open (and silent) so reads block
 
     def stuck_is_read() -> bool:
