@@ -709,7 +709,7 @@ def tree_report(
     from tpuperf.timeline import SOURCE_OP_SPAN, select_steps
 
     data = scopes(profile)
-    # the windows and ops analyze selects, without the time sets (a third of a large run)
+    # the windows and ops analyze selects, without the time sets (most of the timeline's work)
     timeline = select_steps(profile, config if config is not None else AnalysisConfig())
     return {
         "source": profile.source,

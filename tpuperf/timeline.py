@@ -496,12 +496,11 @@ _BUILT: list[tuple[Any, AnalysisConfig, Timeline]] = []
 
 def build_timeline(profile: Profile, config: AnalysisConfig) -> Timeline:
     """The timeline of ``profile`` under ``config`` (built once per pair; see _BUILT)."""
-    for built_profile, built_config, built in _BUILT:
-        if built_profile is profile and built_config == config:
-            return built
-    timeline = _build(profile, config)
-    _BUILT.append((profile, config, timeline))
-    del _BUILT[:-2]  # the last two: an analysis and, at most, one beside it
+    timeline = _built(profile, config)
+    if timeline is None:
+        timeline = _build(profile, config)
+        _BUILT.append((profile, config, timeline))
+        del _BUILT[:-2]  # the last two: an analysis and, at most, one beside it
     return timeline
 
 
@@ -509,10 +508,16 @@ def select_steps(profile: Profile, config: AnalysisConfig) -> Selection:
     """The devices, step windows and selected ops of ``profile`` under ``config``, as
     :func:`build_timeline` selects them, without the time sets and their breakdowns (most of
     the timeline's work): the timeline itself where one is built."""
+    timeline = _built(profile, config)
+    return timeline if timeline is not None else _build(profile, config, views=False)
+
+
+def _built(profile: Profile, config: AnalysisConfig) -> Timeline | None:
+    """The timeline already built for ``profile`` under ``config``, if any."""
     for built_profile, built_config, built in _BUILT:
         if built_profile is profile and built_config == config:
             return built
-    return _build(profile, config, views=False)
+    return None
 
 
 @overload

@@ -235,7 +235,8 @@ def _floors(samples: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
         floors[first : first + len(block)] = floor[:, 0]
         below, through = block < floor, block <= floor
         drawn_through[first : first + len(block)] = through.astype(np.float32) @ by_step
-        fewer = np.minimum(below.sum(axis=1), through.sum(axis=1) - below.sum(axis=1))
+        n_below = below.sum(axis=1)
+        fewer = np.minimum(n_below, through.sum(axis=1) - n_below)
         many = np.flatnonzero(fewer * 16 > n)
         if len(many):
             drawn_below[first + many] = below[many].astype(np.float32) @ by_step
