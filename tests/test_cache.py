@@ -242,6 +242,8 @@ def test_stat_memo_trusts_only_an_unchanged_settled_file(tmp_path: Path) -> None
     cache = Cache(tmp_path / "cache")
     path = tmp_path / "p.xplane.pb"
     path.write_bytes(b"one")
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
     cache.remember_content(str(path), "sha256:one")
     assert cache.known_content(str(path)) is None  # just written: its mtime may not move again
     past = time.time() - 60
@@ -250,6 +252,29 @@ def test_stat_memo_trusts_only_an_unchanged_settled_file(tmp_path: Path) -> None
     assert cache.known_content(str(path)) == "sha256:one"
     path.write_bytes(b"two")  # same size, new mtime
     assert cache.known_content(str(path)) is None
+
+
+def test_a_file_is_settled_after_its_file_systems_timestamp_tick(tmp_path: Path) -> None:
+    """A file stamped finer than a millisecond is settled 50 ms after its mtime; one stamped
+    in whole milliseconds or seconds (a coarse file system) only after 2 s."""
+    path = tmp_path / "p.xplane.pb"
+    path.write_bytes(b"one")
+
+    def settled(age_ns: int, tick_ns: int) -> bool:
+        mtime = -(-(time.time_ns() - age_ns) // tick_ns) * tick_ns  # stamped at a tick
+        if tick_ns == 1 and mtime % 1_000_000 == 0:
+            mtime -= 1
+        os.utime(path, ns=(mtime, mtime))
+        return cache_mod.settled_state(str(path)) is not None
+
+    fine = 1
+    assert not settled(0, fine)
+    assert not settled(cache_mod._RACY_FINE_NS // 2, fine)
+    assert settled(cache_mod._RACY_FINE_NS * 3, fine)
+    for coarse in (1_000_000, 1_000_000_000):
+        assert not settled(cache_mod._RACY_FINE_NS * 3, coarse)
+        assert not settled(cache_mod._RACY_NS // 2, coarse)
+        assert settled(cache_mod._RACY_NS + 2 * coarse, coarse)
 
 
 def test_listing_keys() -> None:

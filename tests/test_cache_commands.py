@@ -421,6 +421,7 @@ def test_readme_cache_section_says_what_the_code_does(capsys: pytest.CaptureFixt
         assert f"`{name}" in section or f"`${name}" in section, name
     assert "(default 8 GiB)" in section and cache_mod.DEFAULT_MAX_BYTES == 8 * 1024**3
     assert "in the 2 seconds before" in section and cache_mod._RACY_NS == 2_000_000_000
+    assert "(50 ms where" in section and cache_mod._RACY_FINE_NS == 50_000_000
     assert "`tpuperf: note: cache entry ... unusable (why); read the profile again`" in section
 
 

@@ -55,8 +55,12 @@ FORMAT = "v3"
 
 # A local file modified this recently may change again within the file system's timestamp
 # resolution without its mtime moving, so its stat is not trusted as a stand-in for its content
-# (git's "racily clean" rule).
+# (git's "racily clean" rule). A file system that stamps whole milliseconds or coarser (FAT's
+# 2 s, HFS+'s 1 s, some network file systems) is given the 2 s; one that stamps finer moves a
+# file's mtime at every tick of the kernel's clock (at most 10 ms apart), so 50 ms is enough,
+# and a script's next command on a profile just written reads its stat, not its bytes.
 _RACY_NS = 2_000_000_000
+_RACY_FINE_NS = 50_000_000
 
 # A temporary entry folder this old was left by a process that died while writing it.
 _ABANDONED_NS = 3600 * 1_000_000_000
@@ -448,12 +452,14 @@ class Cache:
 
 def settled_state(path: str) -> list[int] | None:
     """A local file's size, mtime, ctime, inode and device; None when it is missing, or was
-    modified so recently that it may change again without its mtime moving."""
+    modified so recently that it may change again without its mtime moving (:data:`_RACY_NS`,
+    or :data:`_RACY_FINE_NS` where its mtime is not a whole number of milliseconds)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    if time.time_ns() - st.st_mtime_ns < _RACY_NS:
+    racy = _RACY_NS if st.st_mtime_ns % 1_000_000 == 0 else _RACY_FINE_NS
+    if time.time_ns() - st.st_mtime_ns < racy:
         return None
     # ctime moves on chmod too, so a file made readable is tried again.
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
