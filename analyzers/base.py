@@ -204,6 +204,11 @@ def _entry_point_analyzers() -> list[tuple[str, Any]]:
     return [(ep.name, ep) for ep in entry_points(ENTRY_POINT_GROUP)]
 
 
+def entry_point_names() -> list[str]:
+    """The names of the plug-in analyzers installed (none of them loaded)."""
+    return [name for name, _ in _entry_point_analyzers()]
+
+
 def available() -> dict[str, Analyzer]:
     """Every analyzer by name: the built-ins, then those of installed plug-ins.
 

@@ -8,7 +8,8 @@ meant to move numbers, regenerate them and review the diff:
     pytest tests/test_golden.py --update-golden
 
 Each runs twice: cold (``--no-cache``: decoded from the file) and warm (the decoded tables
-served from the cache, decoding made impossible), so the cache never moves a number.
+served from the cache, decoding made impossible), so the cache never moves a number; `analyze`
+a third time, served (its report read back from the cache, analysing made impossible).
 
 Floats are compared to a relative 1e-9 (summation order may differ); everything else
 exactly. Paths are reduced to file names; the tool version and the decoder in use (which
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 
+import tpuperf.analysis
 from fixtures.generate import SCENARIOS, write_run
 from tests.conftest import CPU_FIXTURE, SHARED_PROFILES, Cli, shared_profile
 from tpuperf import cache as cache_mod
@@ -70,7 +72,15 @@ def _run(cli: Cli, args: list[str], root: str) -> Any:
     return _normalise(cli.json(*args), root)
 
 
-MODES = ["cold", "warm"]
+MODES = ["cold", "warm", "served"]
+
+# (command, arguments, mode): every command cold and warm, analyze served too.
+RUNS = [
+    pytest.param(command, args, mode, id=f"{command}-{mode}")
+    for command, args in COMMANDS
+    for mode in MODES
+    if mode != "served" or args[0] == "analyze"
+]
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +107,14 @@ def _run_mode(
     monkeypatch.setenv("TPUPERF_CACHE_DIR", str(warm_cache))
     cache_mod.load(args[1], cache=cache_mod.Cache(warm_cache))  # stores it, if not yet there
     monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    if mode == "served":
+        _run(cli, args, root)  # stores the report, if not yet there
+        monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
     return _run(cli, args, root)
+
+
+def _must_not_analyze(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a served run analysed its profile instead of reading the cache")
 
 
 def _same(got: Any, want: Any, where: str = "") -> None:
@@ -158,9 +175,8 @@ def golden(
     return check
 
 
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("relative", REAL)
-@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+@pytest.mark.parametrize(("command", "args", "mode"), RUNS)
 def test_real_profiles(
     golden: Golden, relative: str, command: str, args: list[str], mode: str
 ) -> None:
@@ -168,9 +184,8 @@ def test_real_profiles(
     golden(args, shared_profile(relative), SHARED_PROFILES, mode, name)
 
 
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+@pytest.mark.parametrize(("command", "args", "mode"), RUNS)
 def test_generated_scenarios(
     golden: Golden,
     scenario_runs: dict[str, Path],
@@ -183,8 +198,7 @@ def test_generated_scenarios(
     golden(args, run_dir, run_dir.parents[2], mode, f"scenario_{scenario}.{command}")
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("command", "args"), COMMANDS, ids=[c for c, _ in COMMANDS])
+@pytest.mark.parametrize(("command", "args", "mode"), RUNS)
 def test_cpu_fixture(golden: Golden, command: str, args: list[str], mode: str) -> None:
     golden(args, CPU_FIXTURE, CPU_FIXTURE.parent, mode, f"cpu_train_steps.{command}")
 

@@ -152,6 +152,10 @@ JSON_TABLE_ROWS = 50
 EVIDENCE_SCOPES = 3
 
 
+# What only the HTML page draws: Report's properties computed from its timeline on first use.
+PAGE = ("step_breakdown", "device_breakdowns", "op_categories", "scope_tree")
+
+
 @dataclass
 class Report:
     """A profile's summary, every analyzer's result and the recommendations, ranked."""
@@ -285,6 +289,31 @@ class Report:
         from tpuperf.scopes import scope_tree
 
         return scope_tree(tl.profile, tl)
+
+    # -------------------------------------------------------------- the cache's form
+    # A report the cache keeps (tpuperf.cache, Cache.put_report) is its fields but the
+    # timeline, and what the page has computed of its own data.
+
+    def stored(self) -> dict[str, Any]:
+        """The report as the cache keeps it: :meth:`from_stored` makes it again."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del values["_timeline"]
+        values["page"] = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
+        return values
+
+    def compute_page(self) -> None:
+        """Compute every part of the page's data (each is otherwise computed on first use)."""
+        for name in PAGE:
+            getattr(self, name)
+
+    @classmethod
+    def from_stored(cls, values: dict[str, Any]) -> Report:
+        """The report :meth:`stored` gave ``values`` of, with the page's data it had."""
+        values = dict(values)
+        page = values.pop("page")
+        report = cls(**values)
+        report.__dict__.update(page)  # what the cached properties computed, as they keep it
+        return report
 
     # -------------------------------------------------------------- what renderers read
     # The analyzers' findings a renderer shows, as declared types (tpuperf.findings): read

@@ -1,4 +1,4 @@
-"""A cache of decoded profile tables and of scan results (JSON), keyed by content.
+"""A cache of decoded profile tables, of analyses and of scan results, keyed by content.
 
 Every command that reads a profile reads it through here (``--no-cache`` aside), and so does
 ``tpuperf scan``: decoding is what costs, so a profile read once is not decoded again while
@@ -10,13 +10,18 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           and the UTF-8 text of each string column's values,
                           and host.json (what each array is, the tables' form, its HostInfo,
                           warnings, and the stamps that say the entry is whole and current)
+    v3/reports/ab/<key>/  one analysis (``analyze``, ``report``) of a profile's files under
+                          given options: columns.bin, the arrays of its tables, and
+                          report.json (the Report's fields as tagged JSON, :func:`_pack`; the
+                          page's data too where HTML was asked for), with the same stamps
     v3/rows/ab/<key>.json a scan row (the analysis of one profile under given options)
     v3/stat/ab/<key>.json a local file's (size, mtime, ctime, inode) -> content key, so an
                           unchanged file is not read again just to hash it (a file modified
                           too recently for that is recorded without its stat: seen, so that
                           reading it again hashes it before decoding anything)
 
-Keys hash the content, never the path: a file's *content key* is the sha256 of its
+Keys hash the content (a report's adds the path as given, the profile's notes and the
+options), never the path alone: a file's *content key* is the sha256 of its
 (decompressed) bytes, or, for an object store listing that states one, the object's MD5 or
 ETag with its size. Entry keys add the tpuperf version (and, for development versions, a digest
 of tpuperf's own source) so a new tpuperf never reads an old one's results. Nothing is pickled:
@@ -25,8 +30,8 @@ name and renamed into place, so two processes storing the same one at once leave
 entry; a command stores the entry it decoded in a thread of its own while it analyses the
 tables (``write_behind``), and waits for it before it ends. One that does not read back
 exactly (a file changed since it was written, a stamp of another format or version, anything
-missing) is removed, said in one note, and rebuilt. Table entries together take at most
-``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
+missing) is removed, said in one note, and rebuilt. Table and report entries together take
+at most ``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
 """
 
 from __future__ import annotations
@@ -201,7 +206,9 @@ class Cache:
         # The most the table entries may take together (see :func:`default_max_bytes`).
         self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         self.note = note  # told, in one line, of each damaged entry it removes
-        self.hits = 0  # table entries read back (tests check what was served from here)
+        self.hits = 0  # entries read back (tests check what was served from here)
+        # The (url, host, content key) of each file the last :func:`load` read.
+        self.last_loaded: list[tuple[str, str, str]] = []
         self._known_bytes: int | None = None  # what the table entries take, once walked
         # Store table entries in a thread of their own while the caller goes on (a command
         # analyses the tables it just decoded meanwhile); :meth:`wait` joins it.
@@ -279,6 +286,30 @@ class Cache:
     def put_row(self, key: str, row: dict[str, Any]) -> None:
         self._write_json(self._entry("rows", key, ".json"), {"key": key, "row": row})
 
+    # ------------------------------------------------------------------ reports
+
+    @staticmethod
+    def report_key(parts: Any) -> str:
+        """Key of an analysis's results: ``parts`` name what it read and how (plain JSON)."""
+        return _hash("report", parts)
+
+    def get_report(self, key: str) -> dict[str, Any] | None:
+        """The values :meth:`put_report` stored under ``key``, equal and of the same types;
+        None on a miss (a damaged entry is removed and said in one note, as a table
+        entry is)."""
+        return self._get_entry(  # type: ignore[no-any-return]
+            "reports", key, _REPORT_META, lambda meta, arrays: _unpack(meta["values"], arrays)
+        )
+
+    def put_report(self, key: str, values: dict[str, Any]) -> None:
+        """Store ``values`` (an analysis's results, by name) under ``key``: None, bools,
+        ints, floats, strings, lists, tuples and dicts of them, numpy numbers and arrays,
+        Tables and tpuperf's dataclasses (:func:`_pack`). Values of any other type leave
+        the entry out."""
+        self._store_entry(
+            "reports", key, _REPORT_META, lambda blob: {"values": _pack(values, blob)}
+        )
+
     # ------------------------------------------------------------------ tables
 
     def get_tables(self, key: str, url: str) -> HostTables | None:
@@ -287,19 +318,31 @@ class Cache:
         An entry that does not read back exactly (a missing, changed or damaged file, a stamp
         of another format or version) is removed, said in one note, and treated as a miss.
         """
-        entry = self._entry("tables", key, "")
+        return self._get_entry(
+            "tables", key, _TABLES_META, lambda meta, arrays: _read_tables(meta, arrays, url)
+        )
+
+    def _get_entry(
+        self, kind: str, key: str, meta_name: str, read: Callable[[dict[str, Any], _Arrays], Any]
+    ) -> Any:
+        """What ``read`` makes of the entry of ``kind`` under ``key`` (its ``meta_name`` JSON,
+        checked against its stamps, and the arrays of its blob); None on a miss, and on
+        damage, which removes the entry and says so in one note."""
+        entry = self._entry(kind, key, "")
         try:
-            meta_text = (entry / "host.json").read_text()
+            meta_text = (entry / meta_name).read_text()
         except FileNotFoundError:
             if entry.exists():
-                self._damaged(entry, "host.json is missing")
+                self._damaged(entry, f"{meta_name} is missing")
             return None
         except OSError:
             return None
         try:
-            hit = _read_entry(entry, json.loads(meta_text), key, url)
+            meta = json.loads(meta_text)
+            _check_stamps(meta, key, meta_name)
+            hit = read(meta, _Arrays(entry, meta))
         except Exception as exc:  # any damage at all: the entry is rebuilt, never trusted
-            self._damaged(entry, _reason(exc))
+            self._damaged(entry, _reason(exc, meta_name))
             return None
         self.hits += 1
         with contextlib.suppress(OSError):
@@ -337,7 +380,43 @@ class Cache:
             raise error
 
     def _store_tables(self, key: str, tables: HostTables) -> None:
-        entry = self._entry("tables", key, "")
+        def fill(blob: _Blob) -> dict[str, Any]:
+            devices = [
+                {
+                    "row": jsonout.clean(d.row),
+                    "untimed": int(d.untimed),
+                    "tables": {
+                        name: _encode(getattr(d, name), blob)
+                        for name in _DEVICE_TABLES
+                        if getattr(d, name) is not None
+                    },
+                }
+                for d in tables.devices
+            ]
+            lines = _encode(tables.lines, blob)
+            events = None if tables.host_events is None else _encode(tables.host_events, blob)
+            protos = {name: blob.add_bytes(data) for name, data in tables.hlo_protos.items()}
+            # Cleaned where values may be numpy's or NaN (the rows, the info): the tables'
+            # forms are plain already, and their strings are most of the text.
+            return {
+                "info": jsonout.clean(dataclasses.asdict(tables.info)),
+                "warnings": [str(w) for w in tables.warnings],
+                "devices": devices,
+                "lines": lines,
+                "host_events": events,
+                "hlo_protos": protos,
+            }
+
+        self._store_entry("tables", key, _TABLES_META, fill)
+
+    def _store_entry(
+        self, kind: str, key: str, meta_name: str, fill: Callable[[_Blob], dict[str, Any]]
+    ) -> None:
+        """Store an entry of ``kind`` under ``key``: the arrays ``fill`` adds to its blob, and
+        ``meta_name``, the JSON of what ``fill`` returns with the entry's stamps; whole or
+        not at all. One that cannot be stored (a value the cache does not store, a full disk,
+        another process storing it first) is left out: a cache is only ever slower."""
+        entry = self._entry(kind, key, "")
         # A folder of this process's own (as tempfile.mkdtemp makes one, without importing
         # tempfile: shutil, random, bz2 and lzma with it, 5 ms of every first command).
         temp = entry.parent / f".{key[:16]}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
@@ -349,21 +428,7 @@ class Cache:
         try:
             blob = _Blob(temp / _BLOB)
             with blob:
-                devices = [
-                    {
-                        "row": jsonout.clean(d.row),
-                        "untimed": int(d.untimed),
-                        "tables": {
-                            name: _encode(getattr(d, name), blob)
-                            for name in _DEVICE_TABLES
-                            if getattr(d, name) is not None
-                        },
-                    }
-                    for d in tables.devices
-                ]
-                lines = _encode(tables.lines, blob)
-                events = None if tables.host_events is None else _encode(tables.host_events, blob)
-                protos = {name: blob.add_bytes(data) for name, data in tables.hlo_protos.items()}
+                content = fill(blob)
             st = os.stat(blob.path)
             meta = {
                 "format": FORMAT,
@@ -371,24 +436,17 @@ class Cache:
                 "key": key,
                 "blob": [st.st_size, st.st_mtime_ns, st.st_ino],
                 "arrays": blob.arrays,
-                "info": jsonout.clean(dataclasses.asdict(tables.info)),
-                "warnings": [str(w) for w in tables.warnings],
-                "devices": devices,
-                "lines": lines,
-                "host_events": events,
-                "hlo_protos": protos,
+                **content,
             }
-            # Cleaned where values may be numpy's or NaN (the rows, the info): the tables'
-            # forms are plain already, and their strings are most of the text.
             text = json.dumps(meta)
             if blob.size + len(text) > self.max_bytes:
                 return  # larger than the whole cache: not stored
-            write_atomic(temp / "host.json", text, fsync=False)
+            write_atomic(temp / meta_name, text, fsync=False)
             os.rename(temp, entry)  # atomic: readers see the whole entry or none
-            stored = blob.size + (entry / "host.json").stat().st_size
+            stored = blob.size + (entry / meta_name).stat().st_size
         except (OSError, ValueError):
             stored = 0  # another process stored the same entry first, the disk is full, or
-            # a column of a kind the cache does not store (then the tables are not kept)
+            # a value of a kind the cache does not store (then the entry is not kept)
         finally:
             if temp.exists():
                 _remove(temp)
@@ -398,7 +456,8 @@ class Cache:
     # ------------------------------------------------------------------ size
 
     def evict(self, added: int = 0) -> None:
-        """Remove the least recently used table entries until they take at most ``max_bytes``.
+        """Remove the least recently used table and report entries until they take at most
+        ``max_bytes``.
 
         Entries of every format under the root count (an old tpuperf's too); rows and stat
         memos are a few hundred bytes each and are left. The folder is walked once per
@@ -412,7 +471,7 @@ class Cache:
                 return
         entries = []
         now = time.time_ns()
-        for entry in self.root.glob("v*/tables/*/*"):
+        for entry in (e for kind in _ENTRY_KINDS for e in self.root.glob(f"v*/{kind}/*/*")):
             try:
                 st = entry.stat()
                 if entry.name.startswith("."):  # being written, or left by a crash
@@ -467,6 +526,9 @@ def settled_state(path: str) -> list[int] | None:
 
 _DEVICE_TABLES = ("ops", "modules", "async_ops", "steps", "waits")
 _BLOB = "columns.bin"
+_TABLES_META = "host.json"
+_REPORT_META = "report.json"
+_ENTRY_KINDS = ("tables", "reports")  # folders of a blob and its JSON, evicted by use
 _ALIGN = 64
 _KINDS = "biuf"  # bool, signed and unsigned integers, floats: nothing else is stored
 
@@ -513,8 +575,12 @@ class _Blob:
         return len(self.arrays) - 1
 
 
-def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
-    """A Table as JSON naming its arrays in ``blob``; Strings and Lookups keep their form."""
+def _encode(
+    table: Table, blob: _Blob, objects: Callable[[list[Any]], list[Any]] | None = None
+) -> dict[str, Any]:
+    """A Table as JSON naming its arrays in ``blob``; Strings and Lookups keep their form.
+    ``objects``: what a column of Python objects is kept as (a report's: its values packed,
+    :func:`_pack`); without it, such a column raises ValueError."""
     from tpuperf.columns import Lookup, Strings
 
     columns: dict[str, Any] = {}
@@ -526,7 +592,11 @@ def _encode(table: Table, blob: _Blob) -> dict[str, Any]:
         elif isinstance(column, Lookup):
             columns[name] = ["lookup", blob.add(column.index), blob.add(column.values)]
         else:
-            columns[name] = ["array", blob.add(np.asarray(column))]
+            array = np.asarray(column)
+            if array.dtype.hasobject and objects is not None and array.ndim == 1:
+                columns[name] = ["objects", objects(array.tolist())]
+            else:
+                columns[name] = ["array", blob.add(array)]
     return {"n": int(table.n), "columns": columns}
 
 
@@ -587,7 +657,13 @@ class _Arrays:
         return self[number].tobytes()
 
 
-def _decode(spec: dict[str, Any], arrays: _Arrays) -> Table:
+def _decode(
+    spec: dict[str, Any],
+    arrays: _Arrays,
+    objects: Callable[[list[Any]], list[Any]] | None = None,
+) -> Table:
+    """The Table :func:`_encode` made ``spec`` of (``objects``: what reads back a column of
+    objects that its ``objects`` kept)."""
     from tpuperf.columns import Column, Lookup, Strings
 
     columns: dict[str, Column] = {}
@@ -608,25 +684,128 @@ def _decode(spec: dict[str, Any], arrays: _Arrays) -> Table:
             columns[name] = Lookup(arrays[parts[0]], arrays[parts[1]])
         elif kind == "array":
             columns[name] = arrays[parts[0]]
+        elif kind == "objects" and objects is not None:
+            values = objects(parts[0])
+            column = np.empty(len(values), dtype=object)
+            column[:] = values
+            columns[name] = column
         else:
             raise ValueError(f"column {name}: kind {kind!r}")
     return Table(columns, n=int(spec["n"]))
 
 
-def _read_entry(entry: Path, meta: Any, key: str, url: str) -> HostTables:
-    """An entry's tables, checked against its stamps; raises on anything amiss."""
-    from tpuperf.tables import DeviceTables
+# The modules whose dataclasses a report entry may hold: tpuperf's own, never another's.
+_PACKAGES = ("tpuperf", "analyzers", "roofline")
 
+
+def _pack(value: Any, blob: _Blob) -> Any:
+    """``value`` as plain JSON that :func:`_unpack` reads back equal and of the same types.
+    What JSON holds as is (None, bools, ints, strings, lists, finite floats) stays as it is;
+    everything else becomes an object tagged ``"$"``: other floats, tuples, dicts (as pairs,
+    so that keys keep their types and order), numpy numbers and arrays (in ``blob``),
+    Tables (:func:`_encode`) and dataclasses of tpuperf's modules (each field, by name).
+    A value of any other type (or a dataclass that computes more than its fields) raises
+    ValueError."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if kind is list:
+        return [_pack(v, blob) for v in value]
+    if kind is tuple:
+        return {"$": "tuple", "v": [_pack(v, blob) for v in value]}
+    if kind is dict:
+        return {"$": "dict", "v": [[_pack(k, blob), _pack(v, blob)] for k, v in value.items()]}
+    if kind is Table:
+        return {"$": "table", "v": _encode(value, blob, lambda v: _pack(v, blob))}
+    if kind is np.ndarray:
+        return {"$": "array", "v": blob.add(value)}
+    if isinstance(value, np.generic) and value.dtype.kind in _KINDS:
+        return {"$": "number", "dtype": value.dtype.str, "v": _pack(value.item(), blob)}
+    if dataclasses.is_dataclass(value) and _storable_class(kind):
+        fields = {f.name: _pack(getattr(value, f.name), blob) for f in dataclasses.fields(value)}
+        return {"$": "object", "type": f"{kind.__module__}:{kind.__qualname__}", "v": fields}
+    raise ValueError(f"the cache stores no {kind.__module__}.{kind.__qualname__}")
+
+
+def _unpack(packed: Any, arrays: _Arrays) -> Any:
+    """The value :func:`_pack` made ``packed`` of; raises on anything it did not make."""
+    kind = type(packed)
+    if packed is None or kind in (bool, int, str, float):
+        return packed
+    if kind is list:
+        return [_unpack(v, arrays) for v in packed]
+    tag, value = packed["$"], packed["v"]
+    if tag == "float":
+        number = float(value)
+        if math.isfinite(number):
+            raise ValueError(f"a tagged float {value!r}")
+        return number
+    if tag == "tuple":
+        return tuple(_unpack(v, arrays) for v in value)
+    if tag == "dict":
+        return {_unpack(k, arrays): _unpack(v, arrays) for k, v in value}
+    if tag == "table":
+        return _decode(value, arrays, lambda v: _unpack(v, arrays))
+    if tag == "array":
+        return arrays[value]
+    if tag == "number":
+        dtype = np.dtype(packed["dtype"])
+        if dtype.kind not in _KINDS:
+            raise ValueError(f"a number of dtype {dtype}")
+        return dtype.type(_unpack(value, arrays))
+    if tag == "object":
+        return _unpack_object(packed["type"], value, arrays)
+    raise ValueError(f"a value tagged {tag!r}")
+
+
+def _storable_class(cls: type) -> bool:
+    """Whether :func:`_pack` stores instances of dataclass ``cls``: one of tpuperf's modules
+    whose instances are their fields alone (no ``__post_init__`` making more)."""
+    package = cls.__module__.split(".")[0]
+    return package in _PACKAGES and not hasattr(cls, "__post_init__")
+
+
+def _unpack_object(name: str, fields: dict[str, Any], arrays: _Arrays) -> Any:
+    """An instance of the dataclass ``module:qualname`` with ``fields``, made as it was
+    (no ``__init__`` runs); only the dataclasses :func:`_storable_class` allows."""
+    import importlib
+
+    module, _, qualname = name.partition(":")
+    if module.split(".")[0] not in _PACKAGES:
+        raise ValueError(f"a {name}, not one of tpuperf's types")
+    cls: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and _storable_class(cls)):
+        raise ValueError(f"a {name}, which the cache does not store")
+    names = [f.name for f in dataclasses.fields(cls)]
+    if sorted(names) != sorted(fields):
+        raise ValueError(f"a {name} with fields {sorted(fields)}, not {sorted(names)}")
+    instance = object.__new__(cls)
+    for field_name in names:
+        object.__setattr__(instance, field_name, _unpack(fields[field_name], arrays))
+    return instance
+
+
+def _check_stamps(meta: Any, key: str, meta_name: str) -> None:
+    """Raise unless ``meta`` is an entry's JSON of this format and version under ``key``."""
     if not isinstance(meta, dict):
-        raise ValueError("host.json is no object")
+        raise ValueError(f"{meta_name} is no object")
     if meta.get("format") != FORMAT or meta.get("version") != code_version():
         raise ValueError(
             f"written by tpuperf {meta.get('version')} (format {meta.get('format')}), "
             f"not {code_version()} (format {FORMAT})"
         )
     if meta.get("key") != key:
-        raise ValueError("host.json names another key")
-    arrays = _Arrays(entry, meta)
+        raise ValueError(f"{meta_name} names another key")
+
+
+def _read_tables(meta: dict[str, Any], arrays: _Arrays, url: str) -> HostTables:
+    """A table entry's tables; raises on anything amiss."""
+    from tpuperf.tables import DeviceTables
+
     float_columns = [k for k, v in schema.TABLES["devices"].items() if v == "float64"]
     devices = []
     for stored in meta["devices"]:
@@ -660,11 +839,11 @@ def _read_entry(entry: Path, meta: Any, key: str, url: str) -> HostTables:
     )
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: Exception, meta_name: str) -> str:
     if isinstance(exc, (KeyError, TypeError, IndexError)):
-        return f"host.json lacks what it should hold ({type(exc).__name__}: {exc})"
+        return f"{meta_name} lacks what it should hold ({type(exc).__name__}: {exc})"
     if isinstance(exc, json.JSONDecodeError):
-        return "host.json is not JSON"
+        return f"{meta_name} is not JSON"
     return str(exc) or type(exc).__name__
 
 
@@ -753,8 +932,11 @@ def load(
     text = os.fspath(path)
     cache = cache if cache is not None else Cache()
     resolved = sources.resolve(text, host=host, run=run)
-    parts = [host_tables(f.url, f.host, cache, _stated_key(f.url))[0] for f in resolved.files]
-    return assemble(parts, text, resolved.notices)
+    found = [host_tables(f.url, f.host, cache, _stated_key(f.url)) for f in resolved.files]
+    cache.last_loaded = [
+        (f.url, f.host, content) for f, (_, content) in zip(resolved.files, found, strict=True)
+    ]
+    return assemble([part for part, _ in found], text, resolved.notices)
 
 
 def _stated_key(url: str) -> str | None:

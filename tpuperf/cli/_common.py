@@ -51,6 +51,7 @@ def load_profile(
     notices: bool = True,
     cache: bool = True,
     write_behind: bool = False,
+    store: Cache | None = None,
 ) -> Any:
     """Load with a spinner (on a terminal) and the profile's notices on stderr (``notices``:
     a command whose output lists them itself, as analyze's report does, passes False).
@@ -58,7 +59,8 @@ def load_profile(
     name it. ``cache``: through the cache of decoded tables (:mod:`tpuperf.cache`), which a
     damaged entry notes on stderr. ``write_behind``: the tables decoded are stored while the
     command goes on, and :func:`finish_writes` waits for them (the commands of
-    :func:`profile_command` and :func:`analysis_command` call it as they end)."""
+    :func:`profile_command` and :func:`analysis_command` call it as they end). ``store``:
+    the cache to read through (by default one of its own, from the environment)."""
     from tpuperf import output
     from tpuperf.errors import UsageError
 
@@ -66,7 +68,8 @@ def load_profile(
     if cache:
         from tpuperf import cache as cache_mod
 
-        store = cache_mod.Cache(note=output.note, write_behind=write_behind)
+        if store is None:
+            store = cache_mod.Cache(note=output.note, write_behind=write_behind)
         if write_behind:
             _WRITING.append(store)
         read = functools.partial(cache_mod.load, cache=store)
@@ -91,9 +94,21 @@ def load_profile(
 # The caches of :func:`load_profile` storing entries in the background, for finish_writes.
 _WRITING: list[Cache] = []
 
+# The reports analysed (not read back) this command, to store as it ends: (cache, key,
+# report, whether it is kept with its page's data).
+_ANALYSED: list[tuple[Cache, str, Report, bool]] = []
 
-def finish_writes() -> None:
-    """Wait for the cache entries :func:`load_profile` stores in the background."""
+
+def finish_writes(store_reports: bool = True) -> None:
+    """Wait for the cache entries :func:`load_profile` stores in the background, and store
+    the reports :meth:`AnalysisRequest.analyze` made (once the output is written: the page's
+    data it computed is kept with them; not for a command that failed)."""
+    while _ANALYSED:
+        store, key, report, page = _ANALYSED.pop()
+        if store_reports:
+            if page:
+                report.compute_page()
+            store.put_report(key, report.stored())
     while _WRITING:
         _WRITING.pop().wait()
 
@@ -162,13 +177,19 @@ def peak_options() -> tuple[Any, Any]:
 def analyze_profile(profile: Profile, **options: Any) -> Report:
     """``tpuperf.analyze(profile, **options)`` (the options of analyze, report and diff),
     with each analyzer that failed said on stderr."""
-    from tpuperf import output
     from tpuperf.analysis import analyze
 
     report = analyze(profile, **options)
+    _say_errors(report)
+    return report
+
+
+def _say_errors(report: Report) -> None:
+    """Each analyzer that failed, on stderr."""
+    from tpuperf import output
+
     for name, error in report.errors.items():
         output.say(f"analyzer {name} failed: {error}")
-    return report
 
 
 def html_page(report: Report) -> str:
@@ -251,25 +272,78 @@ class AnalysisRequest(ProfileRequest):
 
     def analyze(self, top: int, notices: bool = True) -> Report:
         """The report (:func:`analyze_profile`) listing ``top`` top ops; ``notices``: the
-        profile's notes on stderr too (see :func:`load_profile`)."""
+        profile's notes on stderr too (see :func:`load_profile`).
+
+        Through the cache, a report of the same files, read the same way, under the same
+        options and tpuperf, is read back instead of analysed again (HTML wants one kept
+        with its page's data); one analysed is stored as the command ends
+        (:func:`finish_writes`)."""
+        from tpuperf import output
+
+        store = None
+        if not self.no_cache:
+            from tpuperf.cache import Cache
+
+            store = Cache(note=output.note, write_behind=True)
         loaded = load_profile(
             self.profile,
             None,
             self.run,
             notices=notices,
-            cache=not self.no_cache,
+            cache=store is not None,
             write_behind=True,
+            store=store,
         )
-        return analyze_profile(
-            loaded,
-            analyzers=self.analyzers,
-            steps=self.steps,
-            warmup=self.warmup,
-            host=self.host,
-            peak_tflops=self.peak_tflops,
-            peak_hbm_gbps=self.peak_hbm_gbps,
-            top=top,
-        )
+        options: dict[str, Any] = {
+            "analyzers": self.analyzers,
+            "steps": self.steps,
+            "warmup": self.warmup,
+            "host": self.host,
+            "peak_tflops": self.peak_tflops,
+            "peak_hbm_gbps": self.peak_hbm_gbps,
+            "top": top,
+        }
+        keys = None if store is None else _report_keys(store, loaded, options)
+        page = self.fmt is Format.html
+        if store is not None and keys is not None:
+            alone, paged = keys
+            for key in [paged] if page else [alone, paged]:
+                stored = store.get_report(key)
+                if stored is not None:
+                    from tpuperf.analysis import Report
+
+                    report = Report.from_stored(stored)
+                    _say_errors(report)
+                    return report
+        report = analyze_profile(loaded, **options)
+        if store is not None and keys is not None:
+            _ANALYSED.append((store, keys[1] if page else keys[0], report, page))
+        return report
+
+
+def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tuple[str, str] | None:
+    """The cache keys of the report of ``profile`` (read through ``store``) under ``options``
+    (:meth:`AnalysisRequest.analyze`'s), alone and with its page's data; None where it is
+    not kept: an analyzer of a plug-in would run (its code is not tpuperf's, whose version
+    keys the entry). Bad options raise here, as analysing would."""
+    from tpuperf.analysis import analysis_config
+    from tpuperf.analyzers import base
+
+    builtin = [name for name, _ in base.BUILTIN]
+    names = options["analyzers"]
+    if names is not None and not set(names) <= set(builtin):
+        return None
+    if names is None and base.entry_point_names():
+        return None
+    config = analysis_config(**{k: v for k, v in options.items() if k != "analyzers"})
+    parts = {
+        "source": profile.source,
+        "files": store.last_loaded,
+        "notes": [str(w) for w in profile.warnings],
+        "config": dataclasses.asdict(config),
+        "analyzers": sorted(set(names or builtin)),
+    }
+    return store.report_key([parts, "alone"]), store.report_key([parts, "page"])
 
 
 def profile_command(
@@ -397,7 +471,7 @@ def _declare(
             function(request_type(**fields), **values)
         except BaseException:  # the command's own error is the one said
             with contextlib.suppress(Exception):
-                finish_writes()
+                finish_writes(store_reports=False)
             raise
         finish_writes()  # the output is written: the cache entry it decoded may end now
 

@@ -1,0 +1,314 @@
+"""The cache's report entries: an analysis read back instead of run again by `analyze` and
+`report`, equal to the one it replaces in every format, keyed by all that made it, and
+rebuilt (with one note) when damaged."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tpuperf.analyzers import base
+from tpuperf.analyzers.base import Recommendation
+
+import tpuperf.analysis
+from tests.conftest import CPU_FIXTURE, Cli, shared_profile
+from tests.test_golden import REAL
+from tpuperf import cache as cache_mod
+from tpuperf.cache import Cache
+from tpuperf.columns import Lookup, Strings, Table
+from tpuperf.config import AnalysisConfig
+
+FIXTURES = CPU_FIXTURE.parent
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("report.json"))
+
+
+def _must_not_analyze(*args: object, **kwargs: object) -> None:
+    raise AssertionError("analysed although the cache holds this report")
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Path:
+    """A copy of the CPU fixture of its own (the test may change it)."""
+    copy = tmp_path / "run" / CPU_FIXTURE.name
+    copy.parent.mkdir()
+    shutil.copyfile(CPU_FIXTURE, copy)
+    return copy
+
+
+@pytest.fixture
+def cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TPUPERF_CACHE_DIR", str(root))
+    return root
+
+
+def _same_type_and_value(got: Any, want: Any) -> None:
+    assert type(got) is type(want), (got, want)
+    if isinstance(want, dict):
+        assert list(got) == list(want)
+        for (gk, gv), (wk, wv) in zip(got.items(), want.items(), strict=True):
+            _same_type_and_value(gk, wk)
+            _same_type_and_value(gv, wv)
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same_type_and_value(g, w)
+    elif isinstance(want, np.ndarray):
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    elif isinstance(want, Table):
+        assert list(got) == list(want) and got.n == want.n
+        for name in want:
+            assert type(got[name]) is type(want[name]), name
+            if isinstance(want[name], Strings):
+                assert got.strings(name).tolist() == want.strings(name).tolist(), name
+                continue
+            g, w = np.asarray(got.array(name)), np.asarray(want.array(name))
+            assert g.dtype == w.dtype and g.tolist() == w.tolist(), name
+    elif isinstance(want, float) and math.isnan(want):
+        assert math.isnan(got)
+    elif isinstance(want, np.generic):
+        assert got.dtype == want.dtype and (got == want or (np.isnan(got) and np.isnan(want)))
+    elif hasattr(want, "__dataclass_fields__"):
+        for name in want.__dataclass_fields__:
+            _same_type_and_value(getattr(got, name), getattr(want, name))
+    else:
+        assert got == want
+
+
+def test_values_read_back_equal_and_of_the_same_types(tmp_path: Path) -> None:
+    table = Table(
+        {
+            "name": Strings(np.array([1, 0, 1], dtype=np.int32), ("a", "b")),
+            "kind": Lookup(np.array([0, 1, 0], dtype=np.int64), np.array([2.5, -1.0])),
+            "ps": np.array([3, 1, 2], dtype=np.int64),
+            "bound": np.array([None, "memory", 1.5], dtype=object),
+        }
+    )
+    recommendation = Recommendation(
+        analyzer="steps",
+        kind="k",
+        title="t",
+        evidence="e",
+        fix={"jax": "f"},
+        est_savings_ms=1.5,
+        est_savings_pct=float("nan"),
+        confidence="high",
+        values={"n": np.int64(3), "share": np.float32(0.25), "ok": np.bool_(True)},
+    )
+    values = {
+        "plain": [None, True, 0, -7, 2**70, "é", 1.0, -0.0],
+        "floats": (float("inf"), float("-inf"), float("nan")),
+        "keys": {("tuple", 1): {1: "int key", (2, "x"): [(), {}]}},
+        "array": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "empty": np.zeros(0, dtype=np.int64),
+        "table": table,
+        "recommendations": [recommendation],
+        "config": AnalysisConfig(steps=(2, None), peak_tflops=9.5),
+    }
+    cache = Cache(tmp_path)
+    cache.put_report("key", values)
+    _same_type_and_value(cache.get_report("key"), values)
+    assert cache.hits == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Path("/tmp"),  # not tpuperf's
+        {1, 2},  # a set
+        np.array(["a"]),  # strings as numpy keeps them
+        np.array([1 + 2j]),  # complex
+    ],
+    ids=["path", "set", "unicode_array", "complex"],
+)
+def test_values_it_cannot_keep_leave_the_entry_out(value: Any, tmp_path: Path) -> None:
+    cache = Cache(tmp_path)
+    cache.put_report("key", {"value": value})
+    assert cache.get_report("key") is None and not _entries(tmp_path)
+
+
+def test_a_dataclass_that_computes_more_than_its_fields_is_not_kept(tmp_path: Path) -> None:
+    from tpuperf.scopes import _Node
+
+    cache = Cache(tmp_path)
+    cache.put_report("key", {"node": _Node("a", "scope", ())})
+    assert cache.get_report("key") is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("truncate_meta", "report.json is not JSON"),
+        ("other_version", "written by tpuperf 0.0.1"),
+        ("foreign_type", "os:system, not one of tpuperf's types"),
+        ("unknown_tag", "a value tagged 'pickle'"),
+        ("finite_tagged_float", "a tagged float"),
+        ("fields_changed", "with fields"),
+        ("truncate_blob", "columns.bin changed since it was written"),
+        ("delete_meta", "report.json is missing"),
+    ],
+)
+def test_a_damaged_report_is_said_removed_and_analysed_again(
+    damage: str, reason: str, cli: Cli, profile: Path, cached: Path
+) -> None:
+    args = ["analyze", str(profile), "--format", "json"]
+    want = cli.json(*args, "--no-cache")
+    assert cli.json(*args) == want
+    (entry,) = _entries(cached)
+    meta_path, blob = entry / "report.json", entry / "columns.bin"
+    meta = json.loads(meta_path.read_text())
+    values = dict(meta["values"]["v"])  # (the report's fields, as [name, value] pairs)
+    if damage == "truncate_meta":
+        meta_path.write_text(meta_path.read_text()[:100])
+    elif damage == "other_version":
+        meta["version"] = "0.0.1"
+    elif damage == "foreign_type":
+        config = next(pair for pair in meta["values"]["v"] if pair[0] == "config")
+        config[1]["type"] = "os:system"
+    elif damage == "unknown_tag":
+        notes = next(pair for pair in meta["values"]["v"] if pair[0] == "notes")
+        notes[1] = {"$": "pickle", "v": "gASV"}
+    elif damage == "finite_tagged_float":
+        notes = next(pair for pair in meta["values"]["v"] if pair[0] == "notes")
+        notes[1] = {"$": "float", "v": "1.5"}
+    elif damage == "fields_changed":
+        config = next(pair for pair in meta["values"]["v"] if pair[0] == "config")
+        config[1]["v"]["extra"] = 1
+    elif damage == "truncate_blob":
+        blob.write_bytes(blob.read_bytes()[:-8])
+    elif damage == "delete_meta":
+        meta_path.unlink()
+    assert values  # the entry holds the report's fields
+    edited = ("other_version", "foreign_type", "unknown_tag", "finite_tagged_float")
+    if damage in (*edited, "fields_changed"):
+        meta_path.write_text(json.dumps(meta))
+    code, out, err = cli(*args)
+    assert code == 0 and json.loads(out) == want
+    (note,) = [line for line in err.splitlines() if "cache entry" in line]
+    assert reason in note and "unusable" in note, note
+    # Rebuilt as the command ended: the next one reads it, and says nothing.
+    assert len(_entries(cached)) == 1
+    code, out, err = cli(*args)
+    assert code == 0 and json.loads(out) == want and "cache entry" not in err
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        (["analyze", "--format", "json"], ["analyze", "--format", "json"]),
+        (["analyze", "--format", "md"], ["analyze", "--format", "md"]),
+        (["analyze", "--format", "table", "--wide"], ["analyze", "--format", "table"]),
+        (["report", "-o", "{out}"], ["report", "-o", "{out}"]),
+        (["analyze", "-o", "{out}"], ["analyze", "--format", "md"]),  # HTML: with its page
+        (["report", "-o", "{out}"], ["analyze", "--format", "json", "--top", "25"]),
+    ],
+    ids=["json", "md", "table", "report", "html_then_md", "report_then_json"],
+)
+def test_a_report_read_back_prints_what_analysing_prints(
+    first: list[str],
+    then: list[str],
+    cli: Cli,
+    profile: Path,
+    cached: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+
+    def run(args: list[str], name: str, *more: str) -> str:
+        out_file = tmp_path / f"{name}.html"
+        argv = [a.replace("{out}", str(out_file)) for a in args]
+        code, out, err = cli(argv[0], str(profile), *argv[1:], *more)
+        assert code == 0, err
+        return out_file.read_text() if "{out}" in args else out
+
+    want = run(then, "cold", "--no-cache")
+    run(first, "first")
+    assert _entries(cached)
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    assert run(then, "served") == want
+
+
+def test_anything_that_made_the_report_keys_it(
+    cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each option, the file's content and the tpuperf version give another entry; the
+    report read back under each equals the one analysed without the cache."""
+    base_args = ["analyze", str(profile), "--format", "json"]
+    variants = [
+        [],
+        ["--warmup", "0"],
+        ["--steps", "2:4"],
+        ["--top", "3"],
+        ["--analyzer", "steps"],
+        ["--analyzer", "steps", "--analyzer", "idle"],
+        ["--peak-tflops", "100"],
+        ["--peak-hbm-gbps", "50"],
+    ]
+    for count, more in enumerate(variants, 1):
+        want = cli.json(*base_args, *more, "--no-cache")
+        assert cli.json(*base_args, *more) == want
+        assert len(_entries(cached)) == count, more
+    with monkeypatch.context() as patch:
+        patch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+        for more in variants:
+            cli.json(*base_args, *more)
+    # Another file's bytes at the same path: analysed again.
+    profile.write_bytes((FIXTURES / "host_markers.xplane.pb").read_bytes())
+    want = cli.json(*base_args, "--no-cache")
+    assert cli.json(*base_args) == want and len(_entries(cached)) == len(variants) + 1
+    # Another tpuperf: analysed again.
+    monkeypatch.setattr(cache_mod, "code_version", lambda: "99.0")
+    assert cli.json(*base_args) == want and len(_entries(cached)) == len(variants) + 2
+
+
+def test_a_plug_in_analyzer_is_never_read_back(
+    cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plug-in's code is not tpuperf's, whose version keys the entry: with one installed,
+    an analysis that runs it is not kept; one of built-ins only is."""
+    monkeypatch.setattr(base, "entry_point_names", lambda: ["mine"])
+    args = ["analyze", str(profile), "--format", "json"]
+    cli.json(*args)
+    assert not _entries(cached)
+    cli.json(*args, "--analyzer", "roofline")
+    assert len(_entries(cached)) == 1
+
+
+def test_a_command_that_fails_keeps_no_report(
+    cli: Cli, profile: Path, cached: Path, tmp_path: Path
+) -> None:
+    code, _, err = cli("analyze", str(profile), "-o", str(profile / "r.json"))  # (a file)
+    assert code != 0 and err
+    assert not _entries(cached)
+    code, _, _ = cli("analyze", str(profile), "--format", "json", "--no-cache")
+    assert code == 0 and not _entries(cached)
+
+
+@pytest.mark.parametrize("relative", REAL)
+def test_a_real_profiles_report_read_back_draws_the_same_page_and_table(
+    relative: str, cli: Cli, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    path = str(shared_profile(relative))
+
+    def outputs(*more: str) -> tuple[str, str]:
+        page = tmp_path / "page.html"
+        code, _, err = cli("report", path, "-o", str(page), *more)
+        assert code == 0, err
+        code, table, err = cli("analyze", path, "--format", "table", "--top", "25", *more)
+        assert code == 0, err
+        return page.read_text(), table
+
+    want = outputs("--no-cache")
+    outputs()  # the report, stored with its page
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    assert outputs() == want
