@@ -207,10 +207,26 @@ def test_a_damaged_report_is_said_removed_and_analysed_again(
         (["analyze", "--format", "md"], ["analyze", "--format", "md"]),
         (["analyze", "--format", "table", "--wide"], ["analyze", "--format", "table"]),
         (["report", "-o", "{out}"], ["report", "-o", "{out}"]),
-        (["analyze", "-o", "{out}"], ["analyze", "--format", "md"]),  # HTML: with its page
-        (["report", "-o", "{out}"], ["analyze", "--format", "json", "--top", "25"]),
+        (["analyze", "-o", "{out}"], ["analyze", "--format", "md"]),
+        (["report", "-o", "{out}"], ["analyze", "--format", "json"]),
+        # Every analysis is kept with its page's data and every op ranked: any --top reads it.
+        (["analyze", "--format", "json"], ["report", "-o", "{out}"]),
+        (["analyze", "--format", "json"], ["analyze", "--format", "json", "--top", "3"]),
+        (["analyze", "--top", "2"], ["analyze", "--format", "json", "--top", "1000"]),
+        (["analyze", "--format", "json"], ["analyze", "--format", "json", "--top", "0"]),
     ],
-    ids=["json", "md", "table", "report", "html_then_md", "report_then_json"],
+    ids=[
+        "json",
+        "md",
+        "table",
+        "report",
+        "html_then_md",
+        "report_then_json",
+        "json_then_report",
+        "top_10_then_3",
+        "top_2_then_1000",
+        "top_10_then_0",
+    ],
 )
 def test_a_report_read_back_prints_what_analysing_prints(
     first: list[str],
@@ -240,14 +256,13 @@ def test_a_report_read_back_prints_what_analysing_prints(
 def test_anything_that_made_the_report_keys_it(
     cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each option, the file's content and the tpuperf version give another entry; the
-    report read back under each equals the one analysed without the cache."""
+    """Each option (but --top), the file's content and the tpuperf version give another
+    entry; the report read back under each equals the one analysed without the cache."""
     base_args = ["analyze", str(profile), "--format", "json"]
     variants = [
         [],
         ["--warmup", "0"],
         ["--steps", "2:4"],
-        ["--top", "3"],
         ["--analyzer", "steps"],
         ["--analyzer", "steps", "--analyzer", "idle"],
         ["--peak-tflops", "100"],

@@ -153,7 +153,7 @@ EVIDENCE_SCOPES = 3
 
 
 # What only the HTML page draws: Report's properties computed from its timeline on first use.
-PAGE = ("step_breakdown", "device_breakdowns", "op_categories", "scope_tree")
+PAGE = ("step_breakdown", "device_breakdowns", "scope_tree")
 
 
 @dataclass
@@ -172,10 +172,13 @@ class Report:
     summaries: dict[str, str] = field(default_factory=dict)  # analyzer name -> one-line summary
     # The frozen options the analysis ran with (the steps, host and peaks asked for); not in JSON.
     config: AnalysisConfig = field(default_factory=AnalysisConfig, repr=False)
-    # The timeline the analysis read. What only the HTML page draws (step_breakdown,
-    # device_breakdowns, op_categories, scope_tree) is computed from it on first use, so the
-    # JSON and terminal forms never pay for it; not in JSON, not compared.
+    # The timeline the analysis read. What only the HTML page draws (PAGE: step_breakdown,
+    # device_breakdowns, scope_tree) is computed from it on first use, so the JSON and
+    # terminal forms never pay for it; not in JSON, not compared.
     _timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    # Every op top_ops could list, ranked as it ranks them (any ``top`` is its first rows,
+    # :meth:`with_top`); not in JSON, not compared.
+    _ranked_ops: Table | None = field(default=None, repr=False, compare=False)
 
     @property
     def errors(self) -> dict[str, str]:
@@ -261,22 +264,12 @@ class Report:
     @functools.cached_property
     def op_categories(self) -> dict[tuple[str, str], str]:
         """Each analysed (module, op)'s hlo category, as the profile records it (on the first
-        device that ran it)."""
-        out: dict[tuple[str, str], str] = {}
-        for view in self._timeline.devices if self._timeline is not None else []:
-            ops = view.selected_ops("module", "op", "category")
-            if not ops.n:
-                continue
-            module, op, category = ops.strings("module"), ops.strings("op"), ops.strings("category")
-            _, _, first = index_groups([module, op])  # (by metadata row on TPU: one pass)
-            for key in zip(
-                module.take(first).tolist(),
-                op.take(first).tolist(),
-                category.take(first).tolist(),
-                strict=True,
-            ):
-                out.setdefault((key[0], key[1]), key[2])
-        return out
+        device that ran it: the ops table's)."""
+        ops = self.ops
+        if not ops.n or "category" not in ops:
+            return {}
+        keys = zip(ops.strings("module").tolist(), ops.strings("op").tolist(), strict=True)
+        return dict(zip(keys, ops.strings("category").tolist(), strict=True))
 
     @functools.cached_property
     def scope_tree(self) -> dict[str, Any] | None:
@@ -300,6 +293,19 @@ class Report:
         del values["_timeline"]
         values["page"] = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
         return values
+
+    def with_top(self, top: int) -> Report:
+        """This report listing ``top`` top ops (as analysing with ``top`` lists them)."""
+        if top == self.config.top_ops or self._ranked_ops is None:
+            return self
+        page = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
+        report = dataclasses.replace(
+            self,
+            top_ops=_first_rows(self._ranked_ops, top),
+            config=dataclasses.replace(self.config, top_ops=top),
+        )
+        report.__dict__.update(page)
+        return report
 
     def compute_page(self) -> None:
         """Compute every part of the page's data (each is otherwise computed on first use)."""
@@ -537,7 +543,8 @@ def analyze(
     notes = list(profile.warnings) + list(tl.notes)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
-    top_ops = _top_ops(ops, roofline_ops, config.top_ops, busy_ps, code)
+    ranked = _top_ops(ops, roofline_ops, ops.n, busy_ps, code)
+    top_ops = _first_rows(ranked, config.top_ops)
     return Report(
         source=profile.source,
         platform=profile.platform,
@@ -550,6 +557,7 @@ def analyze(
         summaries=summaries,
         config=config,
         _timeline=tl,
+        _ranked_ops=ranked,
     )
 
 
@@ -936,6 +944,19 @@ def _top_ops(
             "bound": np.array(bound, dtype=object),
             "efficiency_pct": efficiency,
             **{c: Strings.from_list([w[c] for w in where]) for c in _CODE_COLUMNS},
+        }
+    )
+
+
+def _first_rows(ranked: Table, n: int) -> Table:
+    """The top ``n`` of :func:`_top_ops`'s table ``ranked``: what it makes for ``n``."""
+    rows = min(n, ranked.n)
+    return Table(
+        {
+            name: Strings.from_list(ranked.strings(name).tolist()[:rows])
+            if isinstance(ranked[name], Strings)
+            else np.asarray(ranked[name])[:rows].copy()
+            for name in ranked
         }
     )
 

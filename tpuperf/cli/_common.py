@@ -95,19 +95,18 @@ def load_profile(
 _WRITING: list[Cache] = []
 
 # The reports analysed (not read back) this command, to store as it ends: (cache, key,
-# report, whether it is kept with its page's data).
-_ANALYSED: list[tuple[Cache, str, Report, bool]] = []
+# report).
+_ANALYSED: list[tuple[Cache, str, Report]] = []
 
 
 def finish_writes(store_reports: bool = True) -> None:
     """Wait for the cache entries :func:`load_profile` stores in the background, and store
-    the reports :meth:`AnalysisRequest.analyze` made (once the output is written: the page's
-    data it computed is kept with them; not for a command that failed)."""
+    the reports :meth:`AnalysisRequest.analyze` made, with their page's data, computed now
+    where the output did not (once the output is written; not for a command that failed)."""
     while _ANALYSED:
-        store, key, report, page = _ANALYSED.pop()
+        store, key, report = _ANALYSED.pop()
         if store_reports:
-            if page:
-                report.compute_page()
+            report.compute_page()
             store.put_report(key, report.stored())
     while _WRITING:
         _WRITING.pop().wait()
@@ -275,9 +274,9 @@ class AnalysisRequest(ProfileRequest):
         profile's notes on stderr too (see :func:`load_profile`).
 
         Through the cache, a report of the same files, read the same way, under the same
-        options and tpuperf, is read back instead of analysed again (HTML wants one kept
-        with its page's data); one analysed is stored as the command ends
-        (:func:`finish_writes`)."""
+        options (``top`` aside: the entry ranks every op) and tpuperf, is read back instead
+        of analysed again; one analysed is stored as the command ends, with its page's data
+        (:func:`finish_writes`), so that ``report`` after ``analyze`` reads it back too."""
         from tpuperf import output
 
         store = None
@@ -303,29 +302,25 @@ class AnalysisRequest(ProfileRequest):
             "peak_hbm_gbps": self.peak_hbm_gbps,
             "top": top,
         }
-        keys = None if store is None else _report_keys(store, loaded, options)
-        page = self.fmt is Format.html
-        if store is not None and keys is not None:
-            alone, paged = keys
-            for key in [paged] if page else [alone, paged]:
-                stored = store.get_report(key)
-                if stored is not None:
-                    from tpuperf.analysis import Report
+        key = None if store is None else _report_key(store, loaded, options)
+        stored = None if store is None or key is None else store.get_report(key)
+        if stored is not None:
+            from tpuperf.analysis import Report
 
-                    report = Report.from_stored(stored)
-                    _say_errors(report)
-                    return report
+            report = Report.from_stored(stored).with_top(top)
+            _say_errors(report)
+            return report
         report = analyze_profile(loaded, **options)
-        if store is not None and keys is not None:
-            _ANALYSED.append((store, keys[1] if page else keys[0], report, page))
+        if store is not None and key is not None:
+            _ANALYSED.append((store, key, report))
         return report
 
 
-def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tuple[str, str] | None:
-    """The cache keys of the report of ``profile`` (read through ``store``) under ``options``
-    (:meth:`AnalysisRequest.analyze`'s), alone and with its page's data; None where it is
-    not kept: an analyzer of a plug-in would run (its code is not tpuperf's, whose version
-    keys the entry). Bad options raise here, as analysing would."""
+def _report_key(store: Cache, profile: Profile, options: dict[str, Any]) -> str | None:
+    """The cache key of the report of ``profile`` (read through ``store``) under ``options``
+    (:meth:`AnalysisRequest.analyze`'s; ``top`` aside); None where it is not kept: an
+    analyzer of a plug-in would run (its code is not tpuperf's, whose version keys the
+    entry). Bad options raise here, as analysing would."""
     from tpuperf.analysis import analysis_config
     from tpuperf.analyzers import base
 
@@ -340,10 +335,10 @@ def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tup
         "source": profile.source,
         "files": store.last_loaded,
         "notes": [str(w) for w in profile.warnings],
-        "config": dataclasses.asdict(config),
+        "config": dataclasses.asdict(dataclasses.replace(config, top_ops=0)),
         "analyzers": sorted(set(names or builtin)),
     }
-    return store.report_key([parts, "alone"]), store.report_key([parts, "page"])
+    return store.report_key(parts)
 
 
 def profile_command(
