@@ -209,10 +209,10 @@ def test_a_damaged_report_is_said_removed_and_analysed_again(
         (["report", "-o", "{out}"], ["report", "-o", "{out}"]),
         (["analyze", "-o", "{out}"], ["analyze", "--format", "md"]),
         (["report", "-o", "{out}"], ["analyze", "--format", "json"]),
-        # Every analysis is kept with its page's data and every op ranked: any --top reads it.
-        (["analyze", "--format", "json"], ["report", "-o", "{out}"]),
+        # An entry ranks RANKED_OPS ops: any --top up to that reads it.
+        (["report", "-o", "{out}"], ["analyze", "--format", "html"]),
         (["analyze", "--format", "json"], ["analyze", "--format", "json", "--top", "3"]),
-        (["analyze", "--top", "2"], ["analyze", "--format", "json", "--top", "1000"]),
+        (["analyze", "--top", "2"], ["analyze", "--format", "json", "--top", "100"]),
         (["analyze", "--format", "json"], ["analyze", "--format", "json", "--top", "0"]),
     ],
     ids=[
@@ -222,9 +222,9 @@ def test_a_damaged_report_is_said_removed_and_analysed_again(
         "report",
         "html_then_md",
         "report_then_json",
-        "json_then_report",
+        "report_then_html",
         "top_10_then_3",
-        "top_2_then_1000",
+        "top_2_then_100",
         "top_10_then_0",
     ],
 )
@@ -256,13 +256,16 @@ def test_a_report_read_back_prints_what_analysing_prints(
 def test_anything_that_made_the_report_keys_it(
     cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each option (but --top), the file's content and the tpuperf version give another
-    entry; the report read back under each equals the one analysed without the cache."""
+    """Each option (but a --top of at most RANKED_OPS), the file's content and the tpuperf
+    version give another entry; the report read back under each equals the one analysed
+    without the cache."""
     base_args = ["analyze", str(profile), "--format", "json"]
     variants = [
         [],
         ["--warmup", "0"],
         ["--steps", "2:4"],
+        ["--top", str(tpuperf.analysis.RANKED_OPS + 1)],
+        ["--top", "1000"],
         ["--analyzer", "steps"],
         ["--analyzer", "steps", "--analyzer", "idle"],
         ["--peak-tflops", "100"],
@@ -283,6 +286,21 @@ def test_anything_that_made_the_report_keys_it(
     # Another tpuperf: analysed again.
     monkeypatch.setattr(cache_mod, "code_version", lambda: "99.0")
     assert cli.json(*base_args) == want and len(_entries(cached)) == len(variants) + 2
+
+
+def test_html_reads_back_only_a_report_kept_with_its_page(
+    cli: Cli, profile: Path, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page draws data the other formats do not compute: after analyze, report analyses
+    (and keeps a second entry, with the page's data), and reads that back the next time."""
+    page = tmp_path / "page.html"
+    want = (cli("report", str(profile), "-o", str(page), "--no-cache"), page.read_text())
+    cli.json("analyze", str(profile), "--format", "json")
+    assert len(_entries(cached)) == 1
+    assert (cli("report", str(profile), "-o", str(page)), page.read_text()) == want
+    assert len(_entries(cached)) == 2
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    assert (cli("report", str(profile), "-o", str(page)), page.read_text()) == want
 
 
 def test_a_plug_in_analyzer_is_never_read_back(

@@ -143,6 +143,10 @@ MIN_SAVINGS_PCT = 0.05
 # Top ops take at least this share of busy time.
 TOP_OP_MIN_SHARE = 1e-4
 
+# A report ranks at least this many top ops (Report.with_top lists up to as many, or as many
+# as it was asked for, without analysing again).
+RANKED_OPS = 100
+
 # Tables in JSON are cut to this many rows (total_rows says how many there were).
 JSON_TABLE_ROWS = 50
 
@@ -176,8 +180,8 @@ class Report:
     # device_breakdowns, scope_tree) is computed from it on first use, so the JSON and
     # terminal forms never pay for it; not in JSON, not compared.
     _timeline: Timeline | None = field(default=None, repr=False, compare=False)
-    # Every op top_ops could list, ranked as it ranks them (any ``top`` is its first rows,
-    # :meth:`with_top`); not in JSON, not compared.
+    # The top ops top_ops is the first rows of: at least RANKED_OPS of them, ranked as it
+    # ranks them (:meth:`with_top`); not in JSON, not compared.
     _ranked_ops: Table | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -294,8 +298,14 @@ class Report:
         values["page"] = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
         return values
 
+    def can_list(self, top: int) -> bool:
+        """Whether :meth:`with_top` lists ``top`` top ops as analysing with ``top`` would."""
+        ranked = max(self.config.top_ops, RANKED_OPS)
+        return top == self.config.top_ops or (self._ranked_ops is not None and top <= ranked)
+
     def with_top(self, top: int) -> Report:
-        """This report listing ``top`` top ops (as analysing with ``top`` lists them)."""
+        """This report listing ``top`` top ops, as analysing with ``top`` lists them
+        (:meth:`can_list` says whether it can)."""
         if top == self.config.top_ops or self._ranked_ops is None:
             return self
         page = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
@@ -543,7 +553,7 @@ def analyze(
     notes = list(profile.warnings) + list(tl.notes)
     busy_ps = tl.total("busy_ps") if tl.n_windows else 0.0
     roofline_ops = roofline.tables.get("ops") if roofline else None
-    ranked = _top_ops(ops, roofline_ops, ops.n, busy_ps, code)
+    ranked = _top_ops(ops, roofline_ops, max(config.top_ops, RANKED_OPS), busy_ps, code)
     top_ops = _first_rows(ranked, config.top_ops)
     return Report(
         source=profile.source,

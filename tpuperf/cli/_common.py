@@ -95,18 +95,19 @@ def load_profile(
 _WRITING: list[Cache] = []
 
 # The reports analysed (not read back) this command, to store as it ends: (cache, key,
-# report).
-_ANALYSED: list[tuple[Cache, str, Report]] = []
+# report, whether it is kept with its page's data).
+_ANALYSED: list[tuple[Cache, str, Report, bool]] = []
 
 
 def finish_writes(store_reports: bool = True) -> None:
     """Wait for the cache entries :func:`load_profile` stores in the background, and store
-    the reports :meth:`AnalysisRequest.analyze` made, with their page's data, computed now
-    where the output did not (once the output is written; not for a command that failed)."""
+    the reports :meth:`AnalysisRequest.analyze` made (once the output is written, so that
+    the page's data HTML computed is kept with them; not for a command that failed)."""
     while _ANALYSED:
-        store, key, report = _ANALYSED.pop()
+        store, key, report, page = _ANALYSED.pop()
         if store_reports:
-            report.compute_page()
+            if page:
+                report.compute_page()  # (what the page did not draw)
             store.put_report(key, report.stored())
     while _WRITING:
         _WRITING.pop().wait()
@@ -274,9 +275,11 @@ class AnalysisRequest(ProfileRequest):
         profile's notes on stderr too (see :func:`load_profile`).
 
         Through the cache, a report of the same files, read the same way, under the same
-        options (``top`` aside: the entry ranks every op) and tpuperf, is read back instead
-        of analysed again; one analysed is stored as the command ends, with its page's data
-        (:func:`finish_writes`), so that ``report`` after ``analyze`` reads it back too."""
+        options (``top`` aside, up to RANKED_OPS: the entry ranks that many ops) and tpuperf,
+        is read back instead of analysed again; one analysed is stored as the command ends
+        (:func:`finish_writes`). HTML draws data the other formats do not compute (the
+        page's): a report is kept with it where HTML drew it, and HTML reads back only such
+        a one."""
         from tpuperf import output
 
         store = None
@@ -302,26 +305,34 @@ class AnalysisRequest(ProfileRequest):
             "peak_hbm_gbps": self.peak_hbm_gbps,
             "top": top,
         }
-        key = None if store is None else _report_key(store, loaded, options)
-        stored = None if store is None or key is None else store.get_report(key)
-        if stored is not None:
-            from tpuperf.analysis import Report
+        keys = None if store is None else _report_keys(store, loaded, options)
+        page = self.fmt is Format.html
+        if store is not None and keys is not None:
+            alone, paged = keys
+            for key in [paged] if page else [alone, paged]:
+                stored = store.get_report(key)
+                if stored is None:
+                    continue
+                from tpuperf.analysis import Report
 
-            report = Report.from_stored(stored).with_top(top)
-            _say_errors(report)
-            return report
+                report = Report.from_stored(stored)
+                if report.can_list(top):
+                    report = report.with_top(top)
+                    _say_errors(report)
+                    return report
         report = analyze_profile(loaded, **options)
-        if store is not None and key is not None:
-            _ANALYSED.append((store, key, report))
+        if store is not None and keys is not None:
+            _ANALYSED.append((store, keys[1] if page else keys[0], report, page))
         return report
 
 
-def _report_key(store: Cache, profile: Profile, options: dict[str, Any]) -> str | None:
-    """The cache key of the report of ``profile`` (read through ``store``) under ``options``
-    (:meth:`AnalysisRequest.analyze`'s; ``top`` aside); None where it is not kept: an
-    analyzer of a plug-in would run (its code is not tpuperf's, whose version keys the
-    entry). Bad options raise here, as analysing would."""
-    from tpuperf.analysis import analysis_config
+def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tuple[str, str] | None:
+    """The cache keys of the report of ``profile`` (read through ``store``) under ``options``
+    (:meth:`AnalysisRequest.analyze`'s; ``top`` aside, up to RANKED_OPS), alone and with its
+    page's data; None where it is not kept: an analyzer of a plug-in would run (its code is
+    not tpuperf's, whose version keys the entry). Bad options raise here, as analysing
+    would."""
+    from tpuperf.analysis import RANKED_OPS, analysis_config
     from tpuperf.analyzers import base
 
     builtin = [name for name, _ in base.BUILTIN]
@@ -335,10 +346,13 @@ def _report_key(store: Cache, profile: Profile, options: dict[str, Any]) -> str 
         "source": profile.source,
         "files": store.last_loaded,
         "notes": [str(w) for w in profile.warnings],
-        "config": dataclasses.asdict(dataclasses.replace(config, top_ops=0)),
+        # One entry lists any top up to RANKED_OPS; a longer one has its own.
+        "config": dataclasses.asdict(
+            dataclasses.replace(config, top_ops=max(config.top_ops - RANKED_OPS, 0))
+        ),
         "analyzers": sorted(set(names or builtin)),
     }
-    return store.report_key(parts)
+    return store.report_key([parts, "alone"]), store.report_key([parts, "page"])
 
 
 def profile_command(
