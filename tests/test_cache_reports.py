@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ def profile(tmp_path: Path) -> Path:
     copy = tmp_path / "run" / CPU_FIXTURE.name
     copy.parent.mkdir()
     shutil.copyfile(CPU_FIXTURE, copy)
+    past = time.time() - 60  # settled: its stat stands in for its content
+    os.utime(copy, (past, past))
     return copy
 
 
@@ -165,28 +169,29 @@ def test_a_damaged_report_is_said_removed_and_analysed_again(
     (entry,) = _entries(cached)
     meta_path, blob = entry / "report.json", entry / "columns.bin"
     meta = json.loads(meta_path.read_text())
-    values = dict(meta["values"]["v"])  # (the report's fields, as [name, value] pairs)
+    # The report's fields, as [name, value] pairs (beside the profile's notes).
+    fields = next(value for name, value in meta["values"]["v"] if name == "report")["v"]
     if damage == "truncate_meta":
         meta_path.write_text(meta_path.read_text()[:100])
     elif damage == "other_version":
         meta["version"] = "0.0.1"
     elif damage == "foreign_type":
-        config = next(pair for pair in meta["values"]["v"] if pair[0] == "config")
+        config = next(pair for pair in fields if pair[0] == "config")
         config[1]["type"] = "os:system"
     elif damage == "unknown_tag":
-        notes = next(pair for pair in meta["values"]["v"] if pair[0] == "notes")
+        notes = next(pair for pair in fields if pair[0] == "notes")
         notes[1] = {"$": "pickle", "v": "gASV"}
     elif damage == "finite_tagged_float":
-        notes = next(pair for pair in meta["values"]["v"] if pair[0] == "notes")
+        notes = next(pair for pair in fields if pair[0] == "notes")
         notes[1] = {"$": "float", "v": "1.5"}
     elif damage == "fields_changed":
-        config = next(pair for pair in meta["values"]["v"] if pair[0] == "config")
+        config = next(pair for pair in fields if pair[0] == "config")
         config[1]["v"]["extra"] = 1
     elif damage == "truncate_blob":
         blob.write_bytes(blob.read_bytes()[:-8])
     elif damage == "delete_meta":
         meta_path.unlink()
-    assert values  # the entry holds the report's fields
+    assert fields  # the entry holds the report's fields
     edited = ("other_version", "foreign_type", "unknown_tag", "finite_tagged_float")
     if damage in (*edited, "fields_changed"):
         meta_path.write_text(json.dumps(meta))
@@ -345,3 +350,53 @@ def test_a_real_profiles_report_read_back_draws_the_same_page_and_table(
     outputs()  # the report, stored with its page
     monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
     assert outputs() == want
+
+
+def _must_not_read_tables(*args: object, **kwargs: object) -> None:
+    raise AssertionError("read the profile's tables although its report is kept")
+
+
+def test_a_report_read_back_reads_none_of_the_tables(
+    cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unchanged file's content key is its stat's: the report is found, and read, without
+    its tables (a large profile's may have left the page cache)."""
+    args = ["analyze", str(profile), "--format", "json"]
+    want = cli.json(*args)
+    monkeypatch.setattr(cache_mod, "host_tables", _must_not_read_tables)
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    assert cli.json(*args) == want
+
+
+def test_a_touched_file_is_hashed_and_its_report_read_back(
+    cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["analyze", str(profile), "--format", "json"]
+    want = cli.json(*args)
+    profile.write_bytes(profile.read_bytes())  # the same bytes, another mtime
+    assert cache_mod.known_files(profile, cache=Cache(cached)) is None
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    assert cli.json(*args) == want
+
+
+def test_report_says_the_profiles_notes_whether_read_back_or_not(
+    cli: Cli, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logdir = tmp_path / "logdir"
+    for run in ("2026_01_01_00_00_01", "2026_01_01_00_00_02"):
+        (logdir / "plugins" / "profile" / run).mkdir(parents=True)
+        shutil.copyfile(CPU_FIXTURE, logdir / "plugins" / "profile" / run / "h.xplane.pb")
+    page = tmp_path / "page.html"
+    code, _, analysed = cli("report", str(logdir), "-o", str(page))
+    assert code == 0 and "reading the latest of 2 runs" in analysed
+    want = page.read_text()
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    code, _, served = cli("report", str(logdir), "-o", str(page))
+    assert code == 0 and served == analysed and page.read_text() == want
+    # Another run: other files, another report.
+    newer = logdir / "plugins" / "profile" / "2026_01_01_00_00_03"
+    newer.mkdir()
+    shutil.copyfile(FIXTURES / "host_markers.xplane.pb", newer / "h.xplane.pb")
+    monkeypatch.undo()
+    code, _, err = cli("report", str(logdir), "-o", str(page))
+    assert code == 0 and "reading the latest of 3 runs" in err and page.read_text() != want

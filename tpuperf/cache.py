@@ -207,8 +207,10 @@ class Cache:
         self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         self.note = note  # told, in one line, of each damaged entry it removes
         self.hits = 0  # entries read back (tests check what was served from here)
-        # The (url, host, content key) of each file the last :func:`load` read.
+        # The (url, host, content key) of each file the last :func:`load` read, and the
+        # notices of choosing them (sources.Resolved.notices).
         self.last_loaded: list[tuple[str, str, str]] = []
+        self.last_notices: list[str] = []
         self._known_bytes: int | None = None  # what the table entries take, once walked
         # Store table entries in a thread of their own while the caller goes on (a command
         # analyses the tables it just decoded meanwhile); :meth:`wait` joins it.
@@ -936,7 +938,34 @@ def load(
     cache.last_loaded = [
         (f.url, f.host, content) for f, (_, content) in zip(resolved.files, found, strict=True)
     ]
+    cache.last_notices = list(resolved.notices)
     return assemble([part for part, _ in found], text, resolved.notices)
+
+
+def known_files(
+    path: str | os.PathLike[str],
+    host: str | None = None,
+    run: str | None = None,
+    cache: Cache | None = None,
+) -> tuple[list[tuple[str, str, str]], list[str]] | None:
+    """What :func:`load` would read, found without reading it: the (url, host, content key)
+    of each file and the notices of choosing them, as it records them (``last_loaded``,
+    ``last_notices``); None where a file's content key is not known without reading the
+    file (a local file changed since it was hashed, or never hashed; an object store that
+    states none)."""
+    from tpuperf import sources
+
+    cache = cache if cache is not None else Cache()
+    resolved = sources.resolve(os.fspath(path), host=host, run=run)
+    files = []
+    for f in resolved.files:
+        content = _stated_key(f.url)
+        if content is None and "://" not in f.url:
+            content = cache.known_content(f.url)
+        if content is None:
+            return None
+        files.append((f.url, f.host, content))
+    return files, list(resolved.notices)
 
 
 def _stated_key(url: str) -> str | None:

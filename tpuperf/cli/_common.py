@@ -95,8 +95,8 @@ def load_profile(
 _WRITING: list[Cache] = []
 
 # The reports analysed (not read back) this command, to store as it ends: (cache, key,
-# report, whether it is kept with its page's data).
-_ANALYSED: list[tuple[Cache, str, Report, bool]] = []
+# report, whether it is kept with its page's data, the profile's notes).
+_ANALYSED: list[tuple[Cache, str, Report, bool, list[str]]] = []
 
 
 def finish_writes(store_reports: bool = True) -> None:
@@ -104,11 +104,11 @@ def finish_writes(store_reports: bool = True) -> None:
     the reports :meth:`AnalysisRequest.analyze` made (once the output is written, so that
     the page's data HTML computed is kept with them; not for a command that failed)."""
     while _ANALYSED:
-        store, key, report, page = _ANALYSED.pop()
+        store, key, report, page, warnings = _ANALYSED.pop()
         if store_reports:
             if page:
                 report.compute_page()  # (what the page did not draw)
-            store.put_report(key, report.stored())
+            store.put_report(key, {"report": report.stored(), "warnings": warnings})
     while _WRITING:
         _WRITING.pop().wait()
 
@@ -282,21 +282,46 @@ class AnalysisRequest(ProfileRequest):
         a one."""
         from tpuperf import output
 
-        store = None
-        if not self.no_cache:
-            from tpuperf.cache import Cache
+        if self.no_cache:
+            loaded = load_profile(self.profile, None, self.run, notices=notices, cache=False)
+            return analyze_profile(loaded, **self._options(top))
+        from tpuperf import cache as cache_mod
 
-            store = Cache(note=output.note, write_behind=True)
+        store = cache_mod.Cache(note=output.note, write_behind=True)
+        options = self._options(top)
+        page = self.fmt is Format.html
+        # The files' content keys, where they are known without reading the files: a report
+        # read back then needs none of their tables.
+        try:
+            known = cache_mod.known_files(self.profile, None, self.run, store)
+        except Exception:  # (reading the profile says what is wrong with it)
+            known = None
+        keys = None if known is None else _report_keys(self.profile, *known, options)
+        report = None if keys is None else _read_back(store, keys, page, top, notices)
+        if report is not None:
+            return report
         loaded = load_profile(
             self.profile,
             None,
             self.run,
             notices=notices,
-            cache=store is not None,
+            cache=True,
             write_behind=True,
             store=store,
         )
-        options: dict[str, Any] = {
+        if keys is None:
+            keys = _report_keys(self.profile, store.last_loaded, store.last_notices, options)
+            report = None if keys is None else _read_back(store, keys, page, top, False)
+            if report is not None:
+                return report
+        report = analyze_profile(loaded, **options)
+        if keys is not None:
+            _ANALYSED.append((store, keys[1] if page else keys[0], report, page, loaded.warnings))
+        return report
+
+    def _options(self, top: int) -> dict[str, Any]:
+        """The options of :func:`analyze_profile` this request gives."""
+        return {
             "analyzers": self.analyzers,
             "steps": self.steps,
             "warmup": self.warmup,
@@ -305,35 +330,48 @@ class AnalysisRequest(ProfileRequest):
             "peak_hbm_gbps": self.peak_hbm_gbps,
             "top": top,
         }
-        keys = None if store is None else _report_keys(store, loaded, options)
-        page = self.fmt is Format.html
-        if store is not None and keys is not None:
-            alone, paged = keys
-            for key in [paged] if page else [alone, paged]:
-                stored = store.get_report(key)
-                if stored is None:
-                    continue
-                from tpuperf.analysis import Report
 
-                report = Report.from_stored(stored)
-                if report.can_list(top):
-                    report = report.with_top(top)
-                    _say_errors(report)
-                    return report
-        report = analyze_profile(loaded, **options)
-        if store is not None and keys is not None:
-            _ANALYSED.append((store, keys[1] if page else keys[0], report, page))
+
+def _read_back(
+    store: Cache, keys: tuple[str, str], page: bool, top: int, notices: bool
+) -> Report | None:
+    """The report the cache keeps under ``keys`` (alone, then with its page; HTML only the
+    latter) listing ``top`` top ops, with its analyzers' failures said, and the profile's
+    notes too with ``notices``; None when it keeps none that lists them."""
+    from tpuperf import output
+    from tpuperf.analysis import Report
+
+    alone, paged = keys
+    for key in [paged] if page else [alone, paged]:
+        stored = store.get_report(key)
+        if stored is None:
+            continue
+        report = Report.from_stored(stored["report"])
+        if not report.can_list(top):
+            continue
+        for warning in stored["warnings"] if notices else ():
+            output.note(warning)
+        report = report.with_top(top)
+        _say_errors(report)
         return report
+    return None
 
 
-def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tuple[str, str] | None:
-    """The cache keys of the report of ``profile`` (read through ``store``) under ``options``
-    (:meth:`AnalysisRequest.analyze`'s; ``top`` aside, up to RANKED_OPS), alone and with its
-    page's data; None where it is not kept: an analyzer of a plug-in would run (its code is
-    not tpuperf's, whose version keys the entry). Bad options raise here, as analysing
-    would."""
+def _report_keys(
+    source: str,
+    files: list[tuple[str, str, str]],
+    notices: list[str],
+    options: dict[str, Any],
+) -> tuple[str, str] | None:
+    """The cache keys of the report of profile ``source`` (the path given; ``files`` and
+    ``notices`` as :attr:`Cache.last_loaded` and :attr:`Cache.last_notices` give them) under
+    ``options`` (:meth:`AnalysisRequest.analyze`'s; ``top`` aside, up to RANKED_OPS), alone
+    and with its page's data; None where it is not kept: an analyzer of a plug-in would run
+    (its code is not tpuperf's, whose version keys the entry). Bad options raise here, as
+    analysing would. The files' own notes are theirs: their content keys them."""
     from tpuperf.analysis import RANKED_OPS, analysis_config
     from tpuperf.analyzers import base
+    from tpuperf.cache import Cache
 
     builtin = [name for name, _ in base.BUILTIN]
     names = options["analyzers"]
@@ -343,16 +381,16 @@ def _report_keys(store: Cache, profile: Profile, options: dict[str, Any]) -> tup
         return None
     config = analysis_config(**{k: v for k, v in options.items() if k != "analyzers"})
     parts = {
-        "source": profile.source,
-        "files": store.last_loaded,
-        "notes": [str(w) for w in profile.warnings],
+        "source": source,
+        "files": files,
+        "notices": notices,
         # One entry lists any top up to RANKED_OPS; a longer one has its own.
         "config": dataclasses.asdict(
             dataclasses.replace(config, top_ops=max(config.top_ops - RANKED_OPS, 0))
         ),
         "analyzers": sorted(set(names or builtin)),
     }
-    return store.report_key([parts, "alone"]), store.report_key([parts, "page"])
+    return Cache.report_key([parts, "alone"]), Cache.report_key([parts, "page"])
 
 
 def profile_command(
