@@ -276,6 +276,7 @@ def test_anything_that_made_the_report_keys_it(
         ["--peak-tflops", "100"],
         ["--peak-hbm-gbps", "50"],
     ]
+    variants.append(["--host", tpuperf.load(profile).hosts[0].host])
     for count, more in enumerate(variants, 1):
         want = cli.json(*base_args, *more, "--no-cache")
         assert cli.json(*base_args, *more) == want
@@ -400,3 +401,17 @@ def test_report_says_the_profiles_notes_whether_read_back_or_not(
     monkeypatch.undo()
     code, _, err = cli("report", str(logdir), "-o", str(page))
     assert code == 0 and "reading the latest of 3 runs" in err and page.read_text() != want
+
+
+def test_report_entries_are_bounded_with_the_tables_least_recently_used_first(
+    tmp_path: Path,
+) -> None:
+    values = {"column": np.arange(1000, dtype=np.int64)}  # 8,000 bytes and its JSON
+    cache = Cache(tmp_path, max_bytes=20_000)
+    cache.put_report("a" * 64, values)
+    cache.put_report("b" * 64, values)
+    assert cache.get_report("a" * 64) is not None  # a: used last
+    Cache(tmp_path, max_bytes=20_000).put_report("c" * 64, values)
+    kept = Cache(tmp_path, max_bytes=20_000)
+    assert kept.get_report("b" * 64) is None  # b, the least recently used, went
+    assert kept.get_report("a" * 64) is not None and kept.get_report("c" * 64) is not None
