@@ -294,18 +294,32 @@ def test_anything_that_made_the_report_keys_it(
     assert cli.json(*base_args) == want and len(_entries(cached)) == len(variants) + 2
 
 
-def test_html_reads_back_only_a_report_kept_with_its_page(
-    cli: Cli, profile: Path, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _must_not_build_a_timeline(*args: object, **kwargs: object) -> None:
+    raise AssertionError("built a timeline although the cache holds the page's data")
+
+
+@pytest.mark.parametrize("first", [["analyze", "--format", "json"], ["analyze", "--top", "3"]])
+def test_html_after_another_format_builds_the_timeline_alone(
+    first: list[str],
+    cli: Cli,
+    profile: Path,
+    cached: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The page draws data the other formats do not compute: after analyze, report analyses
-    (and keeps a second entry, with the page's data), and reads that back the next time."""
+    """The page draws data the other formats do not compute: after analyze, report reads the
+    analysis back and builds only the timeline that data is made of (keeping a second entry,
+    with it), and the next time reads that entry back, timeline and all."""
+    import tpuperf.timeline
+
     page = tmp_path / "page.html"
     want = (cli("report", str(profile), "-o", str(page), "--no-cache"), page.read_text())
-    cli.json("analyze", str(profile), "--format", "json")
+    cli(first[0], str(profile), *first[1:])
     assert len(_entries(cached)) == 1
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
     assert (cli("report", str(profile), "-o", str(page)), page.read_text()) == want
     assert len(_entries(cached)) == 2
-    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    monkeypatch.setattr(tpuperf.timeline, "build_timeline", _must_not_build_a_timeline)
     assert (cli("report", str(profile), "-o", str(page)), page.read_text()) == want
 
 
@@ -415,3 +429,18 @@ def test_report_entries_are_bounded_with_the_tables_least_recently_used_first(
     kept = Cache(tmp_path, max_bytes=20_000)
     assert kept.get_report("b" * 64) is None  # b, the least recently used, went
     assert kept.get_report("a" * 64) is not None and kept.get_report("c" * 64) is not None
+
+
+@pytest.mark.parametrize("relative", REAL)
+def test_a_real_profiles_page_after_analyze_is_the_page_analysing_draws(
+    relative: str, cli: Cli, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(shared_profile(relative))
+    page = tmp_path / "page.html"
+    code, _, err = cli("report", path, "-o", str(page), "--no-cache")
+    assert code == 0, err
+    want = page.read_text()
+    cli.json("analyze", path, "--format", "json")  # kept without the page's data
+    monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
+    code, _, err = cli("report", path, "-o", str(page))
+    assert code == 0 and page.read_text() == want, err

@@ -20,8 +20,8 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           too recently for that is recorded without its stat: seen, so that
                           reading it again hashes it before decoding anything)
 
-Keys hash the content (a report's adds the path as given, the profile's notes and the
-options), never the path alone: a file's *content key* is the sha256 of its
+Keys hash the content (a report's adds the path as given, the notices of choosing its files
+and the options), never the path alone: a file's *content key* is the sha256 of its
 (decompressed) bytes, or, for an object store listing that states one, the object's MD5 or
 ETag with its size. Entry keys add the tpuperf version (and, for development versions, a digest
 of tpuperf's own source) so a new tpuperf never reads an old one's results. Nothing is pickled:

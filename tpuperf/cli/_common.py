@@ -278,8 +278,8 @@ class AnalysisRequest(ProfileRequest):
         options (``top`` aside, up to RANKED_OPS: the entry ranks that many ops) and tpuperf,
         is read back instead of analysed again; one analysed is stored as the command ends
         (:func:`finish_writes`). HTML draws data the other formats do not compute (the
-        page's): a report is kept with it where HTML drew it, and HTML reads back only such
-        a one."""
+        page's): a report is kept with it where HTML drew it; HTML reads back such a one, or
+        else one without it, and then builds only the timeline that data is made of."""
         from tpuperf import output
 
         if self.no_cache:
@@ -313,6 +313,16 @@ class AnalysisRequest(ProfileRequest):
             keys = _report_keys(self.profile, store.last_loaded, store.last_notices, options)
             report = None if keys is None else _read_back(store, keys, page, top, False)
             if report is not None:
+                return report
+        if page and keys is not None:
+            # An analysis kept without the page's data: the page's data needs the timeline
+            # alone, not the analyzers.
+            report = _read_back(store, keys, False, top, False)
+            if report is not None:
+                from tpuperf.timeline import build_timeline
+
+                report._timeline = build_timeline(loaded, report.config)
+                _ANALYSED.append((store, keys[1], report, page, loaded.warnings))
                 return report
         report = analyze_profile(loaded, **options)
         if keys is not None:
