@@ -426,7 +426,7 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         if not selected.n:
             continue
         module, op = selected.strings("module"), selected.strings("op")
-        group, first = group_index([module, op])
+        programs = selected.strings("program_id")
         window = window_of(
             view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
         )
@@ -435,16 +435,11 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
             cols = np.searchsorted(numbers, view.windows.step)[window]
         else:
             cols = np.zeros(len(window), dtype=np.int64)
-        rows = np.array(
-            [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
-            dtype=np.int64,
-        )[group]
+        rows, pairs = _rows_and_programs(module, op, programs, index)
         keep = rows >= 0
         cells = rows[keep] * len(step_numbers) + cols[keep]
         np.add.at(totals, cells, selected.array("self_ps")[keep].astype(np.int64, copy=False))
-        programs = selected.strings("program_id")
-        _, firsts = group_index([module, programs])
-        for m, p in zip(module.take(firsts), programs.take(firsts), strict=True):
+        for m, p in pairs:
             ran.setdefault(m, set()).add((view.host, p))
     samples = totals.reshape(len(keys), len(step_numbers)) / np.maximum(devices_per_step, 1.0) / 1e9
     step_ps = tl.step_time_ps if tl.has_steps else np.zeros(0)
@@ -458,6 +453,37 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         windows=max(tl.n_windows, 1),
         programs=program_fingerprints(profile, ran, tl, keys, attributes),
     )
+
+
+def _rows_and_programs(
+    module: Strings, op: Strings, program: Strings, index: dict[tuple[str, str], int]
+) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Each op's row in ``index`` (by its (module, op); -1 where it has none) and the
+    distinct (module, program) pairs of the ops. Where the three columns share one index
+    (a TPU op's names, by metadata row), both come from the index values in use, found in
+    one count, rather than from grouping every op twice."""
+    shared = module.index
+    if (
+        op.index is shared
+        and program.index is shared
+        and all(s.mapping is not None for s in (module, op, program))
+        and shared.dtype.kind in "iu"
+    ):
+        used = np.flatnonzero(np.bincount(shared, minlength=len(module.mapping)))  # type: ignore[arg-type]
+        names = [
+            [s.values[c] for c in s.mapping[used].tolist()]  # type: ignore[index]
+            for s in (module, op, program)
+        ]
+        row_of = np.full(len(module.mapping), -1, dtype=np.int64)  # type: ignore[arg-type]
+        row_of[used] = [index.get(key, -1) for key in zip(names[0], names[1], strict=True)]
+        return row_of[shared], list(dict.fromkeys(zip(names[0], names[2], strict=True)))
+    group, first = group_index([module, op])
+    rows = np.array(
+        [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
+        dtype=np.int64,
+    )[group]
+    _, firsts = group_index([module, program])
+    return rows, list(zip(module.take(firsts), program.take(firsts), strict=True))
 
 
 def _code_of(profile: Profile, keys: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
