@@ -599,3 +599,28 @@ def test_headings_and_run_lines_break_at_natural_points(pairs, width: int) -> No
         assert base == f"BASE {source}  {details}"
     else:
         assert (base, lines[2]) == (f"BASE {source}", f"     {details}")
+
+
+def test_op_rows_from_a_shared_index_are_those_of_grouping_every_op(tmp_path: Path) -> None:
+    """A TPU op's names share one index (its metadata row): the rows and (module, program)
+    pairs read from the index values in use equal those of grouping the ops by their values."""
+    from tpuperf.columns import Strings
+
+    run, _ = write_run("collective_training", tmp_path / "run", seed=1, steps=4)
+    profile = tpuperf.load(run)
+    report = tpuperf.analyze(profile)
+    keys = list(zip(report.ops.strings("module"), report.ops.strings("op"), strict=True))
+    index = {key: i for i, key in enumerate(keys[1:])}  # one (module, op) has no row: -1
+    checked, missing = 0, False
+    for device in profile.device_tables:
+        ops = device.ops
+        module, op, program = (ops.strings(c) for c in ("module", "op", "program_id"))
+        if not ops.n or op.index is not module.index or program.index is not module.index:
+            continue
+        shared = diffing._rows_and_programs(module, op, program, index)
+        apart = [Strings.from_list(s.tolist()) for s in (module, op, program)]
+        grouped = diffing._rows_and_programs(*apart, index)
+        assert shared[0].tolist() == grouped[0].tolist()
+        assert set(shared[1]) == set(grouped[1]) and len(shared[1]) == len(set(shared[1]))
+        checked, missing = checked + 1, missing or bool((shared[0] == -1).any())
+    assert checked and missing
