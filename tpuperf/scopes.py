@@ -715,7 +715,8 @@ def tree_report(
         "source": profile.source,
         "platform": profile.platform,
         "scoped": data.has_scopes,
-        "windows": scope_time(profile, timeline=timeline).windows,
+        # (the windows scope_time counts over: every selected window of every device)
+        "windows": max(sum(len(view.windows) for view in timeline.devices), 1),
         "step_source": timeline.step_source if timeline.step_source != SOURCE_OP_SPAN else None,
         "steps_analyzed": len(timeline.steps_selected),
         "steps_excluded": len(timeline.steps_excluded),
