@@ -295,8 +295,12 @@ class Report:
         """The report as the cache keeps it: :meth:`from_stored` makes it again."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del values["_timeline"]
-        values["page"] = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
+        values["page"] = self._page_data()
         return values
+
+    def _page_data(self) -> dict[str, Any]:
+        """What of the page's data is computed, as its cached properties keep it."""
+        return {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
 
     def can_list(self, top: int) -> bool:
         """Whether :meth:`with_top` lists ``top`` top ops as analysing with ``top`` would."""
@@ -308,7 +312,7 @@ class Report:
         (:meth:`can_list` says whether it can)."""
         if top == self.config.top_ops or self._ranked_ops is None:
             return self
-        page = {name: self.__dict__[name] for name in PAGE if name in self.__dict__}
+        page = self._page_data()
         report = dataclasses.replace(
             self,
             top_ops=_first_rows(self._ranked_ops, top),

@@ -715,8 +715,7 @@ def tree_report(
         "source": profile.source,
         "platform": profile.platform,
         "scoped": data.has_scopes,
-        # (the windows scope_time counts over: every selected window of every device)
-        "windows": max(sum(len(view.windows) for view in timeline.devices), 1),
+        "windows": max(timeline.n_windows, 1),  # (the windows scope_time counts over)
         "step_source": timeline.step_source if timeline.step_source != SOURCE_OP_SPAN else None,
         "steps_analyzed": len(timeline.steps_selected),
         "steps_excluded": len(timeline.steps_excluded),
