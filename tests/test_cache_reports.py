@@ -444,3 +444,20 @@ def test_a_real_profiles_page_after_analyze_is_the_page_analysing_draws(
     monkeypatch.setattr(tpuperf.analysis, "analyze", _must_not_analyze)
     code, _, err = cli("report", path, "-o", str(page))
     assert code == 0 and page.read_text() == want, err
+
+
+def test_a_command_asks_the_object_store_once_for_each_files_key(
+    cli: Cli, profile: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report is looked for before the profile is loaded, and the load reads the same
+    files: an object store's listing (a network request a file) is asked for once."""
+    asked: list[str] = []
+    real = cache_mod._stated_key
+
+    def stated_key(url: str) -> str | None:
+        asked.append(url)
+        return real(url)
+
+    monkeypatch.setattr(cache_mod, "_stated_key", stated_key)
+    cli.json("analyze", str(profile), "--format", "json")  # analysed: looked for, then loaded
+    assert len(asked) == 1 and asked[0].endswith(profile.name)

@@ -211,6 +211,7 @@ class Cache:
         # notices of choosing them (sources.Resolved.notices).
         self.last_loaded: list[tuple[str, str, str]] = []
         self.last_notices: list[str] = []
+        self._stated: dict[str, str | None] = {}  # url -> stated_key's answer
         self._known_bytes: int | None = None  # what the table entries take, once walked
         # Store table entries in a thread of their own while the caller goes on (a command
         # analyses the tables it just decoded meanwhile); :meth:`wait` joins it.
@@ -239,6 +240,21 @@ class Cache:
         return _hash("failure", states, options)
 
     # ------------------------------------------------------------------ stat memo
+
+    def content_of(self, url: str, stated: str | None = None) -> str | None:
+        """The content key of ``url`` known without reading it: ``stated`` (an object
+        store's, :func:`listing_key`), else a local file's stat memo's
+        (:meth:`known_content`); None when neither knows it."""
+        if stated is not None or "://" in url:
+            return stated
+        return self.known_content(url)
+
+    def stated_key(self, url: str) -> str | None:
+        """The content key an object store states for ``url`` (:func:`_stated_key`), asked
+        once per Cache: a command that looks for its report before loading asks once."""
+        if url not in self._stated:
+            self._stated[url] = _stated_key(url)
+        return self._stated[url]
 
     def known_content(self, path: str) -> str | None:
         """The content key recorded for local file ``path`` if it is unchanged since, else None."""
@@ -893,8 +909,8 @@ def host_tables(
     """
     from tpuperf import sources
 
-    if cache is not None and content is None and "://" not in url:
-        content = cache.known_content(url)
+    if cache is not None:
+        content = cache.content_of(url, content)
     if cache is not None and content is not None:
         hit = cache.get_tables(Cache.tables_key(host, content), url)
         if hit is not None:
@@ -934,7 +950,7 @@ def load(
     text = os.fspath(path)
     cache = cache if cache is not None else Cache()
     resolved = sources.resolve(text, host=host, run=run)
-    found = [host_tables(f.url, f.host, cache, _stated_key(f.url)) for f in resolved.files]
+    found = [host_tables(f.url, f.host, cache, cache.stated_key(f.url)) for f in resolved.files]
     cache.last_loaded = [
         (f.url, f.host, content) for f, (_, content) in zip(resolved.files, found, strict=True)
     ]
@@ -959,9 +975,7 @@ def known_files(
     resolved = sources.resolve(os.fspath(path), host=host, run=run)
     files = []
     for f in resolved.files:
-        content = _stated_key(f.url)
-        if content is None and "://" not in f.url:
-            content = cache.known_content(f.url)
+        content = cache.content_of(f.url, cache.stated_key(f.url))
         if content is None:
             return None
         files.append((f.url, f.host, content))

@@ -317,15 +317,9 @@ def error_row(target: Target, message: str) -> dict[str, Any]:
 
 
 def _known_contents(target: Target, cache: Cache | None) -> list[str | None]:
-    out: list[str | None] = []
-    for f in target.files:
-        if f.content is not None:
-            out.append(f.content)
-        elif cache is not None and "://" not in f.url:
-            out.append(cache.known_content(f.url))
-        else:
-            out.append(None)
-    return out
+    return [
+        cache.content_of(f.url, f.content) if cache is not None else f.content for f in target.files
+    ]
 
 
 def _local_states(target: Target) -> list[tuple[str, list[int]]] | None:
