@@ -499,9 +499,9 @@ def _stages(source: Path, repeat: int) -> str:
     lines.append(
         f"\nthe command's stages one after another: {sum(w for w, _ in once):.3f} s wall, "
         f"{sum(c for _, c in once):.3f} s CPU (imports, hash, decode, tables, cache entry, "
-        "scopes, report, json; in the command the hash runs beside the decode, the cache "
-        "entry beside the analysis and the scopes beside the timeline, and the command's "
-        "wall time adds the interpreter's start and exit and the command line's own imports)"
+        "scopes, report, json; in the command the hash runs beside the decode and the tables, "
+        "the cache entry beside the analysis and the scopes beside the timeline, and the "
+        "command's wall time adds the interpreter's start and exit and the command line's own imports)"
     )
     return "\n".join(lines)
 

@@ -15,8 +15,8 @@ import pytest
 
 import tpuperf
 from fixtures.generate import SCENARIOS, write_run
+from tpuperf import _threads, build, schema
 from tpuperf import cache as cache_mod
-from tpuperf import schema
 from tpuperf.cache import Cache
 
 
@@ -92,8 +92,10 @@ def test_same_bytes_elsewhere_hit_and_a_new_version_misses(
     shutil.copy(source, copy)
     _, key = cache_mod.host_tables(str(source), "tpu-host-0", cache)
     assert key == cache_mod.content_key(source.read_bytes())
-    # The same content under another path is a hit, with this path in its HostInfo.
-    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    # The same content under another path is a hit, with this path in its HostInfo: a file
+    # the cache has never seen is built while it is hashed, and a small one is hashed first,
+    # so its build stops before its first device.
+    monkeypatch.setattr(build, "_device", _must_not_decode)
     second, same = cache_mod.host_tables(str(copy), "tpu-host-0", cache)
     assert same == key and second.info.path == str(copy)
     # Another host name is another entry (the name is in every table) ...
@@ -105,7 +107,84 @@ def test_same_bytes_elsewhere_hit_and_a_new_version_misses(
         cache_mod.host_tables(str(source), "tpu-host-0", cache)
 
 
-def _must_not_decode(*args: object) -> None:
+def test_a_build_stops_before_the_next_device_once_told(runs: dict[str, Path]) -> None:
+    # What the cache's hash beside the build relies on: `stop` is asked before each device.
+    from tpuperf import xspace
+
+    data = (runs["straggler"] / "tpu-host-0.xplane.pb").read_bytes()
+    whole = build.build_host("tpu-host-0", xspace.decode(data), 1)
+    assert len(whole.devices) > 2
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(build.Stopped):
+        build.build_host("tpu-host-0", xspace.decode(data), 1, stop)
+    assert len(asked) == 3  # two devices built, the third given up
+
+
+def test_a_copy_whose_tables_are_damaged_is_built_whole(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A copy the cache has never seen stops its build once hashed, as the cache holds its
+    # tables; when they do not read back, the copy is built whole and stored again.
+    notes: list[str] = []
+    cache = Cache(tmp_path / "cache", note=notes.append)
+    source = runs["straggler"] / "tpu-host-1.xplane.pb"
+    expected = tpuperf.load(source)
+    cache_mod.load(source, cache=cache)
+    (meta,) = (tmp_path / "cache").rglob("host.json")
+    meta.write_text(meta.read_text()[:100])
+    copy = _copy(source, tmp_path / "elsewhere")
+    assert_same_profile(cache_mod.load(copy, cache=cache), tpuperf.load(copy))
+    assert len(notes) == 1 and "host.json is not JSON" in notes[0]
+    # Stored again, whole: the source is read back from it.
+    monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
+    assert_same_profile(cache_mod.load(source, cache=cache), expected)
+
+
+def test_a_large_profile_hashed_beside_its_build_gives_the_same_tables(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a large profile's: the hash in a thread beside the build, which either stops once
+    # the hash finds the tables in the cache or ends first; the same tables either way.
+    monkeypatch.setattr(_threads, "PARALLEL_BYTES", 1)
+    cache = Cache(tmp_path / "cache")
+    source = runs["straggler"] / "tpu-host-1.xplane.pb"
+    expected = tpuperf.load(source)
+    assert_same_profile(cache_mod.load(source, cache=cache), expected)
+    key = Cache.tables_key("tpu-host-1", cache_mod.content_key(source.read_bytes()))
+    assert cache.holds_tables(key)
+    copy = _copy(source, tmp_path / "elsewhere")
+    assert_same_profile(cache_mod.load(copy, cache=cache), tpuperf.load(copy))
+    assert_same_profile(cache_mod.load(source, cache=cache), expected)
+
+
+def _copy(source: Path, folder: Path) -> Path:
+    folder.mkdir()
+    return Path(shutil.copy(source, folder / source.name))
+
+
+def test_a_mapped_file_hashes_to_its_content_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mmap
+
+    monkeypatch.setattr(cache_mod, "_HASH_CHUNK", 4096)
+    data = np.random.default_rng(7).integers(0, 256, 4096 * 3 + 1234, dtype=np.uint8).tobytes()
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    with open(path, "rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    assert cache_mod._mapped_content_key(mapped) == cache_mod.content_key(data)
+    assert mapped[:] == data  # pages let go come back as they were
+    assert cache_mod._mapped_content_key(data) == cache_mod.content_key(data)
+    assert cache_mod._mapped_content_key(b"") == cache_mod.content_key(b"")
+
+
+def _must_not_decode(*args: object, **kwargs: object) -> None:
     raise AssertionError("decoded although the cache holds these tables")
 
 

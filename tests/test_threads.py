@@ -68,11 +68,13 @@ def test_pool_is_a_thread_pool_only_for_parallel_work(
         assert (ran_in is not threading.current_thread()) == threads
 
 
-def test_a_large_profile_is_hashed_beside_its_decode(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The content key is made in a thread of its own while the calling thread indexes the
-    # XSpace (hashlib lets go of the GIL): one after the other, a large first read waits for
+def test_a_large_profile_is_hashed_beside_its_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # The content key is made in a thread of its own while the calling thread builds the
+    # tables (hashlib lets go of the GIL): one after the other, a large first read waits for
     # both.
-    from tpuperf import cache, xspace
+    from tpuperf import cache
 
     threads: dict[str, threading.Thread] = {}
 
@@ -80,15 +82,17 @@ def test_a_large_profile_is_hashed_beside_its_decode(monkeypatch: pytest.MonkeyP
         threads["hash"] = threading.current_thread()
         return "sha256:test"
 
-    def decode(data: Any) -> str:
+    def decode(url: str, host: str, data: Any, stop: Any = None) -> str:
         threads["decode"] = threading.current_thread()
-        return "space"
+        return "tables"
 
-    monkeypatch.setattr(cache, "content_key", key)
-    monkeypatch.setattr(xspace, "decode", decode)
-    assert cache._hash_beside_decode(b"\0" * _threads.PARALLEL_BYTES) == ("sha256:test", "space")
+    monkeypatch.setattr(cache, "_mapped_content_key", key)
+    monkeypatch.setattr(cache, "decode_host", decode)
+    store = cache.Cache(tmp_path)
+    large = b"\0" * _threads.PARALLEL_BYTES
+    assert cache._hash_beside_build("f", "h", large, store) == ("sha256:test", "tables")
     assert threads["decode"] is threading.current_thread()
     assert threads["hash"] is not threading.current_thread()
     # A small profile's are made in the calling thread, one after the other.
-    assert cache._hash_beside_decode(b"\0" * 1024) == ("sha256:test", "space")
+    assert cache._hash_beside_build("f", "h", b"\0" * 1024, store) == ("sha256:test", "tables")
     assert threads["hash"] is threading.current_thread()

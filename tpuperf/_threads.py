@@ -25,7 +25,7 @@ def pool(workers: int, name: str, *, parallel: bool = True, beside: bool = False
     """A ThreadPoolExecutor of ``workers`` threads named ``name``-N; with ``parallel`` False,
     or with one worker that the caller would only wait for, an :class:`InThread` executor
     (nothing imported, no thread started). A caller that works on while the pool does (the
-    hash beside the decode, the scopes beside the timeline) says ``beside``: its one worker
+    hash beside the build, the scopes beside the timeline) says ``beside``: its one worker
     is then a thread."""
     if parallel and (workers > 1 or (beside and workers == 1)):
         from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +62,9 @@ class Done:
             self._value = fn(*args, **kwargs)
         except Exception as exc:  # raised by result(), where a pool's future raises it
             self._error = exc
+
+    def done(self) -> bool:
+        return True
 
     def result(self) -> Any:
         if self._error is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,8 +59,16 @@ _SPARSE_CORE_BASE = 1000  # device ids of SparseCore planes start here, apart fr
 _STEPS_LINE = ("Steps", "Sparse Core Steps")
 
 
-def build_host(host: str, space: Space, threads: int | None = None) -> HostTables:
-    """All tables of one host's profile; device planes are built in ``threads`` threads."""
+class Stopped(Exception):
+    """A build given up because its ``stop`` said so: what it would make is had elsewhere."""
+
+
+def build_host(
+    host: str, space: Space, threads: int | None = None, stop: Callable[[], bool] | None = None
+) -> HostTables:
+    """All tables of one host's profile; device planes are built in ``threads`` threads.
+    ``stop``, asked before each device is built, gives the build up (:class:`Stopped`) once
+    it answers True."""
     planes_by_name = {plane.name: plane for plane in space.planes}
     module_names = _module_names(space.planes)
     host_plane = planes_by_name.get(HOST_PLANE)
@@ -80,6 +89,8 @@ def build_host(host: str, space: Space, threads: int | None = None) -> HostTable
     shared = SharedMetadata()  # the metadata columns of the host's chips (build_tpu)
 
     def build(item: tuple[Plane, str, int, bool]) -> DeviceTables:
+        if stop is not None and stop():
+            raise Stopped
         plane, kind, device_id, sparse = item
         device = _device(plane, kind, device_id, sparse, host, module_names, executions, shared)
         _place_steps(device, markers)

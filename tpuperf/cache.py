@@ -330,6 +330,10 @@ class Cache:
 
     # ------------------------------------------------------------------ tables
 
+    def holds_tables(self, key: str) -> bool:
+        """Whether an entry of tables is stored under ``key`` (:meth:`get_tables` reads it)."""
+        return (self._entry("tables", key, "") / _TABLES_META).exists()
+
     def get_tables(self, key: str, url: str) -> HostTables | None:
         """The cached tables under ``key``, with ``url`` as the HostInfo path; None on a miss.
 
@@ -877,26 +881,61 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------- loading through the cache
 
 
-def decode_host(url: str, host: str, data: Any, space: Any = None) -> HostTables:
-    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does (``space``:
-    their XSpace, when :func:`_hash_beside_decode` made it)."""
-    return read_host(url, host, data, space)
+def decode_host(
+    url: str, host: str, data: Any, stop: Callable[[], bool] | None = None
+) -> HostTables:
+    """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does; ``stop``:
+    see :func:`tpuperf.build.build_host`."""
+    return read_host(url, host, data, stop=stop)
 
 
-def _hash_beside_decode(data: Any) -> tuple[str, Any]:
-    """The content key of ``data`` and its XSpace (``xspace.decode``; None when that fails,
-    and decoding again says why), made side by side (hashlib lets go of the GIL), or one after
-    the other for a small profile."""
-    from tpuperf import _threads, xspace
+# A memory-mapped profile hashed beside its build is read this many bytes at a time, each
+# chunk's pages let go once hashed.
+_HASH_CHUNK = 16 << 20
+
+
+def _mapped_content_key(data: Any) -> str:
+    """:func:`content_key` of a profile's bytes, hashed a chunk at a time; where they are a
+    memory map, each chunk's pages are let go once hashed (:func:`xspace.release_pages`), so
+    that hashing beside the build does not keep the whole file resident beside its tables."""
+    import hashlib
+
+    from tpuperf.xspace import release_pages
+
+    digest = hashlib.sha256()
+    with memoryview(data) as view:
+        for start in range(0, len(view), _HASH_CHUNK):
+            digest.update(view[start : start + _HASH_CHUNK])
+            release_pages(data, start, start + _HASH_CHUNK)
+    return "sha256:" + digest.hexdigest()
+
+
+def _hash_beside_build(
+    url: str, host: str, data: Any, cache: Cache
+) -> tuple[str, HostTables | None]:
+    """The content key of a file the cache has never seen, and its tables, made side by side
+    (hashlib lets go of the GIL). Such a file is seldom in the cache (a copy of one is), so its
+    tables are built while it is hashed rather than after. Once hashed, a file whose tables the
+    cache holds after all stops its build before its next device, and None comes back for its
+    tables: they are read from the cache. A small profile is hashed first, in this thread."""
+    from tpuperf import _threads
+    from tpuperf.build import Stopped
 
     parallel = len(data) >= _threads.PARALLEL_BYTES
     with _threads.pool(1, "tpuperf-hash", parallel=parallel, beside=True) as pool:
-        hashing = pool.submit(content_key, data)
+        hashing = pool.submit(_mapped_content_key, data)
+        held: list[bool] = []  # once hashed: whether the cache holds the tables
+
+        def held_already() -> bool:
+            if not held and hashing.done():
+                held.append(cache.holds_tables(Cache.tables_key(host, hashing.result())))
+            return bool(held) and held[0]
+
         try:
-            space = xspace.decode(data)
-        except Exception:  # a bad profile: read_host decodes it again and names the damage
-            space = None
-        return hashing.result(), space
+            decoded: HostTables | None = decode_host(url, host, data, stop=held_already)
+        except Stopped:
+            decoded = None
+        return hashing.result(), decoded
 
 
 def host_tables(
@@ -916,25 +955,26 @@ def host_tables(
         if hit is not None:
             return hit, content
     data = sources.read_profile(url)
-    space = None
+    decoded = None
+    asked = content is not None  # the cache was asked for these tables above
     if content is None:
         local = "://" not in url
         if cache is not None and local and not cache.seen(url):
-            # A file the cache has never seen is seldom in it (a copy of one is): its XSpace
-            # is decoded while it is hashed, for the tables to be built from on a miss.
-            content, space = _hash_beside_decode(data)
+            content, decoded = _hash_beside_build(url, host, data, cache)
         else:
             content = content_key(data)
-        if cache is not None:
-            if local:
-                cache.remember_content(url, content)
-            hit = cache.get_tables(Cache.tables_key(host, content), url)
-            if hit is not None:
-                return hit, content
-    decoded = decode_host(url, host, data, space)
-    del data, space
-    if cache is not None:
-        cache.put_tables(Cache.tables_key(host, content), decoded)
+        if cache is not None and local:
+            cache.remember_content(url, content)
+    key = Cache.tables_key(host, content)
+    if decoded is None and cache is not None and not asked:
+        hit = cache.get_tables(key, url)
+        if hit is not None:
+            return hit, content
+    if decoded is None:
+        decoded = decode_host(url, host, data)
+    del data
+    if cache is not None and not cache.holds_tables(key):
+        cache.put_tables(key, decoded)
     return decoded, content
 
 

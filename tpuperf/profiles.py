@@ -275,9 +275,12 @@ class HostPart:
     host_events: Table | None = None  # host-plane events (tpuperf.hostview.events_of)
 
 
-def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
+def read_host(
+    url: str, host: str, data: Any, space: Any = None, stop: Callable[[], bool] | None = None
+) -> HostPart:
     """Decode one host file's bytes (or a memory map of them) into its tables; ``space``, when
-    given, is ``xspace.decode(data)`` already made (the cache makes it while it hashes)."""
+    given, is ``xspace.decode(data)`` already made. ``stop``: see :func:`build.build_host`
+    (the cache gives up a build once it finds it holds the tables)."""
     from tpuperf import build, hostview, sources, xspace
     from tpuperf._threads import PARALLEL_BYTES
 
@@ -287,7 +290,8 @@ def read_host(url: str, host: str, data: Any, space: Any = None) -> HostPart:
         # Indexing read every page of the file; the tables read it again line by line, so
         # only the lines being decoded are resident beside the growing tables.
         sources.release(data)
-        built = build.build_host(host, space, None if len(data) >= PARALLEL_BYTES else 1)
+        threads = None if len(data) >= PARALLEL_BYTES else 1
+        built = build.build_host(host, space, threads, stop)
         host_events = hostview.events_of(space)
         del space
         sources.release(data)

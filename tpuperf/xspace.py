@@ -223,7 +223,7 @@ class Line:
                 plane._data, first, stop, wanted, columns, len(names), keep_column, events
             )
             parts.append(found)
-            _release_pages(plane._data, first, stop)
+            release_pages(plane._data, first, stop)
         if not parts:
             parts = [[EMPTY] * (3 + len(names))]
         joined = [
@@ -245,7 +245,7 @@ class Line:
 _RELEASE_MIN_BYTES = 1 << 22
 
 
-def _release_pages(data: Any, start: int, stop: int) -> None:
+def release_pages(data: Any, start: int, stop: int) -> None:
     """Let the kernel drop a memory-mapped file's pages of [start, stop) from this process
     once they are decoded (they stay in the page cache, and come back if read again): a
     large profile is then not resident twice, as bytes and as columns."""
