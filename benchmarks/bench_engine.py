@@ -501,7 +501,8 @@ def _stages(source: Path, repeat: int) -> str:
         f"{sum(c for _, c in once):.3f} s CPU (imports, hash, decode, tables, cache entry, "
         "scopes, report, json; in the command the hash runs beside the decode and the tables, "
         "the cache entry beside the analysis and the scopes beside the timeline, and the "
-        "command's wall time adds the interpreter's start and exit and the command line's own imports)"
+        "command's wall time adds the interpreter's start and exit and the command line's "
+        "own imports)"
     )
     return "\n".join(lines)
 

@@ -125,21 +125,45 @@ def test_a_build_stops_before_the_next_device_once_told(runs: dict[str, Path]) -
     assert len(asked) == 3  # two devices built, the third given up
 
 
-def test_a_copy_whose_tables_are_damaged_is_built_whole(
-    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_file_of_a_size_already_read_is_hashed_before_its_build(
+    runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    # A copy the cache has never seen stops its build once hashed, as the cache holds its
-    # tables; when they do not read back, the copy is built whole and stored again.
+    # A copy has the size of the file it copies: it is looked for in the cache before
+    # anything of it is built. A file of another size is built while it is hashed.
+    cache = Cache(tmp_path / "cache")
+    source = runs["straggler"] / "tpu-host-1.xplane.pb"
+    other = runs["memory_bound"] / "tpu-host-0.xplane.pb"
+    cache_mod.load(source, cache=cache)
+    copy = _copy(source, tmp_path / "elsewhere")
+    assert cache.seen(str(copy)) and not cache.seen(str(other))
+    assert other.stat().st_size != source.stat().st_size
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_build_stops_once_the_hash_finds_the_tables_in_the_cache(
+    damaged: bool, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file the cache holds though it has seen neither its path nor its size (a profile
+    # read from an object store, then downloaded) stops its build once hashed, before its
+    # first device where it is small (hashed first), and is read from the cache. Where those
+    # tables do not read back, it is built whole and stored again.
     notes: list[str] = []
     cache = Cache(tmp_path / "cache", note=notes.append)
     source = runs["straggler"] / "tpu-host-1.xplane.pb"
     expected = tpuperf.load(source)
     cache_mod.load(source, cache=cache)
-    (meta,) = (tmp_path / "cache").rglob("host.json")
-    meta.write_text(meta.read_text()[:100])
+    shutil.rmtree(tmp_path / "cache" / cache_mod.FORMAT / "sizes")
     copy = _copy(source, tmp_path / "elsewhere")
-    assert_same_profile(cache_mod.load(copy, cache=cache), tpuperf.load(copy))
-    assert len(notes) == 1 and "host.json is not JSON" in notes[0]
+    assert not cache.seen(str(copy))
+    expected_copy = tpuperf.load(copy)
+    if damaged:
+        (meta,) = (tmp_path / "cache").rglob("host.json")
+        meta.write_text(meta.read_text()[:100])
+    else:
+        monkeypatch.setattr(build, "_device", _must_not_decode)
+    assert_same_profile(cache_mod.load(copy, cache=cache), expected_copy)
+    assert cache.hits == (0 if damaged else 1)
+    assert len(notes) == damaged and all("host.json is not JSON" in n for n in notes)
     # Stored again, whole: the source is read back from it.
     monkeypatch.setattr(cache_mod, "decode_host", _must_not_decode)
     assert_same_profile(cache_mod.load(source, cache=cache), expected)
@@ -157,6 +181,7 @@ def test_a_large_profile_hashed_beside_its_build_gives_the_same_tables(
     assert_same_profile(cache_mod.load(source, cache=cache), expected)
     key = Cache.tables_key("tpu-host-1", cache_mod.content_key(source.read_bytes()))
     assert cache.holds_tables(key)
+    shutil.rmtree(tmp_path / "cache" / cache_mod.FORMAT / "sizes")  # not known as a copy
     copy = _copy(source, tmp_path / "elsewhere")
     assert_same_profile(cache_mod.load(copy, cache=cache), tpuperf.load(copy))
     assert_same_profile(cache_mod.load(source, cache=cache), expected)

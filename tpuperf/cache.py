@@ -19,6 +19,9 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           unchanged file is not read again just to hash it (a file modified
                           too recently for that is recorded without its stat: seen, so that
                           reading it again hashes it before decoding anything)
+    v3/sizes/ab/<key>.json  that a file of a size was read: a file never seen that has the
+                          size of one seen (a copy) is hashed before it is decoded; any other
+                          is hashed while its tables are built
 
 Keys hash the content (a report's adds the path as given, the notices of choosing its files
 and the options), never the path alone: a file's *content key* is the sha256 of its
@@ -270,19 +273,29 @@ class Cache:
         return key if isinstance(key, str) else None
 
     def remember_content(self, path: str, key: str) -> None:
-        """Record that local file ``path``, as it is now, has content key ``key``. A file
-        modified too recently for its stat to stand in for its content is recorded without
-        its stat: :meth:`known_content` never answers for it, :meth:`seen` does."""
+        """Record that local file ``path``, as it is now, has content key ``key``, and that a
+        file of its size was read. A file modified too recently for its stat to stand in for
+        its content is recorded without its stat: :meth:`known_content` never answers for
+        it, :meth:`seen` does."""
         state = settled_state(path)
         if state is not None or os.path.exists(path):
             entry = self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
             self._write_json(entry, {"stat": state, "content": key})
+            with contextlib.suppress(OSError):
+                size = os.path.getsize(path)
+                self._write_json(self._entry("sizes", _hash("size", size), ".json"), {})
 
     def seen(self, path: str) -> bool:
         """Whether a content key was recorded for local file ``path`` (:meth:`remember_content`),
-        however it has changed since: its tables may well be here, so they are looked for
-        before the file is decoded."""
-        return self._entry("stat", _hash("stat", os.path.abspath(path)), ".json").exists()
+        however it has changed since, or for a file of its size (a copy of one): its tables
+        may well be here, so they are looked for before the file is decoded."""
+        if self._entry("stat", _hash("stat", os.path.abspath(path)), ".json").exists():
+            return True
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            return False
+        return self._entry("sizes", _hash("size", size), ".json").exists()
 
     # ------------------------------------------------------------------ rows
 
@@ -913,11 +926,12 @@ def _mapped_content_key(data: Any) -> str:
 def _hash_beside_build(
     url: str, host: str, data: Any, cache: Cache
 ) -> tuple[str, HostTables | None]:
-    """The content key of a file the cache has never seen, and its tables, made side by side
-    (hashlib lets go of the GIL). Such a file is seldom in the cache (a copy of one is), so its
-    tables are built while it is hashed rather than after. Once hashed, a file whose tables the
-    cache holds after all stops its build before its next device, and None comes back for its
-    tables: they are read from the cache. A small profile is hashed first, in this thread."""
+    """The content key of a file the cache has never seen (:meth:`Cache.seen`: nor one of its
+    size), and its tables, made side by side (hashlib lets go of the GIL). Such a file is
+    seldom in the cache, so its tables are built while it is hashed rather than after. Once
+    hashed, a file whose tables the cache holds after all stops its build before its next
+    device, and None comes back for its tables: they are read from the cache. A small profile
+    is hashed first, in this thread."""
     from tpuperf import _threads
     from tpuperf.build import Stopped
 
