@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import CPU_FIXTURE, REPO, shared_profile
 from rich.cells import cell_len
@@ -624,3 +625,32 @@ def test_op_rows_from_a_shared_index_are_those_of_grouping_every_op(tmp_path: Pa
         assert set(shared[1]) == set(grouped[1]) and len(shared[1]) == len(set(shared[1]))
         checked, missing = checked + 1, missing or bool((shared[0] == -1).any())
     assert checked and missing
+
+
+def test_each_rows_bootstrap_medians_are_made_once_and_are_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The common factor's ops are among the paired ops the op diff takes: their medians are
+    # made once, and a row's are the same whatever rows are made beside it.
+    rng = np.random.default_rng(5)
+    samples = rng.gamma(2.0, 1.0, (40, 25))
+    samples[7] = 1.0  # ties
+    fresh = diffing._Bootstrap(25, 25)
+    boot = diffing._Bootstrap(25, 25)
+    made: list[int] = []
+    medians = boot.medians
+
+    def counted(rows: np.ndarray, which: int) -> np.ndarray:
+        made.append(len(rows))
+        return medians(rows, which)
+
+    monkeypatch.setattr(boot, "medians", counted)
+    first = np.array([7, 3, 7, 30])
+    assert np.array_equal(boot.medians_at(samples, first, 1), fresh.medians(samples[first], 1))
+    every = np.arange(40)[::-1]
+    assert np.array_equal(boot.medians_at(samples, every, 1), fresh.medians(samples[every], 1))
+    assert made == [3, 37]
+    # The other side's rows are its own.
+    assert np.array_equal(boot.medians_at(samples, first, 0), fresh.medians(samples[first], 0))
+    assert made == [3, 37, 3]
+    assert boot.medians_at(samples, np.array([], dtype=np.int64), 0).shape == (0, 1000)

@@ -911,6 +911,8 @@ class _Bootstrap:
         self.weights = tuple(
             counts.T / max(n, 1) for counts, n in zip(self.counts, self.n, strict=True)
         )  # (steps, replicates)
+        # Each side's bootstrap medians, by the row of its samples (see medians_at).
+        self._medians: tuple[dict[int, np.ndarray], dict[int, np.ndarray]] = ({}, {})
 
     @property
     def usable(self) -> bool:
@@ -940,6 +942,20 @@ class _Bootstrap:
         blocks = np.array_split(samples, workers)
         with _threads.pool(workers, "tpuperf-bootstrap") as pool:
             return np.concatenate(list(pool.map(medians_of, blocks)))
+
+    def medians_at(self, samples: np.ndarray, rows: np.ndarray, which: int) -> np.ndarray:
+        """(len(rows), replicates): :meth:`medians` of ``samples[rows]``, the samples of side
+        ``which``, each row's made once: a diff asks for its common factor's ops, then for
+        every paired op, the factor's among them. A row's medians are its own, whatever rows
+        are made with it."""
+        known = self._medians[which]
+        wanted = rows.tolist()
+        missing = [row for row in dict.fromkeys(wanted) if row not in known]
+        if missing:
+            known.update(zip(missing, self.medians(samples[missing], which), strict=True))
+        if not wanted:
+            return np.zeros((0, BOOTSTRAP_REPLICATES))
+        return np.stack([known[row] for row in wanted])
 
 
 def interval(replicates: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
@@ -1343,7 +1359,7 @@ def _side_medians(side: Side, rows: np.ndarray, boot: _Bootstrap, which: int) ->
     out = np.zeros((len(rows), BOOTSTRAP_REPLICATES))
     present = np.flatnonzero(rows >= 0)
     if len(present):
-        out[present] = boot.medians(side.samples[rows[present]], which)
+        out[present] = boot.medians_at(side.samples, rows[present], which)
     return out
 
 
