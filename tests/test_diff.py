@@ -618,12 +618,14 @@ def test_op_rows_from_a_shared_index_are_those_of_grouping_every_op(tmp_path: Pa
         module, op, program = (ops.strings(c) for c in ("module", "op", "program_id"))
         if not ops.n or op.index is not module.index or program.index is not module.index:
             continue
-        shared = diffing._rows_and_programs(module, op, program, index)
+        codes, row_of, shared = diffing._rows_and_programs(module, op, program, index)
+        assert codes is module.index
         apart = [Strings.from_list(s.tolist()) for s in (module, op, program)]
-        grouped = diffing._rows_and_programs(*apart, index)
-        assert shared[0].tolist() == grouped[0].tolist()
-        assert set(shared[1]) == set(grouped[1]) and len(shared[1]) == len(set(shared[1]))
-        checked, missing = checked + 1, missing or bool((shared[0] == -1).any())
+        group, group_rows, grouped = diffing._rows_and_programs(*apart, index)
+        rows = row_of[codes]
+        assert rows.tolist() == group_rows[group].tolist()
+        assert set(shared) == set(grouped) and len(shared) == len(set(shared))
+        checked, missing = checked + 1, missing or bool((rows == -1).any())
     assert checked and missing
 
 

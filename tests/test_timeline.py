@@ -263,3 +263,43 @@ def test_selected_sums_are_the_selected_ops_sums_per_index_at_any_size(tmp_path:
             assert sums.tolist() == expected.tolist() + [0] * (size - used)
         with pytest.raises(ValueError):
             view.selected_sums(index, used, "self_ps")[0] = 1
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "generated",  # one op line a chip, in time order: each window's ops one run of rows
+        "fixtures/data/coll_fsdp.xplane.pb",
+        "fixtures/data/cpu_train_steps.xplane.pb",
+        "fixtures/data/host_markers.xplane.pb",
+        "gpu/v100_8gpu_tf_training.xplane.pb",
+        "gpu/mi300_jax_te_fused_attn.xplane.pb",
+        "tpu/v6e_4chip_inference.xplane.pb",
+    ],
+)
+def test_each_selected_op_knows_its_window(source: str, tmp_path: Path) -> None:
+    # Each selected op's window: from the runs of rows of ops in time order, or else searched
+    # for by its start; the same windows either way.
+    from conftest import REPO, shared_profile
+
+    from fixtures.generate import generate_large
+    from tpuperf.step_windows import window_of
+
+    if source == "generated":
+        path = tmp_path / "large.xplane.pb"
+        generate_large(path, events=20_000)
+    elif source.startswith("fixtures/"):
+        path = REPO / source
+    else:
+        path = shared_profile(source)
+    views = build_timeline(load(path), AnalysisConfig()).devices
+    in_order = 0
+    for view in views:
+        starts = view.ops.array_at("start_ps", view.selected)
+        searched = window_of(starts, view.windows.start_ps, view.windows.end_ps)
+        assert view.selected_windows().tolist() == searched.tolist()
+        assert (searched >= 0).all()
+        in_order += bool(np.all(np.diff(view.ops.array("start_ps")) >= 0))
+    assert views
+    if source == "generated":
+        assert in_order == len(views) and max(len(v.windows) for v in views) > 1

@@ -391,7 +391,6 @@ _ATTRIBUTES = ("kind", "category", "hlo_text")
 
 
 def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
-    from tpuperf.step_windows import window_of
 
     ops = report.ops
     keys = list(
@@ -415,8 +414,10 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
     numbers = np.array(step_numbers, dtype=np.int64)  # ascending, as the timeline selects them
     # Per (op, step) cell, self time summed over the devices, added in place: whole
     # picoseconds, exact in any order (a bincount per device made an ops x steps array of
-    # its own and added it: 140 MB a device at 1.8 GB).
-    totals = np.zeros(len(keys) * len(step_numbers), dtype=np.int64)
+    # its own and added it: 140 MB a device at 1.8 GB). Ops of no row of the report's are
+    # added to a spare row past the last, not kept.
+    n_steps = len(step_numbers)
+    totals = np.zeros((len(keys) + 1) * n_steps, dtype=np.int64)
     devices_per_step = np.zeros(len(step_numbers), dtype=np.float64)
     ran: dict[str, set[tuple[str, str]]] = {}  # module -> (host, program id) of what ran
     for view in tl.devices:
@@ -427,21 +428,19 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
             continue
         module, op = selected.strings("module"), selected.strings("op")
         programs = selected.strings("program_id")
-        window = window_of(
-            view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
-        )
         # Every op here starts in a selected window: each window's column, searched once.
         if tl.has_steps:
-            cols = np.searchsorted(numbers, view.windows.step)[window]
+            cols = np.searchsorted(numbers, view.windows.step)[view.selected_windows()]
         else:
-            cols = np.zeros(len(window), dtype=np.int64)
-        rows, pairs = _rows_and_programs(module, op, programs, index)
-        keep = rows >= 0
-        cells = rows[keep] * len(step_numbers) + cols[keep]
-        np.add.at(totals, cells, selected.array("self_ps")[keep].astype(np.int64, copy=False))
+            cols = np.zeros(selected.n, dtype=np.int64)
+        codes, row_of, pairs = _rows_and_programs(module, op, programs, index)
+        cell_of = np.where(row_of >= 0, row_of, len(keys)) * n_steps  # (per code: few)
+        cells = cell_of[codes] + cols
+        np.add.at(totals, cells, selected.array("self_ps").astype(np.int64, copy=False))
         for m, p in pairs:
             ran.setdefault(m, set()).add((view.host, p))
-    samples = totals.reshape(len(keys), len(step_numbers)) / np.maximum(devices_per_step, 1.0) / 1e9
+    cells_ps = totals[: len(keys) * n_steps].reshape(len(keys), n_steps)
+    samples = cells_ps / np.maximum(devices_per_step, 1.0) / 1e9
     step_ps = tl.step_time_ps if tl.has_steps else np.zeros(0)
     return _RunPart(
         keys=keys,
@@ -457,11 +456,12 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
 
 def _rows_and_programs(
     module: Strings, op: Strings, program: Strings, index: dict[tuple[str, str], int]
-) -> tuple[np.ndarray, list[tuple[str, str]]]:
-    """Each op's row in ``index`` (by its (module, op); -1 where it has none) and the
-    distinct (module, program) pairs of the ops. Where the three columns share one index
-    (a TPU op's names, by metadata row), both come from the index values in use, found in
-    one count, rather than from grouping every op twice."""
+) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """Each op's row in ``index`` (by its (module, op); -1 where it has none), as a code per
+    op and the row of each code (``row_of[codes]``), and the distinct (module, program)
+    pairs of the ops. Where the three columns share one index (a TPU op's names, by
+    metadata row), the codes are that index, and the rows and pairs come from the index
+    values in use, found in one count, rather than from grouping every op twice."""
     shared = module.index
     if (
         op.index is shared
@@ -476,14 +476,14 @@ def _rows_and_programs(
         ]
         row_of = np.full(len(module.mapping), -1, dtype=np.int64)  # type: ignore[arg-type]
         row_of[used] = [index.get(key, -1) for key in zip(names[0], names[1], strict=True)]
-        return row_of[shared], list(dict.fromkeys(zip(names[0], names[2], strict=True)))
+        return shared, row_of, list(dict.fromkeys(zip(names[0], names[2], strict=True)))
     group, first = group_index([module, op])
-    rows = np.array(
+    row_of = np.array(
         [index.get(k, -1) for k in zip(module.take(first), op.take(first), strict=True)],
         dtype=np.int64,
-    )[group]
+    )
     _, firsts = group_index([module, program])
-    return rows, list(zip(module.take(firsts), program.take(firsts), strict=True))
+    return group, row_of, list(zip(module.take(firsts), program.take(firsts), strict=True))
 
 
 def _code_of(profile: Profile, keys: list[tuple[str, str]]) -> list[tuple[str, str, str]]:

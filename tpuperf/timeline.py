@@ -221,6 +221,20 @@ class DeviceSelection(OfDevice):
         none where they are one run of rows: views then)."""
         return self.ops.select(columns).take(as_run(self.selected))
 
+    def selected_windows(self) -> np.ndarray:
+        """The window (its number in ``windows``) that each selected op starts in, in the
+        order of ``selected``. Ops in time order in windows that do not overlap (a TPU op
+        line's steps, as a rule) are selected a run of rows a window: each window's number,
+        repeated as many times as it has ops, found by two searches (:func:`_starting_in`);
+        other ops' starts are searched for one by one."""
+        start = self.ops.array("start_ps")
+        ws, we = self.windows.start_ps, self.windows.end_ps
+        if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
+            first = kernels.search_sorted(start, ws, "left")
+            stop = np.maximum(kernels.search_sorted(start, we, "left"), first)
+            return np.repeat(np.arange(len(ws), dtype=np.int64), stop - first)
+        return window_of(self.ops.array_at("start_ps", self.selected), ws, we)
+
     def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
         """Per value 0 .. size - 1 of ``index`` (an integer per op, as a Lookup's shared
         index: a TPU op's metadata row; ``size`` more than any selected op's value), the sum
@@ -444,9 +458,7 @@ class Timeline(Selection):
 
     def selected_ops(self, view: DeviceView) -> Table:
         """The device's ops that start in a selected window, with that window's step."""
-        index = window_of(
-            view.ops.array_at("start_ps", view.selected), view.windows.start_ps, view.windows.end_ps
-        )
+        index = view.selected_windows()
         return view.ops.take(view.selected).with_columns(step=view.windows.step[index])
 
     def outside_rows(self, view: DeviceView) -> np.ndarray:
