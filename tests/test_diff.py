@@ -648,11 +648,15 @@ def test_each_rows_bootstrap_medians_are_made_once_and_are_its_own(
 
     monkeypatch.setattr(boot, "medians", counted)
     first = np.array([7, 3, 7, 30])
-    assert np.array_equal(boot.medians_at(samples, first, 1), fresh.medians(samples[first], 1))
+    kept = boot.medians_at(samples, first, 1, keep=True)
+    assert np.array_equal(kept, fresh.medians(samples[first], 1))
     every = np.arange(40)[::-1]
     assert np.array_equal(boot.medians_at(samples, every, 1), fresh.medians(samples[every], 1))
     assert made == [3, 37]
-    # The other side's rows are its own.
+    # Taken once: asked again, they are made again. The other side's rows are its own.
+    assert np.array_equal(boot.medians_at(samples, first, 1), kept)
     assert np.array_equal(boot.medians_at(samples, first, 0), fresh.medians(samples[first], 0))
-    assert made == [3, 37, 3]
+    assert made == [3, 37, 3, 3]
     assert boot.medians_at(samples, np.array([], dtype=np.int64), 0).shape == (0, 1000)
+    in_order = np.arange(5, 9)
+    assert np.array_equal(boot.medians_at(samples, in_order, 0), fresh.medians(samples[5:9], 0))

@@ -943,19 +943,31 @@ class _Bootstrap:
         with _threads.pool(workers, "tpuperf-bootstrap") as pool:
             return np.concatenate(list(pool.map(medians_of, blocks)))
 
-    def medians_at(self, samples: np.ndarray, rows: np.ndarray, which: int) -> np.ndarray:
+    def medians_at(
+        self, samples: np.ndarray, rows: np.ndarray, which: int, keep: bool = False
+    ) -> np.ndarray:
         """(len(rows), replicates): :meth:`medians` of ``samples[rows]``, the samples of side
-        ``which``, each row's made once: a diff asks for its common factor's ops, then for
+        ``which``. With ``keep``, the rows made are kept for the next call, which takes them
+        rather than making them again: a diff asks for its common factor's ops, then for
         every paired op, the factor's among them. A row's medians are its own, whatever rows
         are made with it."""
-        known = self._medians[which]
+        kept = self._medians[which]
         wanted = rows.tolist()
-        missing = [row for row in dict.fromkeys(wanted) if row not in known]
-        if missing:
-            known.update(zip(missing, self.medians(samples[missing], which), strict=True))
         if not wanted:
             return np.zeros((0, BOOTSTRAP_REPLICATES))
-        return np.stack([known[row] for row in wanted])
+        missing = [row for row in dict.fromkeys(wanted) if row not in kept]
+        found = self.medians(samples[missing], which) if missing else np.zeros((0, 0))
+        if missing == wanted:  # every row new, once each, in order: the block itself
+            out = found
+        else:
+            made = dict(zip(missing, found, strict=True))
+            out = np.stack([made[row] if row in made else kept[row] for row in wanted])
+        if keep:
+            found.flags.writeable = False  # rows of it are given out again
+            kept.update(zip(missing, found, strict=True))
+        else:
+            kept.clear()  # taken: the next rows asked for are others
+        return out
 
 
 def interval(replicates: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
@@ -1065,8 +1077,9 @@ def _common_factor(
     spread = 1.4826 * median(np.abs(deviations - median(deviations)))
     if not boot.usable:
         return _Factor(ratio, None, None, len(chosen), None, spread)
-    medians_b = _side_medians(base, rows_b, boot, 0)
-    medians_n = _side_medians(new, rows_n, boot, 1)
+    # Kept: the op diff takes these ops' medians again, among every paired op's.
+    medians_b = _side_medians(base, rows_b, boot, 0, keep=True)
+    medians_n = _side_medians(new, rows_n, boot, 1, keep=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(medians_b > 0, medians_n / medians_b, np.nan)
     replicates = np.nanmedian(ratios, axis=0)
@@ -1354,12 +1367,17 @@ def _side_means(side: Side, rows: np.ndarray, boot: _Bootstrap, which: int) -> n
     return out
 
 
-def _side_medians(side: Side, rows: np.ndarray, boot: _Bootstrap, which: int) -> np.ndarray:
-    """(len(rows), replicates) bootstrap medians of the ops at ``rows`` (-1: absent, zeros)."""
-    out = np.zeros((len(rows), BOOTSTRAP_REPLICATES))
+def _side_medians(
+    side: Side, rows: np.ndarray, boot: _Bootstrap, which: int, keep: bool = False
+) -> np.ndarray:
+    """(len(rows), replicates) bootstrap medians of the ops at ``rows`` (-1: absent, zeros);
+    ``keep``: see :meth:`_Bootstrap.medians_at`."""
     present = np.flatnonzero(rows >= 0)
+    if len(present) == len(rows):
+        return boot.medians_at(side.samples, rows, which, keep)
+    out = np.zeros((len(rows), BOOTSTRAP_REPLICATES))
     if len(present):
-        out[present] = boot.medians_at(side.samples, rows[present], which)
+        out[present] = boot.medians_at(side.samples, rows[present], which, keep)
     return out
 
 
