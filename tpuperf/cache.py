@@ -899,7 +899,7 @@ def decode_host(
 ) -> HostTables:
     """Decode one host file's bytes into its tables, as :func:`tpuperf.load` does; ``stop``:
     see :func:`tpuperf.build.build_host`."""
-    return read_host(url, host, data, stop=stop)
+    return read_host(url, host, data, stop)
 
 
 # A memory-mapped profile hashed beside its build is read this many bytes at a time, each

@@ -391,7 +391,6 @@ _ATTRIBUTES = ("kind", "category", "hlo_text")
 
 
 def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
-
     ops = report.ops
     keys = list(
         zip(_strings(ops, "module"), _strings(ops, "op"), strict=True)

@@ -275,18 +275,16 @@ class HostPart:
     host_events: Table | None = None  # host-plane events (tpuperf.hostview.events_of)
 
 
-def read_host(
-    url: str, host: str, data: Any, space: Any = None, stop: Callable[[], bool] | None = None
-) -> HostPart:
-    """Decode one host file's bytes (or a memory map of them) into its tables; ``space``, when
-    given, is ``xspace.decode(data)`` already made. ``stop``: see :func:`build.build_host`
-    (the cache gives up a build once it finds it holds the tables)."""
+def read_host(url: str, host: str, data: Any, stop: Callable[[], bool] | None = None) -> HostPart:
+    """Decode one host file's bytes (or a memory map of them) into its tables. ``stop``: see
+    :func:`build.build_host` (the cache gives up a build once it finds it holds the
+    tables)."""
     from tpuperf import build, hostview, sources, xspace
     from tpuperf._threads import PARALLEL_BYTES
 
     try:
         # Lines are decoded lazily, while the tables are built: a broken one surfaces there.
-        space = xspace.decode(data) if space is None else space
+        space = xspace.decode(data)
         # Indexing read every page of the file; the tables read it again line by line, so
         # only the lines being decoded are resident beside the growing tables.
         sources.release(data)
