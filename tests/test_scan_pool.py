@@ -88,3 +88,51 @@ def test_interrupt_stops_the_workers_at_once(tmp_path: Path) -> None:
     while multiprocessing.active_children() and time.time() < deadline:
         time.sleep(0.1)
     assert not multiprocessing.active_children()
+
+
+def _row(target: scan_mod.Target, options: scan_mod.ScanOptions) -> dict:
+    return scan_mod.error_row(target, "")
+
+
+def test_a_pool_found_broken_as_a_job_is_submitted_retries_its_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker's death can break the pool between a wait and the next submit, which then
+    # raises BrokenProcessPool itself (the pool's manager thread marks it broken): the jobs in
+    # flight are retried alone, the rest go to a new pool, and every profile has its row.
+    import concurrent.futures as cf
+    from concurrent.futures.process import BrokenProcessPool
+
+    pools: list[Breaking] = []
+
+    class Breaking:
+        """A pool run in this process. In the first, the second job's worker dies, and the
+        pool is found broken as the third is submitted."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self.first = not pools
+            self.submitted = 0
+            pools.append(self)
+
+        def submit(self, fn: object, *args: object) -> cf.Future:
+            self.submitted += 1
+            if self.first and self.submitted == 3:
+                raise BrokenProcessPool("a worker died")
+            future: cf.Future = cf.Future()
+            if self.first and self.submitted == 2:
+                future.set_exception(BrokenProcessPool("a worker died"))
+            else:
+                future.set_result(_row(*args))  # type: ignore[arg-type]
+            return future
+
+        def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+            pass
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", Breaking)
+    targets = [
+        scan_mod.Target(str(tmp_path / name), "run", name, ()) for name in ("a", "b", "c", "d")
+    ]
+    rows = list(scan_mod.iter_rows(targets, scan_mod.ScanOptions(), workers=2, fn=_row))
+    assert [row["host"] for row in rows] == ["a", "b", "c", "d"]
+    assert {row["error"] for row in rows} == {""}
+    assert len(pools) == 2 and pools[1].submitted == 2  # "b" ran alone, "c" and "d" anew

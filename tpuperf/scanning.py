@@ -529,11 +529,15 @@ def _run_pool(
     clean_exit = False
     try:
         while queue or in_flight:
-            while queue and len(in_flight) < 2 * workers:
-                job = queue.popleft()
-                in_flight[pool.submit(fn, job[1], options)] = job
-            finished, _ = cf.wait(in_flight, timeout=_WAKE_S, return_when=cf.FIRST_COMPLETED)
             broken = False
+            while queue and len(in_flight) < 2 * workers:
+                try:
+                    future = pool.submit(fn, queue[0][1], options)
+                except BrokenProcessPool:  # a worker died since the last wait
+                    broken = True
+                    break
+                in_flight[future] = queue.popleft()
+            finished, _ = cf.wait(in_flight, timeout=_WAKE_S, return_when=cf.FIRST_COMPLETED)
             for future in finished:
                 job = in_flight.pop(future)
                 try:
