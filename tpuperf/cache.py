@@ -261,7 +261,7 @@ class Cache:
 
     def known_content(self, path: str) -> str | None:
         """The content key recorded for local file ``path`` if it is unchanged since, else None."""
-        entry = self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
+        entry = self._stat_entry(path)
         try:
             memo = json.loads(entry.read_text())
         except (OSError, ValueError):
@@ -272,6 +272,14 @@ class Cache:
         key = memo.get("content")
         return key if isinstance(key, str) else None
 
+    def _stat_entry(self, path: str) -> Path:
+        """Where local file ``path``'s stat memo is kept."""
+        return self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
+
+    def _size_entry(self, size: int) -> Path:
+        """Where it is kept that a file of ``size`` bytes was read."""
+        return self._entry("sizes", _hash("size", size), ".json")
+
     def remember_content(self, path: str, key: str) -> None:
         """Record that local file ``path``, as it is now, has content key ``key``, and that a
         file of its size was read. A file modified too recently for its stat to stand in for
@@ -279,23 +287,23 @@ class Cache:
         it, :meth:`seen` does."""
         state = settled_state(path)
         if state is not None or os.path.exists(path):
-            entry = self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
+            entry = self._stat_entry(path)
             self._write_json(entry, {"stat": state, "content": key})
             with contextlib.suppress(OSError):
                 size = os.path.getsize(path)
-                self._write_json(self._entry("sizes", _hash("size", size), ".json"), {})
+                self._write_json(self._size_entry(size), {})
 
     def seen(self, path: str) -> bool:
         """Whether a content key was recorded for local file ``path`` (:meth:`remember_content`),
         however it has changed since, or for a file of its size (a copy of one): its tables
         may well be here, so they are looked for before the file is decoded."""
-        if self._entry("stat", _hash("stat", os.path.abspath(path)), ".json").exists():
+        if self._stat_entry(path).exists():
             return True
         try:
             size = os.path.getsize(path)
         except OSError:
             return False
-        return self._entry("sizes", _hash("size", size), ".json").exists()
+        return self._size_entry(size).exists()
 
     # ------------------------------------------------------------------ rows
 

@@ -417,7 +417,7 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
     # added to a spare row past the last, not kept.
     n_steps = len(step_numbers)
     totals = np.zeros((len(keys) + 1) * n_steps, dtype=np.int64)
-    devices_per_step = np.zeros(len(step_numbers), dtype=np.float64)
+    devices_per_step = np.zeros(n_steps, dtype=np.float64)
     ran: dict[str, set[tuple[str, str]]] = {}  # module -> (host, program id) of what ran
     for view in tl.devices:
         for s in view.windows.step.tolist():

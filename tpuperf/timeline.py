@@ -223,17 +223,15 @@ class DeviceSelection(OfDevice):
 
     def selected_windows(self) -> np.ndarray:
         """The window (its number in ``windows``) that each selected op starts in, in the
-        order of ``selected``. Ops in time order in windows that do not overlap (a TPU op
-        line's steps, as a rule) are selected a run of rows a window: each window's number,
-        repeated as many times as it has ops, found by two searches (:func:`_starting_in`);
-        other ops' starts are searched for one by one."""
-        start = self.ops.array("start_ps")
-        ws, we = self.windows.start_ps, self.windows.end_ps
-        if bool(np.all(ws[1:] >= we[:-1])) and bool(np.all(start[1:] >= start[:-1])):
-            first = kernels.search_sorted(start, ws, "left")
-            stop = np.maximum(kernels.search_sorted(start, we, "left"), first)
-            return np.repeat(np.arange(len(ws), dtype=np.int64), stop - first)
-        return window_of(self.ops.array_at("start_ps", self.selected), ws, we)
+        order of ``selected``: where the windows' ops are runs of rows (:func:`_window_runs`,
+        as :func:`_starting_in` selected them), each window's number repeated over its run;
+        else each selected op's start searched for."""
+        runs = _window_runs(self.ops.array("start_ps"), self.windows)
+        if runs is not None:
+            first, stop = runs
+            return np.repeat(np.arange(len(first), dtype=np.int64), stop - first)
+        starts = self.ops.array_at("start_ps", self.selected)
+        return window_of(starts, self.windows.start_ps, self.windows.end_ps)
 
     def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
         """Per value 0 .. size - 1 of ``index`` (an integer per op, as a Lookup's shared
@@ -722,16 +720,29 @@ def _view(
     )
 
 
+def _window_runs(
+    start: np.ndarray, windows: Windows, in_order: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where ops in time order (``in_order``: known to be) start in windows that do not
+    overlap (a TPU op line's steps, as a rule), each window's ops are one run of rows
+    [first, stop), found by two searches: those runs, one per window. None otherwise."""
+    ws, we = windows.start_ps, windows.end_ps
+    if not bool(np.all(ws[1:] >= we[:-1])):
+        return None
+    if not (in_order or bool(np.all(start[1:] >= start[:-1]))):
+        return None
+    first = kernels.search_sorted(start, ws, "left")
+    return first, np.maximum(kernels.search_sorted(start, we, "left"), first)
+
+
 def _starting_in(start: np.ndarray, windows: Windows, in_order: bool = False) -> np.ndarray:
     """Rows of the ops that start in one of ``windows``, in row order, int32 where that holds
-    them (4 bytes an op). Ops in time order (``in_order``: known to be) in windows that do
-    not overlap (a TPU op line's steps, as a rule): each window's ops are one run of rows,
-    found by two searches."""
+    them (4 bytes an op): the windows' runs of rows where there are such (:func:`_window_runs`),
+    else each op's window searched for."""
     dtype = np.int32 if len(start) < 2**31 else np.int64
-    ws, we = windows.start_ps, windows.end_ps
-    if bool(np.all(ws[1:] >= we[:-1])) and (in_order or bool(np.all(start[1:] >= start[:-1]))):
-        first = kernels.search_sorted(start, ws, "left")
-        stop = np.maximum(kernels.search_sorted(start, we, "left"), first)
+    runs = _window_runs(start, windows, in_order)
+    if runs is not None:
+        first, stop = runs
         # Runs that touch the next (steps that end where the next begins) joined: few runs.
         if len(first):
             cut = np.flatnonzero(first[1:] != stop[:-1]) + 1
@@ -744,7 +755,7 @@ def _starting_in(start: np.ndarray, windows: Windows, in_order: bool = False) ->
             rows[at : at + b - a] = np.arange(a, b, dtype=dtype)
             at += b - a
         return rows
-    return np.flatnonzero(window_of(start, ws, we) >= 0).astype(dtype)
+    return np.flatnonzero(window_of(start, windows.start_ps, windows.end_ps) >= 0).astype(dtype)
 
 
 def _iterations(
