@@ -12,7 +12,8 @@ from rich.console import Console
 from test_analyzers_synth import build, four_chip_training, op
 
 from tpuperf import analysis as report_module
-from tpuperf.analysis import Report, analyze, parse_steps
+from tpuperf.analysis import Report, analyze
+from tpuperf.config import parse_steps
 from tpuperf.errors import UsageError
 from tpuperf.render.markdown import render_markdown
 from tpuperf.render.terminal import render_report, split_bar

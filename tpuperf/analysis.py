@@ -19,7 +19,7 @@ from tpuperf import _threads, jsonout
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
 from tpuperf.columns import Strings, Table, index_groups, sum_by
-from tpuperf.config import AnalysisConfig
+from tpuperf.config import AnalysisConfig, analysis_config
 from tpuperf.errors import UsageError
 from tpuperf.roofline import model as rl
 from tpuperf.timeline import BREAKDOWN_COLUMNS, Timeline, build_timeline, stats_ms
@@ -417,55 +417,6 @@ class Report:
     def _table(self, analyzer: str, table: str) -> Table | None:
         result = self.results.get(analyzer)
         return result.tables.get(table) if result is not None else None
-
-
-def parse_steps(text: str) -> tuple[int | None, int | None]:
-    """``A:B`` (either side may be empty) -> step numbers [A, B); ``N`` alone is step N."""
-    try:
-        if ":" not in text:
-            n = int(text)
-            return n, n + 1
-        lo, hi = text.split(":", 1)
-        bounds = (int(lo) if lo.strip() else None, int(hi) if hi.strip() else None)
-    except ValueError:
-        raise UsageError(
-            f"--steps {text!r}: expected A:B with integer step numbers, e.g. 2:10"
-        ) from None
-    if bounds[0] is not None and bounds[1] is not None and bounds[1] <= bounds[0]:
-        raise UsageError(f"--steps {text!r}: B must be greater than A")
-    return bounds
-
-
-def analysis_config(
-    *,
-    steps: str | tuple[int | None, int | None] | None = None,
-    warmup: int | None = None,
-    host: str | None = None,
-    peak_tflops: float | None = None,
-    peak_hbm_gbps: float | None = None,
-    top: int | None = None,
-    config: AnalysisConfig | None = None,
-) -> AnalysisConfig:
-    """The frozen config of one analysis request: ``config`` (default: the defaults) with the
-    options that were given, each checked (a bad one is a :class:`UsageError` naming its
-    flag). ``steps`` is ``"A:B"`` or ``(A, B)``."""
-    config = config if config is not None else AnalysisConfig()
-    if warmup is not None and warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
-    if top is not None and top < 0:
-        raise UsageError("--top must be 0 or more")
-    for flag, value in (("--peak-tflops", peak_tflops), ("--peak-hbm-gbps", peak_hbm_gbps)):
-        if value is not None and not value > 0:
-            raise UsageError(f"{flag} must be a positive number")
-    given: dict[str, Any] = {
-        "warmup_steps": warmup,
-        "steps": parse_steps(steps) if isinstance(steps, str) else steps,
-        "host": host,
-        "peak_tflops": peak_tflops,
-        "peak_hbm_gbps": peak_hbm_gbps,
-        "top_ops": top,
-    }
-    return dataclasses.replace(config, **{k: v for k, v in given.items() if v is not None})
 
 
 def analyze(

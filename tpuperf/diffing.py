@@ -354,7 +354,8 @@ def side(
     host: str | None = None,
 ) -> Side:
     """Analyse each profile as ``tpuperf analyze`` does and pool them into one :class:`Side`."""
-    from tpuperf.analysis import analyze, parse_steps
+    from tpuperf.analysis import analyze
+    from tpuperf.config import parse_steps
     from tpuperf.timeline import build_timeline
 
     config = config if config is not None else AnalysisConfig()

@@ -81,8 +81,8 @@ def command(
     """
     from tpuperf import gates
     from tpuperf import output as out
-    from tpuperf.analysis import analysis_config
     from tpuperf.cli._common import load_profile
+    from tpuperf.config import analysis_config
     from tpuperf.diffing import (
         GATE_FIELDS,
         GATE_TEXT_FIELDS,

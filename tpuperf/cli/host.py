@@ -33,7 +33,7 @@ def command(
         tpuperf host run_dir/ --top 50 --format json -o host.json
     """
     from tpuperf import output as out
-    from tpuperf.analysis import analysis_config
+    from tpuperf.config import analysis_config
     from tpuperf.errors import UsageError
     from tpuperf.hostview import report
 

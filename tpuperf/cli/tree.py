@@ -37,7 +37,7 @@ def command(
         tpuperf tree profile.xplane.pb --min-pct 0 --format json -o tree.json
     """
     from tpuperf import output as out
-    from tpuperf.analysis import analysis_config
+    from tpuperf.config import analysis_config
     from tpuperf.errors import UsageError
     from tpuperf.scopes import no_scopes_message, tree_report
 
