@@ -113,6 +113,62 @@ def test_an_analyze_report_is_drawn_as_rich_draws_it(path: Path, width: int | No
         assert not helped
 
 
+@pytest.mark.parametrize("path", _PROFILES, ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("width", [36, 80, 132, None], ids=["36", "80", "132", "wide"])
+def test_a_scope_tree_is_drawn_as_rich_draws_it(path: Path, width: int | None) -> None:
+    from tpuperf.render.tree import render_tree
+    from tpuperf.scopes import tree_report
+
+    profile = _profile(path)
+    for depth, min_pct in ((None, 0.0), (2, 1.0)):
+        document = tree_report(profile, depth, min_pct)
+        drawn, plain, helped = _both(
+            lambda c, d=document: render_tree(d, c, wide=width is None), width or 80
+        )
+        assert plain == drawn
+        assert plain.startswith("Scope tree ")
+        if width != 36:  # at 36 columns a path is longer than a line: rich folds it
+            assert not helped
+
+
+def _node(name: str, kind: str, ms: float, children: list[dict[str, Any]]) -> dict[str, Any]:
+    passes = {"forward": ms / 2, "backward": ms / 4, "optimizer": ms / 4, "other": 0.0}
+    source = "/a/long/path/to/model.py:123" if kind == "op" else ""
+    return {
+        "name": name,
+        "kind": kind,
+        "ms_per_step": ms,
+        "pct": ms,
+        "passes": passes,
+        "source": source,
+        "children": children,
+        "hidden": 0,
+    }
+
+
+@pytest.mark.parametrize("width", [20, 36, 80], ids=["20", "36", "80"])
+def test_a_scope_tree_of_names_only_rich_fits_is_drawn_as_rich_draws_it(width: int) -> None:
+    """Names of wide characters, markup, a tree deeper than its name column and a time
+    wider than its own: the plain console draws what fits, rich the rest, the same."""
+    from tpuperf.render.tree import render_tree
+
+    deepest = _node("mul", "op", 1.0, [])
+    for level in range(12):  # guides wider than the name column at the narrow widths
+        deepest = _node(f"layer_{level}", "scope", 1.0, [deepest])
+    children = [
+        _node("漢字の層" * 6, "scope", 20.0, [_node("dot_general", "op", 20.0, [])]),
+        _node("[bold]not markup[/bold]", "scope", 30.0, []),
+        _node("slow", "op", 123456789.0, []),
+        deepest,
+    ]
+    root = _node("(all)", "root", 100.0, children)
+    document = {"source": "s", "windows": 1, "depth": None, "min_pct": 0.0, "tree": root}
+    for wide in (False, True):
+        drawn, plain, _ = _both(lambda c, w=wide: render_tree(document, c, wide=w), width)
+        assert plain == drawn
+        assert not wide or "[bold]not markup[/bold]" in plain  # as written, whole
+
+
 @pytest.mark.parametrize(
     ("line", "soft_wrap", "plain"),
     [

@@ -129,6 +129,8 @@ def test_json_and_a_table_on_a_pipe_need_no_rich() -> None:
     assert "rich" not in top_level(modules)
     code, out, modules = command_imports("info", str(CPU_FIXTURE))
     assert code == 0 and "Devices" in out and "rich" not in top_level(modules)
+    code, out, modules = command_imports("tree", str(CPU_FIXTURE))
+    assert code == 0 and "Scope tree" in out and "rich" not in top_level(modules)
 
 
 @pytest.mark.parametrize(

@@ -151,7 +151,7 @@ def _scopes_table(program: dict[str, Any], width: int | None) -> Table:
             Text(row["scope"]),
             fmt_bytes(row["bytes"]),
             str(row["buffers"]),
-            pass_bar(row["passes"], total, 20),
+            pass_bar(row["passes"], total, 20).__rich__(),
         )
     return table
 

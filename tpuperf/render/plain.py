@@ -27,10 +27,10 @@ from typing import Any
 _NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-# Printable ASCII and the characters tpuperf draws itself (the step bar's blocks, box and rule
-# lines, the dash, a shortened name's ellipsis): one cell each, as rich measures them
+# Printable ASCII and the characters tpuperf draws itself (the step bar's blocks, box, rule and tree
+# guide lines, the dash, a shortened name's ellipsis): one cell each, as rich measures them
 # (tests/test_render_plain.py), so their text is measured without importing rich.
-_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F))).union("█▓▒░─│╭╮╰╯—…")
+_ONE_CELL = frozenset(map(chr, range(0x20, 0x7F))).union("█▓▒░─│├└╭╮╰╯—…")
 
 
 def cells(text: str) -> int:

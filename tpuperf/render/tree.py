@@ -1,23 +1,23 @@
-"""Render the scope tree (:func:`tpuperf.scopes.tree_report`) for a terminal with rich.
+"""Render the scope tree (:func:`tpuperf.scopes.tree_report`) for a terminal.
 
 One line per node: the name under tree guides (shortened in the middle to fit), time per step,
 share of all op time, and a bar of that share split by pass. A primitive leaf keeps its source
 line: where both do not fit, the name is shortened first (down to a few cells), then the
 source (keeping its end, the line number). ``wide`` shows every name whole. Names come from the
-profile, so they go in as Text, never as markup.
+profile, so they go in as text, never as markup.
+
+The tree's table is rich's (a terminal's colours), and on a pipe the same lines written
+directly (:class:`_ScopeTable`): rich lays out each row of a table on its own, tens of
+milliseconds for a large model's hundreds of nodes, and is not imported there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import Any, Literal
 
 from tpuperf.render.fit import display_name, shorten, wider_console
+from tpuperf.render.plain import Line, cells, padded
 from tpuperf.render.text import fmt_ms, fmt_pct, fmt_step_ms
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
@@ -37,26 +37,26 @@ _MIN_LEAF_NAME = 12
 _MIN_SOURCE = 8
 
 
-def pass_bar(passes: dict[str, float], total: float, cells: int) -> Text:
-    """``cells`` cells for a node taking ``total`` of the root's time, split by pass (each
+def pass_bar(passes: dict[str, float], total: float, length: int) -> Line:
+    """``length`` cells for a node taking ``total`` of the root's time, split by pass (each
     segment rounded on the running sum, so the segments add up to the node's length)."""
-    bar = Text()
-    if total <= 0 or cells <= 0:
+    bar = Line()
+    if total <= 0 or length <= 0:
         return bar
     used = 0
     running = 0.0
     for name, (glyph, style) in PASS_STYLES.items():
         running += max(passes.get(name, 0.0), 0.0)
-        end = min(cells, round(cells * running / total))
+        end = min(length, round(length * running / total))
         if end > used:
             bar.append(glyph * (end - used), style=style)
             used = end
     return bar
 
 
-def legend(passes: dict[str, float]) -> Text:
+def legend(passes: dict[str, float]) -> Line:
     total = sum(passes.values()) or 1.0
-    text = Text()
+    text = Line()
     for name, (glyph, style) in PASS_STYLES.items():
         text.append(f"{glyph} ", style=style)
         text.append(f"{name} {fmt_pct(100.0 * passes.get(name, 0.0) / total)}   ")
@@ -72,10 +72,10 @@ def leaf_text(label: str, source: str, room: int) -> tuple[str, str]:
     """An op leaf's name and source line in ``room`` cells (a space between them): both whole
     when they fit; else the name shortened, down to ``_MIN_LEAF_NAME`` cells; then the source
     too (its end, the line number, kept); the name alone when even that does not fit."""
-    if not source or cell_len(label) + 1 + cell_len(source) <= room:
+    if not source or cells(label) + 1 + cells(source) <= room:
         return (label, source) if source else (shorten(label, room), "")
-    keep = min(cell_len(label), _MIN_LEAF_NAME)
-    name_room = room - 1 - cell_len(source)
+    keep = min(cells(label), _MIN_LEAF_NAME)
+    name_room = room - 1 - cells(source)
     if name_room >= keep:
         return shorten(label, name_room), source
     source_room = room - 1 - keep
@@ -96,7 +96,7 @@ def _steps_text(document: dict[str, Any]) -> str:
     )
 
 
-def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
+def render_tree(document: dict[str, Any], console: Any, wide: bool = False) -> None:
     """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``; ``wide``:
     every name whole, however wide the lines get."""
     root = document["tree"]
@@ -105,13 +105,11 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
     bar_width = max(8, min(_MAX_BAR_WIDTH, width // 4))
     fixed = _TIME_WIDTH + _PCT_WIDTH + bar_width + 3  # columns are separated by one space
     if wide:
-        needed = max(
-            (cell_len(prefix) + cell_len(_label(node)) for prefix, node in rows), default=0
-        )
+        needed = max((cells(prefix) + cells(_label(node)) for prefix, node in rows), default=0)
         name_width = max(_MIN_NAME_WIDTH, needed, width - fixed)
     else:
         name_width = max(_MIN_NAME_WIDTH, width - fixed)
-    head = Text()
+    head = Line()
     head.append("Scope tree ", style="bold")
     head.append(str(document["source"]))
     head.append(
@@ -120,18 +118,14 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
     )
     console.print(head)
     console.print(legend(root["passes"]))
-    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0))
-    table.add_column("scope", no_wrap=True, width=name_width, overflow="ellipsis")
-    table.add_column("ms/step", justify="right", no_wrap=True, width=_TIME_WIDTH)
-    table.add_column("%", justify="right", no_wrap=True, width=_PCT_WIDTH)
-    table.add_column("by pass", no_wrap=True, width=bar_width)
+    table = _ScopeTable([name_width, _TIME_WIDTH, _PCT_WIDTH, bar_width])
     total_ms = root["ms_per_step"] or 1.0
     hidden = root.get("hidden", 0)
     for prefix, node in rows:
         hidden += node.get("hidden", 0)
-        name = Text(prefix, style="grey50")
+        name = Line(prefix, style="grey50")
         label = display_name(node["name"])
-        room = name_width - cell_len(prefix)
+        room = name_width - cells(prefix)
         if node["kind"] == "op":
             text, source = leaf_text(label, _short_source(node["source"]), room)
             name.append(text, style="cyan")
@@ -140,19 +134,21 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
         else:
             style = "bold" if node["kind"] == "scope" else "italic"
             name.append(shorten(label, room), style=style)
-        cells = round(bar_width * node["ms_per_step"] / total_ms)
-        table.add_row(
-            name,
-            fmt_step_ms(node["ms_per_step"]),
-            fmt_pct(node["pct"]),
-            pass_bar(node["passes"], node["ms_per_step"], cells),
+        length = round(bar_width * node["ms_per_step"] / total_ms)
+        table.rows.append(
+            [
+                name,
+                Line(fmt_step_ms(node["ms_per_step"])),
+                Line(fmt_pct(node["pct"])),
+                pass_bar(node["passes"], node["ms_per_step"], length),
+            ]
         )
     if name_width + fixed > width:  # --wide: lines as long as the names (the terminal wraps)
         wider_console(console, name_width + fixed).print(table)
     else:
         console.print(table)
     for note in document.get("notes", []):
-        console.print(Text(f"note: {note}", style="yellow"))
+        console.print(Line(f"note: {note}", style="yellow"))
     if hidden:
         cut = []
         if document.get("depth") is not None:
@@ -160,11 +156,51 @@ def render_tree(document: dict[str, Any], console: Console, wide: bool = False) 
         if document.get("min_pct"):
             cut.append(f"under --min-pct {document['min_pct']:g}%")
         console.print(
-            Text(
+            Line(
                 f"{hidden} node(s) not shown ({' or '.join(cut)}); their time is in their parents'",
                 style="dim",
             )
         )
+
+
+class _ScopeTable:
+    """The tree's table: rich's ``Table`` of the name, ms/step, % and bar columns at fixed
+    widths (no box, a space after each column but the last), or on a plain console the
+    lines that table draws, written directly where each cell fits its width."""
+
+    _HEADER = ("scope", "ms/step", "%", "by pass")
+    _JUSTIFY: tuple[Literal["left", "right"], ...] = ("left", "right", "right", "left")
+
+    def __init__(self, widths: list[int]) -> None:
+        self.widths = widths
+        self.rows: list[list[Line]] = []
+
+    def plain_lines(self, console: Any) -> list[str] | None:
+        """The table's lines as rich draws them without styles; None where a cell is wider
+        than its column (rich cuts it) or a style is drawn."""
+        if console.color_system is not None:
+            return None
+        lines = []
+        for row in [[Line(text) for text in self._HEADER], *self.rows]:
+            parts = []
+            for line, width, justify in zip(row, self.widths, self._JUSTIFY, strict=True):
+                text = line.plain
+                room = width - cells(text)
+                if room < 0:
+                    return None
+                parts.append(padded(text, width) if justify == "left" else " " * room + text)
+            lines.append(" ".join(parts))
+        return lines
+
+    def __rich__(self) -> Any:
+        from rich.table import Table
+
+        table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0))
+        for header, width, justify in zip(self._HEADER, self.widths, self._JUSTIFY, strict=True):
+            table.add_column(header, justify=justify, no_wrap=True, width=width)
+        for row in self.rows:
+            table.add_row(*(line.__rich__() for line in row))
+        return table
 
 
 def _label(node: dict[str, Any]) -> str:
