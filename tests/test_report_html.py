@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from browser import chromium_path, visit
 from conftest import CPU_FIXTURE, REPO, shared_profile
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fixtures.generate import _xspace, generate, generate_scoped, write_run
 from fixtures.hostile import _steady, _tpu_plane
@@ -594,6 +596,59 @@ def test_page_inlines_a_plotly_with_only_the_trace_types_it_draws(tmp_path: Path
     bundle = (REPO / "tpuperf" / "_plotly" / "plotly-tpuperf.min.js").read_text()
     assert bundle.startswith("/* plotly.js 4.1.1 (MIT, see LICENSE): core, bar, icicle */")
     assert (REPO / "tpuperf" / "_plotly" / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_a_plotly_that_would_end_its_script_element_is_not_inlined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf.errors import TpuperfError
+    from tpuperf.render import html_page
+
+    bundle = tmp_path / "plotly.min.js"
+    monkeypatch.setattr(html_page, "_PLOTLY_JS", bundle)
+    try:
+        for text, inlined in (("var a = '</ScRiPt >';", False), ("var a = '<script>';", True)):
+            bundle.write_text(text)
+            html_page._plotly_js.cache_clear()
+            if inlined:
+                assert html_page._plotly_js() == text
+            else:
+                with pytest.raises(TpuperfError, match="cannot be inlined"):
+                    html_page._plotly_js()
+    finally:
+        html_page._plotly_js.cache_clear()
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF)) | st.integers() | st.floats())
+def test_text_in_the_page_is_escaped_and_its_control_characters_written_out(value: Any) -> None:
+    import html
+
+    from tpuperf.output import visible
+    from tpuperf.render.html_page import _e
+
+    assert _e(value) == html.escape(visible(str(value)), quote=True)
+
+
+def test_figure_data_is_plain_json_with_no_number_that_is_not_finite() -> None:
+    import numpy as np
+
+    from tpuperf.render.html_page import _plain
+
+    values = {
+        "ints": np.array([1, 2], dtype=np.int64),
+        "flags": np.array([True, False]),
+        "floats": np.array([[0.5, 2.0], [1.0, 3.0]]),
+        "gaps": np.array([1.5, np.nan, np.inf, -np.inf]),
+        "text": ("a", np.float32(0.25), np.int64(3), float("nan")),
+    }
+    assert _plain(values) == {
+        "ints": [1, 2],
+        "flags": [True, False],
+        "floats": [[0.5, 2.0], [1.0, 3.0]],
+        "gaps": [1.5, None, None, None],
+        "text": ["a", 0.25, 3, None],
+    }
+    assert all(type(v) is int for v in _plain(values)["ints"])
 
 
 @needs_chromium

@@ -26,6 +26,8 @@ import functools
 import html
 import json
 import math
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -145,12 +147,15 @@ def render_html(report: Report) -> str:
 def _plotly_js() -> str:
     """plotly.js with only the trace types the page draws (scatter, bar, icicle), built by
     tpuperf/_plotly/build.js: the full bundle (maps, 3-D, WebGL) made a page of 4.8 MB."""
-    from importlib.resources import files
-
-    js = (files("tpuperf") / "_plotly" / "plotly-tpuperf.min.js").read_text(encoding="utf-8")
-    if "</script" in js.lower():  # it would end the <script> element that carries it
+    # Beside the package's modules (importlib.resources took 23 ms to import).
+    js = _PLOTLY_JS.read_text(encoding="utf-8")
+    if _SCRIPT_END.search(js):  # it would end the <script> element that carries it
         raise TpuperfError("this plotly.js cannot be inlined: it contains '</script'")
     return js
+
+
+_PLOTLY_JS = Path(__file__).resolve().parent.parent / "_plotly" / "plotly-tpuperf.min.js"
+_SCRIPT_END = re.compile("</script", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- escaping
@@ -159,7 +164,14 @@ def _plotly_js() -> str:
 def _e(value: Any) -> str:
     """Text for HTML content or a quoted attribute, control characters written out
     (``\\x1b``): a page printed to a terminal must not clear it, and a browser shows them."""
-    return html.escape(visible(str(value)), quote=True)
+    text = str(value)
+    if not _ESCAPED.search(text):  # most names and every number: as they are
+        return text
+    return html.escape(visible(text), quote=True)
+
+
+# What _e changes: the characters html.escape escapes and the control characters of visible.
+_ESCAPED = re.compile(r"[&<>\"'\x00-\x1f\x7f-\x9f]")
 
 
 def _script_json(value: Any) -> str:
@@ -175,6 +187,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biu" or (value.dtype.kind == "f" and np.isfinite(value).all()):
+            return value.tolist()  # plain already: at once
         return [_plain(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         value = value.item()
@@ -184,6 +198,8 @@ def _plain(value: Any) -> Any:
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is float:  # most values: at once
+        return value if math.isfinite(value) else None
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -529,14 +545,15 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
         rows = [i for i in by_category[category] if placeable[i]]
         if not rows:
             continue
+        category_html = _e(category)
         traces.append(
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": _e(category),
+                "name": category_html,
                 "x": intensity[rows],
                 "y": achieved[rows],
-                "text": [_hover(records[i], category) for i in rows],
+                "text": [_hover(records[i], category_html) for i in rows],
                 "hovertemplate": "%{text}<extra></extra>",
                 "marker": {
                     "size": ms[rows],
@@ -667,12 +684,12 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     )
 
 
-def _hover(row: dict[str, Any], category: str) -> str:
+def _hover(row: dict[str, Any], category_html: str) -> str:
     bound = row.get("bound")
     efficiency = _number(row.get("efficiency_pct"))
     lines = [
         f"<b>{_e(row['op'])}</b>",
-        f"module {_e(row['module'])} · {_e(category)}",
+        f"module {_e(row['module'])} · {category_html}",
         f"time/step {_e(fmt_ms(row['ms_per_step']))}, run {_g(row['count_per_step'])}x per step",
         f"intensity {_g(row['intensity_flop_per_byte'])} FLOP/byte",
         f"achieved {_g(row['achieved_tflops'])} TFLOP/s, {_g(row['achieved_gbps'], 4)} GB/s",
