@@ -602,3 +602,38 @@ def test_tables_rich_draws_alone() -> None:
     narrow = Fit([Column("name", "key"), Column("n")], [10, 3])
     assert _Lines.of(narrow, [["a", "1,234"]], None) is None
     assert _Lines.of(narrow, [["a", "123"]], None) is not None
+
+
+_NAMES = st.lists(
+    st.text(alphabet=st.sampled_from(["a", "Z", "_", ".", "/", ":", "<", ">", "(", " ", "é"]))
+    | st.sampled_from(["void ns::Kernel<half>(int)", "fusion.12", "a::b", "\x1b[2J"]),
+    max_size=8,
+)
+
+
+@given(_NAMES, st.integers(min_value=0, max_value=30))
+@settings(max_examples=300, deadline=None)
+def test_a_column_of_names_is_shown_as_each_name_alone_would_be(
+    names: list[str], width: int
+) -> None:
+    """display_names and shorten_all take whole columns at once where nothing changes: the
+    same cells as display_name and shorten of each name; shorten_apart of names that all fit
+    leaves them as they are."""
+    from tpuperf.render.fit import display_name, display_names, shorten, shorten_all, shorten_apart
+
+    shown = display_names(names)
+    assert shown == [display_name(name) for name in names]
+    assert shorten_all(shown, width) == [shorten(name, width) for name in shown]
+    if all(len(name) <= width and name.isascii() and name.isprintable() for name in shown):
+        assert shorten_apart(shown, width) == shown
+
+
+def test_a_column_of_numbers_is_formatted_at_once_as_one_by_one() -> None:
+    from tpuperf.render.listings import _cells
+
+    for values in ([1, 22, 4_000_000], [1.5, 2.25, 1e6], [1.5, None, float("nan"), 3.0], []):
+        for spec in (",", ",.3f", ",.1f"):
+            if spec == "," or all(isinstance(v, float) for v in values):
+                expected = ["-" if v is None or v != v else format(v, spec) for v in values]
+                assert _cells(values, spec) == expected
+    assert _cells([1.0, None], lambda v: f"<{v}>") == ["<1.0>", "-"]

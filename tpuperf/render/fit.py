@@ -83,6 +83,14 @@ def display_name(name: str) -> str:
     return re.sub(r"\b[A-Za-z_]\w*::", "", name).strip() or name
 
 
+def display_names(names: Sequence[str]) -> list[str]:
+    """:func:`display_name` of each of ``names``: at once where none has anything to change
+    (printable ASCII, no C++ signature), as most columns of op names are."""
+    if all_plain(names) and not any("::" in name or name.startswith("void ") for name in names):
+        return list(names)
+    return [display_name(name) for name in names]
+
+
 # --------------------------------------------------------------------------- C++ templates
 
 
@@ -237,6 +245,8 @@ def shorten_apart(names: Sequence[str], width: int) -> list[str]:
     """:func:`shorten` each of ``names``, and where two different names would look the same
     (C++ kernels of one library share long starts and ends), show instead the part where
     the name differs from the others: ``EigenM…TensorConversionOp<half, Tens…``."""
+    if _all_fit(names, width):  # nothing shortened, so no two names look the same
+        return list(names)
     short = [shorten(name, width) for name in names]
     compact = {name: compact_name(name) if _cells(name) > width else name for name in names}
     seen: dict[str, set[str]] = {}
@@ -256,6 +266,19 @@ def shorten_apart(names: Sequence[str], width: int) -> list[str]:
                 short[i] = found
                 break
     return short
+
+
+def shorten_all(names: Sequence[str], width: int) -> list[str]:
+    """:func:`shorten` of each of ``names``: at once where each fits."""
+    if _all_fit(names, width):
+        return list(names)
+    return [shorten(name, width) for name in names]
+
+
+def _all_fit(names: Sequence[str], width: int) -> bool:
+    """Whether each of ``names`` is printable ASCII of at most ``width`` characters, so that
+    :func:`shorten` leaves it as it is."""
+    return all_plain(names) and max(map(len, names), default=0) <= width
 
 
 def _path_apart(name: str, others: set[str], width: int) -> str | None:
@@ -387,9 +410,9 @@ class Fit:
             (
                 column,
                 width,
-                shorten_apart([display_name(row[i]) for row in rows], width)
+                shorten_apart(display_names([row[i] for row in rows]), width)
                 if column.kind == "key"
-                else [shorten(display_name(row[i]), width) for row in rows]
+                else shorten_all(display_names([row[i] for row in rows]), width)
                 if column.kind == "text"
                 else [row[i] for row in rows],
             )
@@ -634,7 +657,7 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
     other names, then the key's full width. When that still squeezes a column, the columns
     that tell little are left out too."""
     names = [
-        [display_name(r[i]) if c.kind in ("key", "text") else r[i] for r in rows]
+        display_names([r[i] for r in rows]) if c.kind in ("key", "text") else [r[i] for r in rows]
         for i, c in enumerate(columns)
     ]
     widest = [max(map(len if all_plain(values) else _cells, values), default=0) for values in names]

@@ -8,6 +8,7 @@ Profile strings reach the console only as :class:`~tpuperf.render.plain.Line` (d
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -184,11 +185,11 @@ def render_info(info: dict[str, Any], console: Console, wide: bool = False) -> N
 # Numeric columns of the op table: (field, header, format, drop order); a missing value is
 # "-" (_cells).
 _OPS_NUMBERS = (
-    ("occurrences", "count", lambda v: f"{v:,}", 2),
-    ("total_time_ms", "total ms", lambda v: f"{v:,.3f}", 0),
-    ("time_pct", "time %", lambda v: f"{v:,.1f}", 1),
-    ("avg_time_us", "avg us", lambda v: f"{v:,.2f}", 5),
-    ("self_time_ms", "self ms", lambda v: f"{v:,.3f}", 6),
+    ("occurrences", "count", ",", 2),
+    ("total_time_ms", "total ms", ",.3f", 0),
+    ("time_pct", "time %", ",.1f", 1),
+    ("avg_time_us", "avg us", ",.2f", 5),
+    ("self_time_ms", "self ms", ",.3f", 6),
     ("flops", "FLOPs", _si, 7),
     ("bytes_accessed", "bytes", _si, 8),
 )
@@ -327,7 +328,14 @@ def _programs_apart(modules: list[str], program_ids: list[str]) -> list[str]:
 
 
 def _cells(values: list[Any], format_value: Any) -> list[str]:
-    """One column's cells: ``-`` where a value is missing (None or NaN)."""
+    """One column's cells: ``-`` where a value is missing (None or NaN). ``format_value``: a
+    format spec (a column of thousands of numbers with none missing is formatted at once) or
+    a function."""
+    if isinstance(format_value, str):
+        spec = format_value
+        if None not in values and not any(map(math.isnan, values)):
+            return list(map(format, values, itertools.repeat(spec)))
+        format_value = lambda v: format(v, spec)  # noqa: E731
     return ["-" if v is None or v != v else format_value(v) for v in values]
 
 
