@@ -762,3 +762,50 @@ def test_a_device_without_steps_adds_no_step_window(tmp_path: Path, cli: Cli) ->
     assert tree["tree"]["ms_per_step"] == pytest.approx(in_steps_ps / 8 / 1e9)
     for name, value in summary["passes"].items():
         assert tree["tree"]["passes"][name] == pytest.approx(value["ms_per_step"])
+
+
+@pytest.mark.parametrize(
+    "profile",
+    ["cpu_fixture", "tpu/v6e_4chip_inference.xplane.pb", "gpu/mi300_jax_conv.xplane.pb"],
+)
+def test_each_node_of_the_scope_tree_sums_the_rows_on_its_path(profile: str) -> None:
+    """scope_tree adds each row where it ends and each node its children's sums: every node
+    has the time, occurrences, passes and heaviest source line of the rows whose path
+    (tree_path) runs through it, summed here one row and one node at a time."""
+    path = CPU_FIXTURE if profile == "cpu_fixture" else shared_profile(profile)
+    loaded = load(path)
+    data = sc.scopes(loaded)
+    times = sc.scope_time(loaded)
+    passes = data.table.strings("pass").tolist()
+    sources = data.table.strings("source").tolist()
+    expected: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in range(data.n):
+        if not times.occurrences[row]:
+            continue
+        levels, leaf = sc.tree_path(data, row)
+        keys = [levels[:depth] for depth in range(len(levels) + 1)]
+        keys += [(*levels, leaf)] if leaf else []
+        for key in keys:
+            node = expected.setdefault(key, {"ps": 0, "count": 0, "passes": {}, "sources": {}})
+            node["ps"] += int(times.time_ps[row])
+            node["count"] += int(times.occurrences[row])
+            node["passes"][passes[row]] = node["passes"].get(passes[row], 0) + times.time_ps[row]
+            if sources[row]:
+                node["sources"][sources[row]] = node["sources"].get(sources[row], 0)
+                node["sources"][sources[row]] += int(times.time_ps[row])
+    seen = 0
+
+    def check(node: dict[str, Any], key: tuple[str, ...]) -> None:
+        nonlocal seen
+        seen += 1
+        want = expected[key]
+        assert (node["time_ps"], node["occurrences"]) == (want["ps"], want["count"]), key
+        for name, ps in want["passes"].items():
+            assert node["passes"][name] == pytest.approx(ps / times.windows / 1e9), key
+        heaviest = max(want["sources"].items(), key=lambda kv: (kv[1], kv[0]), default=("",))
+        assert node["source"] == heaviest[0], key
+        for child in node["children"]:
+            check(child, (*key, child["name"]))
+
+    check(sc.scope_tree(loaded), ())
+    assert seen == len(expected) > 1

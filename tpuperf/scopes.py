@@ -608,25 +608,40 @@ def scope_tree(profile: Profile, timeline: Selection | None = None) -> dict[str,
     times = scope_time(profile, timeline=timeline)
     pass_of = data.table.strings("pass").tolist()
     source_of = data.table.strings("source").tolist()
+    primitives = data.table.strings("primitive").tolist()
+    op_names = data.table.strings("op").tolist()
     root = _Node("(all)", "root", ())
-    for row in np.flatnonzero(times.occurrences).tolist():
-        time_ps = int(times.time_ps[row])
-        count = int(times.occurrences[row])
-        levels, leaf = tree_path(data, row)
-        node = root
-        nodes = [root]
-        for depth in range(len(levels)):
-            kind = "none" if not depth and levels[0] in (NO_SCOPE, TOP_LEVEL) else "scope"
-            node = node.child(levels[depth], kind, levels[: depth + 1])
-            nodes.append(node)
+    scope_nodes: dict[tuple[str, ...], _Node] = {(): root}  # each scope path's node
+    # Each row's time goes to the node it ends at; nodes then take their children's sums
+    # (_Node.total), so a row is added once, not once per level above it.
+    rows = np.flatnonzero(times.occurrences).tolist()
+    for row, time_ps, count in zip(
+        rows, times.time_ps[rows].tolist(), times.occurrences[rows].tolist(), strict=True
+    ):
+        levels = data.levels[row]
+        leaf = primitives[row]
+        if not levels:  # as tree_path places it
+            levels = (TOP_LEVEL,) if leaf else (NO_SCOPE,)
+            leaf = leaf or op_base(op_names[row]) or "?"
+        node = scope_nodes.get(levels)
+        if node is None:
+            node = _scope_node(scope_nodes, levels)
         node.self_ps += time_ps
         if leaf:  # ops of a call itself have no primitive: their time is the scope's own
             node = node.child(leaf, "op", (*levels, leaf))
             node.self_ps += time_ps
-            nodes.append(node)
-        for n in nodes:
-            n.add(time_ps, count, pass_of[row], source_of[row])
+        node.add(time_ps, count, pass_of[row], source_of[row])
+    root.total()
     return root.to_dict(times.windows, max(root.time_ps, 1))
+
+
+def _scope_node(scope_nodes: dict[tuple[str, ...], _Node], levels: tuple[str, ...]) -> _Node:
+    """The node of the scope path ``levels``, made with those above it as needed."""
+    parent = scope_nodes.get(levels[:-1]) or _scope_node(scope_nodes, levels[:-1])
+    depth = len(levels) - 1
+    kind = "none" if not depth and levels[0] in (NO_SCOPE, TOP_LEVEL) else "scope"
+    node = scope_nodes[levels] = parent.child(levels[-1], kind, levels)
+    return node
 
 
 @dataclass
@@ -656,6 +671,18 @@ class _Node:
         self.passes[pass_] += time_ps
         if source:
             self.sources[source] = self.sources.get(source, 0) + time_ps
+
+    def total(self) -> None:
+        """Add each child's sums, once its own are whole, to this node's own."""
+        for child in self.children.values():
+            child.total()
+            self.time_ps += child.time_ps
+            self.occurrences += child.occurrences
+            for pass_, time_ps in child.passes.items():
+                self.passes[pass_] += time_ps
+            sources = self.sources
+            for source, time_ps in child.sources.items():
+                sources[source] = sources.get(source, 0) + time_ps
 
     def to_dict(self, windows: int, total_ps: int) -> dict[str, Any]:
         children = sorted(self.children.values(), key=lambda n: (-n.time_ps, n.name))
