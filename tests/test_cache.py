@@ -323,9 +323,36 @@ def test_string_columns_are_stored_as_text_and_read_back_exactly(
     assert (stored != list(values)) == joined
     st = os.stat(tmp_path / "columns.bin")
     meta = {"arrays": blob.arrays, "blob": [st.st_size, st.st_mtime_ns, st.st_ino]}
-    back = cache_mod._decode(json.loads(json.dumps(spec)), cache_mod._Arrays(tmp_path, meta))
-    assert back["name"].values == values
-    assert np.array_equal(back["name"].codes, codes)
+    for read_later in (False, True):
+        back = cache_mod._decode(
+            json.loads(json.dumps(spec)), cache_mod._Arrays(tmp_path, meta), read_later=read_later
+        )
+        column = back["name"]
+        # Kept joined and read later: not read until used, then read whole.
+        assert ("values" not in vars(column)) == (read_later and joined)
+        assert column.values == values
+        assert np.array_equal(column.codes, codes)
+        assert type(column) is Strings or read_later
+
+
+def test_a_commands_string_values_are_read_from_the_cache_as_used(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The tables a command reads back keep their joined string values (the profile's HLO
+    texts among them) unread until a column is used; each reads back as stored."""
+    cache = Cache(tmp_path)
+    run = runs["collective_training"]
+    expected = tpuperf.load(run)
+    cache_mod.load(run, cache=cache)
+    again = cache_mod.load(run, cache=cache)
+    assert cache.hits == 1
+    from tpuperf.columns import Strings
+
+    ops = again.device_tables[0].ops
+    strings = [name for name in ops if isinstance(ops[name], Strings)]
+    assert "hlo_text" in [name for name in strings if "values" not in vars(ops[name])]
+    assert_same_profile(again, expected)
+    assert all("values" in vars(ops[name]) for name in strings)
 
 
 def test_rows_round_trip_and_damaged_rows_miss(tmp_path: Path) -> None:

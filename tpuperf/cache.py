@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from tpuperf import jsonout, schema
-from tpuperf.columns import Table
+from tpuperf.columns import Strings, Table
 from tpuperf.files import write_atomic
 from tpuperf.profiles import HostInfo, HostPart, Profile, assemble, read_host
 
@@ -700,29 +700,59 @@ class _Arrays:
         return self[number].tobytes()
 
 
+class _JoinedStrings(Strings):
+    """A Strings column of an entry whose values are read from their joined text on first
+    use (a profile's HLO texts, which most commands never read, took 14 ms of reading an
+    80 MB profile's tables). Their count is the joined text's NULs plus one, as stored."""
+
+    joined: np.ndarray  # the values' UTF-8 text, joined by NUL (a view of the memory map)
+    count: int
+
+    @classmethod
+    def of(
+        cls, index: np.ndarray, mapping: np.ndarray | None, joined: np.ndarray
+    ) -> _JoinedStrings:
+        column = object.__new__(cls)
+        for field, value in (("index", index), ("mapping", mapping), ("joined", joined)):
+            object.__setattr__(column, field, value)
+        object.__setattr__(column, "count", int(np.count_nonzero(joined == 0)) + 1)
+        return column
+
+    @functools.cached_property
+    def values(self) -> tuple[str, ...]:
+        return tuple(self.joined.tobytes().decode("utf-8", "surrogatepass").split("\0"))
+
+
 def _decode(
     spec: dict[str, Any],
     arrays: _Arrays,
     objects: Callable[[list[Any]], list[Any]] | None = None,
+    read_later: bool = False,
 ) -> Table:
     """The Table :func:`_encode` made ``spec`` of (``objects``: what reads back a column of
-    objects that its ``objects`` kept)."""
-    from tpuperf.columns import Column, Lookup, Strings
+    objects that its ``objects`` kept); ``read_later``: string values kept joined are read
+    on first use (:class:`_JoinedStrings`)."""
+    from tpuperf.columns import Column, Lookup
 
     columns: dict[str, Column] = {}
     for name, (kind, *parts) in spec["columns"].items():
         if kind == "strings":
             index, mapping, values = parts
+            mapped = None if mapping is None else arrays[mapping]
             if len(values) == 2 and all(type(v) is int for v in values):  # joined (_values)
                 number, count = values
-                values = arrays.bytes(number).decode("utf-8", "surrogatepass").split("\0")
-                if len(values) != count:
-                    raise ValueError(f"column {name}: {len(values)} values, not {count}")
-            elif not all(isinstance(v, str) for v in values):
+                joined = _JoinedStrings.of(arrays[index], mapped, arrays[number])
+                if joined.count != count:
+                    raise ValueError(f"column {name}: {joined.count} values, not {count}")
+                columns[name] = (
+                    joined
+                    if read_later
+                    else Strings(index=joined.index, values=joined.values, mapping=mapped)
+                )
+                continue
+            if not all(isinstance(v, str) for v in values):
                 raise ValueError(f"column {name}: values that are not strings")
-            columns[name] = Strings(
-                arrays[index], tuple(values), None if mapping is None else arrays[mapping]
-            )
+            columns[name] = Strings(arrays[index], tuple(values), mapped)
         elif kind == "lookup":
             columns[name] = Lookup(arrays[parts[0]], arrays[parts[1]])
         elif kind == "array":
@@ -857,7 +887,9 @@ def _read_tables(meta: dict[str, Any], arrays: _Arrays, url: str) -> HostTables:
             k: float("nan") if v is None and k in float_columns else v
             for k, v in stored["row"].items()
         }
-        tables = {name: _decode(spec, arrays) for name, spec in stored["tables"].items()}
+        tables = {
+            name: _decode(spec, arrays, read_later=True) for name, spec in stored["tables"].items()
+        }
         devices.append(
             DeviceTables(
                 str(row["host"]),
@@ -874,11 +906,11 @@ def _read_tables(meta: dict[str, Any], arrays: _Arrays, url: str) -> HostTables:
     events = meta["host_events"]
     return HostTables(
         devices,
-        _decode(meta["lines"], arrays),
+        _decode(meta["lines"], arrays, read_later=True),
         HostInfo(**{**meta["info"], "path": url}),
         [str(w) for w in meta["warnings"]],
         hlo_protos={str(k): arrays.bytes(v) for k, v in meta["hlo_protos"].items()},
-        host_events=None if events is None else _decode(events, arrays),
+        host_events=None if events is None else _decode(events, arrays, read_later=True),
     )
 
 
