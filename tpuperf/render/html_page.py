@@ -511,7 +511,8 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
         return _section("roofline", title, *notes)
 
     categories = report.op_categories
-    records = ops.records()
+    # The columns the hover texts and categories read, each as a list once.
+    columns = {name: ops.plain(name) if name in ops else [None] * ops.n for name in _HOVER}
     intensity = ops.array("intensity_flop_per_byte")
     achieved = ops.array("achieved_tflops")
     placeable = np.isfinite(intensity) & (intensity > 0) & np.isfinite(achieved) & (achieved > 0)
@@ -520,7 +521,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
         notes.append(
             _note(
                 f"{left_out} op(s) with no FLOPs or no bytes cannot be placed on log axes: "
-                + ", ".join(_e(records[i]["op"]) for i in np.flatnonzero(~placeable)[:10])
+                + ", ".join(_e(columns["op"][i]) for i in np.flatnonzero(~placeable)[:10])
                 + ("…" if left_out > 10 else "")
             )
         )
@@ -535,10 +536,8 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     ms = ops.array("ms_per_step")
     max_ms = float(ms.max()) if len(ms) else 1.0
     by_category: dict[str, list[int]] = {}
-    for i, row in enumerate(records):
-        by_category.setdefault(
-            categories.get((row["module"], row["op"]), "") or "other", []
-        ).append(i)
+    for i, key in enumerate(zip(columns["module"], columns["op"], strict=True)):
+        by_category.setdefault(categories.get(key, "") or "other", []).append(i)
     traces: list[dict[str, Any]] = []
     ordered = sorted(by_category, key=lambda c: -float(ms[by_category[c]].sum()))
     for n, category in enumerate(ordered):
@@ -553,7 +552,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
                 "name": category_html,
                 "x": intensity[rows],
                 "y": achieved[rows],
-                "text": [_hover(records[i], category_html) for i in rows],
+                "text": [_hover(columns, i, category_html) for i in rows],
                 "hovertemplate": "%{text}<extra></extra>",
                 "marker": {
                     "size": ms[rows],
@@ -684,15 +683,32 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     )
 
 
-def _hover(row: dict[str, Any], category_html: str) -> str:
-    bound = row.get("bound")
-    efficiency = _number(row.get("efficiency_pct"))
+# The roofline table's columns an op's hover text reads.
+_HOVER = (
+    "op",
+    "module",
+    "ms_per_step",
+    "count_per_step",
+    "intensity_flop_per_byte",
+    "achieved_tflops",
+    "achieved_gbps",
+    "efficiency_pct",
+    "bound",
+)
+
+
+def _hover(columns: dict[str, list[Any]], i: int, category_html: str) -> str:
+    """Op ``i``'s hover text, from ``columns`` (:data:`_HOVER`, each a list)."""
+    bound = columns["bound"][i]
+    efficiency = _number(columns["efficiency_pct"][i])
     lines = [
-        f"<b>{_e(row['op'])}</b>",
-        f"module {_e(row['module'])} · {category_html}",
-        f"time/step {_e(fmt_ms(row['ms_per_step']))}, run {_g(row['count_per_step'])}x per step",
-        f"intensity {_g(row['intensity_flop_per_byte'])} FLOP/byte",
-        f"achieved {_g(row['achieved_tflops'])} TFLOP/s, {_g(row['achieved_gbps'], 4)} GB/s",
+        f"<b>{_e(columns['op'][i])}</b>",
+        f"module {_e(columns['module'][i])} · {category_html}",
+        f"time/step {_e(fmt_ms(columns['ms_per_step'][i]))}, "
+        f"run {_g(columns['count_per_step'][i])}x per step",
+        f"intensity {_g(columns['intensity_flop_per_byte'][i])} FLOP/byte",
+        f"achieved {_g(columns['achieved_tflops'][i])} TFLOP/s, "
+        f"{_g(columns['achieved_gbps'][i], 4)} GB/s",
     ]
     if efficiency is not None:
         lines.append(f"efficiency {efficiency:.1f}% of the roof ({_e(bound)}-bound)")
