@@ -159,7 +159,7 @@ def _metadata_rows(plane: Plane, metadata_id: np.ndarray, dtype: Any = np.int64)
     return plane.metadata.rows(metadata_id, unknown=len(plane.metadata.ids), dtype=dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _OpMeta:
     """What a TPU plane's metadata says of each of ``rows`` (metadata rows; the row past the
     last, for events of unknown metadata, has no names and no stats): the op's name, its HLO
@@ -197,7 +197,7 @@ def _program_id(value: Any) -> str:
     return str(value) if value is not None else ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _MetadataColumns:
     """What a TPU plane's event metadata says of every row, the row past the last (events of
     unknown metadata: no names, no stats) included: the name columns of its ops, factorized,
@@ -232,7 +232,7 @@ class _MetadataColumns:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Factors:
     """Values, one per metadata row in use, as codes into ``unique`` (in order of first
     appearance)."""

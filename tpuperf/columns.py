@@ -27,11 +27,11 @@ from tpuperf import kernels
 CATEGORY = "category"
 
 
-# Records that hold arrays (these, Intervals, the timeline's and the scopes' records) are
-# dataclasses with eq=False: each is equal only to itself. The __eq__ a dataclass generates
-# compares the fields, which for arrays raises (their `==` is elementwise), and each method a
-# dataclass generates is compiled as its module is imported, by every command (Python 3.11:
-# 0.1-0.2 ms a method).
+# Records that hold arrays (these, Intervals, the timeline's, the scopes', the decoder's and
+# the device clock's records) are dataclasses with eq=False: each is equal only to itself.
+# The __eq__ a dataclass generates compares the fields, which for arrays raises (their `==`
+# is elementwise), and each method a dataclass generates is compiled as its module is
+# imported, by every command (Python 3.11: 0.1-0.2 ms a method).
 @dataclass(frozen=True, eq=False)
 class Strings:
     """Strings as codes: the value of row i is ``values[mapping[index[i]]]``.

@@ -150,7 +150,7 @@ def find_line(plane: Plane, names: tuple[str, ...]) -> Line | None:
     return next((by_name[name] for name in names if name in by_name), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DeviceClock:
     """Puts one TPU device's host-clock events on its device clock.
 

@@ -58,7 +58,7 @@ _LINE_DURATION_PS, _LINE_DISPLAY_ID, _LINE_DISPLAY_NAME = 9, 10, 11
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
+@dataclass(eq=False)
 class Stats:
     """The stats of a line's events, one row per stat (columnar)."""
 
@@ -75,7 +75,7 @@ class Stats:
 MISSING = np.iinfo(np.int64).min
 
 
-@dataclass
+@dataclass(eq=False)
 class IntEvents:
     """Events of a line with chosen integer stats (see :meth:`Line.int_events`)."""
 
@@ -260,7 +260,7 @@ def release_pages(data: Any, start: int, stop: int) -> None:
             data.madvise(mmap.MADV_DONTNEED, first, (stop - first) // page * page)
 
 
-@dataclass
+@dataclass(eq=False)
 class EventMetadata:
     """A plane's event metadata, columnar: one row per metadata entry."""
 
@@ -288,7 +288,7 @@ class EventMetadata:
         return np.where(self.ids[rows] == metadata_ids, rows, unknown).astype(dtype, copy=False)
 
 
-@dataclass
+@dataclass(eq=False)
 class Plane:
     id: int
     name: str
@@ -465,7 +465,7 @@ def _is_one_of(values: np.ndarray, wanted: list[int]) -> np.ndarray:
     return mask
 
 
-@dataclass
+@dataclass(eq=False)
 class Space:
     planes: list[Plane]
     hostnames: list[str]
