@@ -572,13 +572,16 @@ def tree_path(data: Scopes, row: int) -> tuple[tuple[str, ...], str]:
     outside every scope is under one of two nodes: (top level) when its path is its primitive
     alone, (no scope) without a path (its leaf: the op's base name)."""
     table = data.table
-    levels = data.levels[row]
-    primitive = _value(table, "primitive", row)
+    return _placed(data.levels[row], _value(table, "primitive", row), _value(table, "op", row))
+
+
+def _placed(levels: tuple[str, ...], primitive: str, op: str) -> tuple[tuple[str, ...], str]:
+    """Where an op of these scope levels, primitive and name sits (see :func:`tree_path`)."""
     if levels:
         return levels, primitive
     if primitive:
         return (TOP_LEVEL,), primitive
-    return (NO_SCOPE,), op_base(_value(table, "op", row)) or "?"
+    return (NO_SCOPE,), op_base(op) or "?"
 
 
 def scope_label(data: Scopes, row: int) -> str:
@@ -618,11 +621,7 @@ def scope_tree(profile: Profile, timeline: Selection | None = None) -> dict[str,
     for row, time_ps, count in zip(
         rows, times.time_ps[rows].tolist(), times.occurrences[rows].tolist(), strict=True
     ):
-        levels = data.levels[row]
-        leaf = primitives[row]
-        if not levels:  # as tree_path places it
-            levels = (TOP_LEVEL,) if leaf else (NO_SCOPE,)
-            leaf = leaf or op_base(op_names[row]) or "?"
+        levels, leaf = _placed(data.levels[row], primitives[row], op_names[row])
         node = scope_nodes.get(levels)
         if node is None:
             node = _scope_node(scope_nodes, levels)
