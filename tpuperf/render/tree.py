@@ -14,11 +14,14 @@ milliseconds for a large model's hundreds of nodes, and is not imported there.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tpuperf.render.fit import display_name, shorten, wider_console
 from tpuperf.render.plain import Line, cells, padded
 from tpuperf.render.text import fmt_ms, fmt_pct, fmt_step_ms
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Pass -> (bar glyph, style), in bar order: the glyphs tell passes apart without colour.
 PASS_STYLES = {
@@ -96,7 +99,7 @@ def _steps_text(document: dict[str, Any]) -> str:
     )
 
 
-def render_tree(document: dict[str, Any], console: Any, wide: bool = False) -> None:
+def render_tree(document: dict[str, Any], console: Console, wide: bool = False) -> None:
     """Write a tree report (see :func:`tpuperf.scopes.tree_report`) to ``console``; ``wide``:
     every name whole, however wide the lines get."""
     root = document["tree"]
