@@ -257,9 +257,9 @@ def test_a_columns_cells_are_justified_as_one_by_one(
 ) -> None:
     """fit's column of cells justified at once (printable ASCII by str.rjust/ljust) is each
     cell justified on its own, None where one of them is (too wide, a tab, a line break)."""
-    from tpuperf.render.fit import _justified, _justified_all
+    from tpuperf.render.fit import _justified_all, justified
 
-    one_by_one = [_justified(text, width, right) for text in texts]
+    one_by_one = [justified(text, width, right) for text in texts]
     assert _justified_all(texts, width, right) == (None if None in one_by_one else one_by_one)
 
 

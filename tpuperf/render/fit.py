@@ -488,13 +488,13 @@ class _Lines:
         justify = [column.justify for column, _, _ in shown]
         cells = []  # each column's cells justified to its width
         for width, right, values in zip(widths, justify, texts, strict=True):
-            justified = _justified_all(values, width, right == "right")
-            if justified is None:
+            column_cells = _justified_all(values, width, right == "right")
+            if column_cells is None:
                 return None
-            cells.append(justified)
+            cells.append(column_cells)
         lines = [head.split("\n") for head in header]
         for width, right, head in zip(widths, justify, lines, strict=True):
-            if None in (_justified(line, width, right == "right") for line in head):
+            if None in (justified(line, width, right == "right") for line in head):
                 return None
         body = [list(row) for row in zip(*cells, strict=True)] if cells else []
         return cls(widths, justify, header, body, styles)
@@ -517,7 +517,7 @@ class _Lines:
                 if line_no < top:
                     parts.append(" " * padded[i])
                 else:
-                    text = _justified(cell_lines[line_no - top], self.widths[i], self._right(i))
+                    text = justified(cell_lines[line_no - top], self.widths[i], self._right(i))
                     parts.append((text or "") + (" " if i < last else ""))
                 if i < last:
                     parts.append(" ")
@@ -565,7 +565,7 @@ class _Lines:
                 if line_no < top:
                     line.append(Segment(" " * padded[i], bold))
                 else:
-                    text = _justified(lines[line_no - top], self.widths[i], self._right(i))
+                    text = justified(lines[line_no - top], self.widths[i], self._right(i))
                     line.append(Segment(text or "", bold))
                     if i < last:
                         line.append(Segment(" ", bold))
@@ -599,7 +599,7 @@ class _Lines:
         return self.justify[column] == "right"
 
 
-def _justified(text: str, width: int, right: bool) -> str | None:
+def justified(text: str, width: int, right: bool) -> str | None:
     """``text`` justified to ``width`` cells as rich justifies a cell (right: without its
     trailing space); None where rich's table draws it otherwise (wider than the width, or
     holding a tab or a line break)."""
@@ -614,12 +614,12 @@ def _justified(text: str, width: int, right: bool) -> str | None:
 
 
 def _justified_all(texts: list[str], width: int, right: bool) -> list[str] | None:
-    """:func:`_justified` of each of ``texts``; None where one of them is None. Printable
+    """:func:`justified` of each of ``texts``; None where one of them is None. Printable
     ASCII (:func:`all_plain`: a cell a character, no tab or line break) is justified by
     str.rjust and str.ljust, which pad the same spaces."""
     if not all_plain(texts):
-        justified = [_justified(text, width, right) for text in texts]
-        return None if None in justified else justified  # type: ignore[return-value]
+        each = [justified(text, width, right) for text in texts]
+        return None if None in each else each  # type: ignore[return-value]
     if right:
         texts = [text.rstrip() for text in texts]
     if max(map(len, texts), default=0) > width:

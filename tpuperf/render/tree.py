@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from tpuperf.render.fit import display_name, shorten, wider_console
-from tpuperf.render.plain import Line, cells, padded
+from tpuperf.render.fit import display_name, justified, shorten, wider_console
+from tpuperf.render.plain import Line, cells
 from tpuperf.render.text import fmt_ms, fmt_pct, fmt_step_ms
 
 if TYPE_CHECKING:
@@ -179,19 +179,19 @@ class _ScopeTable:
         self.rows: list[list[Line]] = []
 
     def plain_lines(self, console: Any) -> list[str] | None:
-        """The table's lines as rich draws them without styles; None where a cell is wider
-        than its column (rich cuts it) or a style is drawn."""
+        """The table's lines as rich draws them without styles, each cell justified as rich
+        justifies it (:func:`~tpuperf.render.fit.justified`); None where a cell is not drawn
+        so (wider than its column: rich cuts it) or a style is drawn."""
         if console.color_system is not None:
             return None
         lines = []
         for row in [[Line(text) for text in self._HEADER], *self.rows]:
             parts = []
             for line, width, justify in zip(row, self.widths, self._JUSTIFY, strict=True):
-                text = line.plain
-                room = width - cells(text)
-                if room < 0:
+                cell = justified(line.plain, width, justify == "right")
+                if cell is None:
                     return None
-                parts.append(padded(text, width) if justify == "left" else " " * room + text)
+                parts.append(cell)
             lines.append(" ".join(parts))
         return lines
 
