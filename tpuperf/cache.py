@@ -703,10 +703,9 @@ class _Arrays:
 class _JoinedStrings(Strings):
     """A Strings column of an entry whose values are read from their joined text on first
     use (a profile's HLO texts, which most commands never read, took 14 ms of reading an
-    80 MB profile's tables). Their count is the joined text's NULs plus one, as stored."""
+    80 MB profile's tables)."""
 
     joined: np.ndarray  # the values' UTF-8 text, joined by NUL (a view of the memory map)
-    count: int
 
     @classmethod
     def of(
@@ -715,7 +714,6 @@ class _JoinedStrings(Strings):
         column = object.__new__(cls)
         for field, value in (("index", index), ("mapping", mapping), ("joined", joined)):
             object.__setattr__(column, field, value)
-        object.__setattr__(column, "count", int(np.count_nonzero(joined == 0)) + 1)
         return column
 
     @functools.cached_property
@@ -741,13 +739,13 @@ def _decode(
             mapped = None if mapping is None else arrays[mapping]
             if len(values) == 2 and all(type(v) is int for v in values):  # joined (_values)
                 number, count = values
-                joined = _JoinedStrings.of(arrays[index], mapped, arrays[number])
-                if joined.count != count:
-                    raise ValueError(f"column {name}: {joined.count} values, not {count}")
+                text = arrays[number]
+                found = int(np.count_nonzero(text == 0)) + 1  # values: its NULs plus one
+                if found != count:
+                    raise ValueError(f"column {name}: {found} values, not {count}")
+                joined = _JoinedStrings.of(arrays[index], mapped, text)
                 columns[name] = (
-                    joined
-                    if read_later
-                    else Strings(index=joined.index, values=joined.values, mapping=mapped)
+                    joined if read_later else Strings(joined.index, joined.values, mapped)
                 )
                 continue
             if not all(isinstance(v, str) for v in values):
