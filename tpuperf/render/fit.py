@@ -68,7 +68,7 @@ def display_name(name: str) -> str:
     (``void ns::Kernel<...>(args)``) without its return type, arguments and namespaces,
     which are the same for every kernel of a library and push the distinctive part out."""
     name = visible(name)
-    if "::" not in name and not name.startswith("void "):
+    if not _signature(name):
         return name
     name = name.removeprefix("void ")
     depth = 0
@@ -86,9 +86,14 @@ def display_name(name: str) -> str:
 def display_names(names: Sequence[str]) -> list[str]:
     """:func:`display_name` of each of ``names``: at once where none has anything to change
     (printable ASCII, no C++ signature), as most columns of op names are."""
-    if all_plain(names) and not any("::" in name or name.startswith("void ") for name in names):
+    if all_plain(names) and not any(map(_signature, names)):
         return list(names)
     return [display_name(name) for name in names]
+
+
+def _signature(name: str) -> bool:
+    """Whether ``name`` may be a C++ signature that :func:`display_name` shortens."""
+    return "::" in name or name.startswith("void ")
 
 
 # --------------------------------------------------------------------------- C++ templates
