@@ -629,6 +629,29 @@ def test_op_rows_from_a_shared_index_are_those_of_grouping_every_op(tmp_path: Pa
     assert checked and missing
 
 
+def test_an_interval_is_numpys_percentile_interval() -> None:
+    # interval sorts the replicates before asking numpy's percentile, which partitions each
+    # row about four ranks more slowly than a sort: the same numbers, bit for bit, with ties
+    # and infinities, along either axis, of one row or many; nanpercentile's with a NaN.
+    tail = 100.0 * (1.0 - diffing.CONFIDENCE) / 2.0
+    tails = [tail, 100.0 - tail]
+    rng = np.random.default_rng(11)
+    replicates = rng.normal(size=(50, 1000))
+    replicates[3] = 2.0
+    replicates[4, ::7] = np.inf
+    replicates[6, ::3] = -np.inf
+    for values, axis in ((replicates, -1), (replicates, 0), (replicates[9], -1)):
+        low, high = diffing.interval(values, axis)
+        want = np.percentile(values, tails, axis=axis)
+        assert np.array_equal(low, want[0], equal_nan=True)
+        assert np.array_equal(high, want[1], equal_nan=True)
+    replicates[5, 10] = np.nan
+    low, high = diffing.interval(replicates)
+    want = np.nanpercentile(replicates, tails, axis=-1)
+    assert np.array_equal(low, want[0], equal_nan=True)
+    assert np.array_equal(high, want[1], equal_nan=True)
+
+
 def test_each_rows_bootstrap_medians_are_made_once_and_are_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

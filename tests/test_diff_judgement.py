@@ -295,6 +295,30 @@ def test_several_runs_per_side_pool_their_steps(capsys) -> None:
     )
 
 
+def test_a_pooled_side_puts_each_runs_samples_at_its_ops_rows() -> None:
+    # Each run's steps side by side, an op's samples at its row, zero in the steps of a run
+    # that has no such op (a CNN and a transformer share none).
+    names = ("cnn_b16", "lm_f32", "cnn_b16_rerun")
+    singles = [diffing.side([tpuperf.load(capture(n))]) for n in names]
+    pooled = diffing.side([tpuperf.load(capture(n)) for n in names])
+    at = {key: row for row, key in enumerate(_keys(pooled))}
+    first = 0
+    for single in singles:
+        width = single.samples.shape[1]
+        block = pooled.samples[:, first : first + width]
+        rows = [at[key] for key in _keys(single)]
+        assert np.array_equal(block[rows], single.samples)
+        assert not np.delete(block, rows, axis=0).any()
+        first += width
+    assert first == pooled.samples.shape[1]
+    assert len(at) > max(len(_keys(single)) for single in singles)
+
+
+def _keys(side: diffing.Side) -> list[tuple[str, str]]:
+    ops = side.ops
+    return list(zip(ops.strings("module").tolist(), ops.strings("op").tolist(), strict=True))
+
+
 def test_several_runs_of_one_logdir(tmp_path: Path, capsys) -> None:
     for run, name in (("r1", "cnn_b16"), ("r2", "cnn_b16_rerun"), ("r3", "cnn_b64")):
         target = tmp_path / "plugins" / "profile" / run

@@ -297,7 +297,8 @@ def test_each_selected_op_knows_its_window(source: str, tmp_path: Path) -> None:
     for view in views:
         starts = view.ops.array_at("start_ps", view.selected)
         searched = window_of(starts, view.windows.start_ps, view.windows.end_ps)
-        assert view.selected_windows().tolist() == searched.tolist()
+        assert view.of_selected(np.arange(len(view.windows))).tolist() == searched.tolist()
+        assert view.of_selected(view.windows.step).tolist() == view.windows.step[searched].tolist()
         assert (searched >= 0).all()
         in_order += bool(np.all(np.diff(view.ops.array("start_ps")) >= 0))
     assert views

@@ -35,6 +35,7 @@ change (every paired op of identical programs; else the paired ops of the same s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 import os
@@ -82,6 +83,7 @@ CODE_SHARE = 0.8
 # outlier among the ops around it: |log(ratio / factor)| over this many robust standard
 # deviations (Iglewicz and Hoaglin's modified z-score rule).
 OUTLIER_Z = 3.5
+_SAMPLE_BYTES = 1 << 20  # of per-step sums turned into samples at once (_run_part)
 _CHUNK_OPS = 4096  # ops per block of bootstrap means (a block is this x replicates floats)
 # Bootstrap medians of more than this many draws (ops x steps x replicates) take every core.
 _PARALLEL_MEDIANS = 50_000_000
@@ -329,7 +331,7 @@ def versions(profile: Profile) -> dict[str, str]:
 # --------------------------------------------------------------------------- one side
 
 
-@dataclass
+@dataclass(eq=False)  # of arrays (see tpuperf.columns)
 class Side:
     """One side of a diff: the reports of its runs and what the diff pools from them.
 
@@ -345,6 +347,16 @@ class Side:
     summary: dict[str, Any]  # the pooled summary, as Report.summary names its values
     programs: dict[str, str]
     versions: dict[str, str]
+
+    @functools.cached_property
+    def typical(self) -> np.ndarray:
+        """Each op's typical time per step (ms): the median of its per-step samples, which a
+        step that a busy machine stretched (a preempted thread) does not move; its mean per
+        step where there are no samples. Found once: the common factor and the op diff both
+        read it."""
+        if self.samples.shape[1] == 0:
+            return self.ops.array("ms_per_step") if self.ops.n else np.zeros(0)
+        return np.median(self.samples, axis=1)
 
 
 def side(
@@ -430,7 +442,7 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         programs = selected.strings("program_id")
         # Every op here starts in a selected window: each window's column, searched once.
         if tl.has_steps:
-            cols = np.searchsorted(numbers, view.windows.step)[view.selected_windows()]
+            cols = view.of_selected(np.searchsorted(numbers, view.windows.step))
         else:
             cols = np.zeros(selected.n, dtype=np.int64)
         codes, row_of, pairs = _rows_and_programs(module, op, programs, index)
@@ -439,8 +451,15 @@ def _run_part(profile: Profile, report: Report, tl: Any) -> _RunPart:
         np.add.at(totals, cells, selected.array("self_ps").astype(np.int64, copy=False))
         for m, p in pairs:
             ran.setdefault(m, set()).add((view.host, p))
+    # Each cell's time per device in ms, written over its sums a block of rows at a time: at
+    # 1.8 GB a second array of them would be 140 MB more, each page of it faulted in afresh.
     cells_ps = totals[: len(keys) * n_steps].reshape(len(keys), n_steps)
-    samples = cells_ps / np.maximum(devices_per_step, 1.0) / 1e9
+    samples = cells_ps.view(np.float64)
+    per_device = np.maximum(devices_per_step, 1.0)
+    block = max(_SAMPLE_BYTES // (8 * max(n_steps, 1)), 1)  # rows
+    for first in range(0, len(keys), block):
+        rows = slice(first, first + block)
+        samples[rows] = cells_ps[rows] / per_device / 1e9  # (the block read before written)
     step_ps = tl.step_time_ps if tl.has_steps else np.zeros(0)
     return _RunPart(
         keys=keys,
@@ -701,14 +720,19 @@ def _pool(parts: list[_RunPart], reports: list[Report], profiles: Sequence[Profi
     n = len(index)
     self_ps = np.zeros(n)
     counts = np.zeros(n)
-    blocks = []
-    for part in parts:
+    widths = [part.samples.shape[1] for part in parts]
+    if len(parts) == 1 and len(parts[0].keys) == n:
+        samples = parts[0].samples  # one run: its rows are the side's, in order
+    else:  # each run's steps side by side, its ops at their rows (zero where it has none)
+        samples = np.zeros((n, sum(widths)))
+    first = 0  # the part's first column of samples
+    for part, width in zip(parts, widths, strict=True):
         rows = np.array([index[k] for k in part.keys], dtype=np.int64)
         self_ps[rows] += part.self_ps
         counts[rows] += part.counts
-        block = np.zeros((n, part.samples.shape[1]))
-        block[rows] = part.samples
-        blocks.append(block)
+        if samples is not part.samples:
+            samples[rows, first : first + width] = part.samples
+        first += width
     windows = sum(part.windows for part in parts)
     keys = list(index)
     ops = Table(
@@ -741,7 +765,7 @@ def _pool(parts: list[_RunPart], reports: list[Report], profiles: Sequence[Profi
     return Side(
         reports=reports,
         ops=ops,
-        samples=np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0)),
+        samples=samples,
         step_ms=np.concatenate([p.step_ps for p in parts]) / 1e9,
         summary=_pooled_summary(reports, np.concatenate([p.step_ps for p in parts])),
         programs=programs,
@@ -973,10 +997,15 @@ class _Bootstrap:
 def interval(replicates: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """The percentile interval (:data:`CONFIDENCE`) of bootstrap replicates."""
     tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
+    if np.isnan(replicates).any():
+        low, high = np.nanpercentile(replicates, [tail, 100.0 - tail], axis=axis)
+        return low, high
     # nanpercentile takes the rows one by one (a Python call each: 0.2 s for the 3,000 ops of
-    # a large diff); without a NaN, percentile gives the same numbers, all rows at once.
-    percentile = np.nanpercentile if np.isnan(replicates).any() else np.percentile
-    low, high = percentile(replicates, [tail, 100.0 - tail], axis=axis)
+    # a large diff); without a NaN, percentile gives the same numbers, all rows at once. It
+    # partitions each row about four ranks, which takes longer than sorting the rows (12 ms
+    # and 21 ms for 3,000 x 1,000 replicates, against 51 ms): a percentile is of the values
+    # alone, in whatever order.
+    low, high = np.percentile(np.sort(replicates, axis=axis), [tail, 100.0 - tail], axis=axis)
     return low, high
 
 
@@ -1043,15 +1072,6 @@ class _Factor:
         return self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
 
 
-def typical(side: Side) -> np.ndarray:
-    """Each op's typical time per step (ms): the median of its per-step samples, which a step
-    that a busy machine stretched (a preempted thread) does not move; its mean per step where
-    there are no samples."""
-    if side.samples.shape[1] == 0:
-        return side.ops.array("ms_per_step") if side.ops.n else np.zeros(0)
-    return np.median(side.samples, axis=1)
-
-
 def _common_factor(
     base: Side, new: Side, pairs: list[_Pair], identical: set[str], boot: _Bootstrap
 ) -> _Factor:
@@ -1059,7 +1079,7 @@ def _common_factor(
     is identical, over the paired ops whose shape is the same on both sides (their code did
     not change: what moves them is the machine); the :data:`FACTOR_MAX_OPS` with the most
     time."""
-    ms_b, ms_n = typical(base), typical(new)
+    ms_b, ms_n = base.typical, new.typical
     paired = [(b, n) for b, n, _ in pairs if b is not None and n is not None]
     timed = [(b, n) for b, n in paired if ms_b[b.index] > 0 and ms_n[n.index] > 0]
     same_program = [(b, n) for b, n in timed if b.module in identical]
@@ -1418,7 +1438,7 @@ def _op_diff(
     after = np.where(rows_n >= 0, ms_n[np.maximum(rows_n, 0)] if len(ms_n) else 0.0, 0.0)
     ratio = factor.ratio if factor.ratio is not None else 1.0
     # The change beyond the factor is judged on each op's typical (median) time per step.
-    typ_b, typ_n = typical(base), typical(new)
+    typ_b, typ_n = base.typical, new.typical
     med_b = np.where(rows_b >= 0, typ_b[np.maximum(rows_b, 0)] if len(typ_b) else 0.0, 0.0)
     med_n = np.where(rows_n >= 0, typ_n[np.maximum(rows_n, 0)] if len(typ_n) else 0.0, 0.0)
     beyond = med_n - ratio * med_b

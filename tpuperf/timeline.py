@@ -221,17 +221,17 @@ class DeviceSelection(OfDevice):
         none where they are one run of rows: views then)."""
         return self.ops.select(columns).take(as_run(self.selected))
 
-    def selected_windows(self) -> np.ndarray:
-        """The window (its number in ``windows``) that each selected op starts in, in the
-        order of ``selected``: where the windows' ops are runs of rows (:func:`_window_runs`,
-        as :func:`_starting_in` selected them), each window's number repeated over its run;
-        else each selected op's start searched for."""
+    def of_selected(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per window of ``windows``) at each selected op, in the order of
+        ``selected``: the value of the window the op starts in. Where the windows' ops are
+        runs of rows (:func:`_window_runs`, as :func:`_starting_in` selected them), each
+        window's value repeated over its run; else each selected op's window searched for."""
         runs = _window_runs(self.ops.array("start_ps"), self.windows)
         if runs is not None:
             first, stop = runs
-            return np.repeat(np.arange(len(first), dtype=np.int64), stop - first)
+            return np.repeat(values, stop - first)
         starts = self.ops.array_at("start_ps", self.selected)
-        return window_of(starts, self.windows.start_ps, self.windows.end_ps)
+        return values[window_of(starts, self.windows.start_ps, self.windows.end_ps)]
 
     def selected_sums(self, index: np.ndarray, size: int, column: str) -> np.ndarray:
         """Per value 0 .. size - 1 of ``index`` (an integer per op, as a Lookup's shared
@@ -456,8 +456,8 @@ class Timeline(Selection):
 
     def selected_ops(self, view: DeviceView) -> Table:
         """The device's ops that start in a selected window, with that window's step."""
-        index = view.selected_windows()
-        return view.ops.take(view.selected).with_columns(step=view.windows.step[index])
+        step = view.of_selected(view.windows.step)
+        return view.ops.take(view.selected).with_columns(step=step)
 
     def outside_rows(self, view: DeviceView) -> np.ndarray:
         """Rows of the device's ops that start outside every step (setup, one-off calls)."""
