@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -312,6 +313,20 @@ def test_a_pooled_side_puts_each_runs_samples_at_its_ops_rows() -> None:
         first += width
     assert first == pooled.samples.shape[1]
     assert len(at) > max(len(_keys(single)) for single in singles)
+
+
+def test_a_replicate_that_draws_no_step_of_the_factors_ops_warns_nothing() -> None:
+    # Two runs of different programs pooled: a replicate that draws no step of the run with
+    # the common factor's ops has no ratio to take a median of, and its factor is NaN (left
+    # out of the factor's interval). numpy warned of the all-NaN slice, and the warning,
+    # a path into tpuperf and a line of its code, reached the user's terminal.
+    base = [DATA / "coll_heavy.xplane.pb", DATA / "coll_straggler.xplane.pb"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = tpuperf.diff(base, DATA / "coll_zero3.xplane.pb")
+    factor = result.summary["common_factor"]
+    assert factor["ops"] > 0
+    assert factor["ci_low"] is not None and factor["ci_low"] <= factor["ratio"] <= factor["ci_high"]
 
 
 def _keys(side: diffing.Side) -> list[tuple[str, str]]:

@@ -39,6 +39,7 @@ import functools
 import hashlib
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -1102,7 +1103,11 @@ def _common_factor(
     medians_n = _side_medians(new, rows_n, boot, 1, keep=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(medians_b > 0, medians_n / medians_b, np.nan)
-    replicates = np.nanmedian(ratios, axis=0)
+    with warnings.catch_warnings():
+        # A replicate that draws no step of a run with these ops (pooled runs of other
+        # programs) has no ratio: its factor is NaN, left out of the interval below.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        replicates = np.nanmedian(ratios, axis=0)
     low, high = interval(replicates)
     return _Factor(ratio, float(low), float(high), len(chosen), replicates, spread)
 
