@@ -294,6 +294,41 @@ def test_anything_that_made_the_report_keys_it(
     assert cli.json(*base_args) == want and len(_entries(cached)) == len(variants) + 2
 
 
+def test_diff_reads_back_and_keeps_each_runs_analysis(
+    cli: Cli, profile: Path, cached: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """diff analyses each run as analyze does, and through the same cache: a run analyze (or
+    an earlier diff) analysed under the same options is read back, one diff analyses is kept
+    for analyze; the output equals the one analysed without the cache."""
+    other = tmp_path / "other" / "host_markers.xplane.pb"
+    other.parent.mkdir()
+    shutil.copyfile(FIXTURES / "host_markers.xplane.pb", other)
+    past = time.time() - 60
+    os.utime(other, (past, past))
+    analysed: list[str] = []
+    analyze = tpuperf.analysis.analyze
+
+    def counted(profile: Any, *args: Any, **kwargs: Any) -> Any:
+        analysed.append(Path(profile.source).name)
+        return analyze(profile, *args, **kwargs)
+
+    monkeypatch.setattr(tpuperf.analysis, "analyze", counted)
+    for more in ([], ["--steps", "2:8"]):
+        diff = ["diff", str(profile), str(other), "--format", "json", *more]
+        want = cli.json(*diff, "--no-cache")
+        assert cli.json("analyze", str(profile), "--format", "json", *more)
+        analysed.clear()
+        assert cli.json(*diff) == want
+        assert analysed == [other.name]  # BASE read back
+        assert cli.json(*diff) == want
+        assert cli.json("analyze", str(other), "--format", "json", *more)
+        assert analysed == [other.name]  # then both, and NEW for analyze
+    # The same run on both sides: analysed once.
+    analysed.clear()
+    assert cli.json("diff", str(other), str(other), "--format", "json", "--warmup", "0")
+    assert analysed == [other.name]
+
+
 def _must_not_build_a_timeline(*args: object, **kwargs: object) -> None:
     raise AssertionError("built a timeline although the cache holds the page's data")
 

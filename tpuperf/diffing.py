@@ -365,8 +365,11 @@ def side(
     config: AnalysisConfig | None = None,
     steps: str | tuple[int | None, int | None] | None = None,
     host: str | None = None,
+    reports: Sequence[Report | None] | None = None,
 ) -> Side:
-    """Analyse each profile as ``tpuperf analyze`` does and pool them into one :class:`Side`."""
+    """Analyse each profile as ``tpuperf analyze`` does and pool them into one :class:`Side`.
+    ``reports``: a profile's report where the caller has it already (the cache kept one),
+    analysed under this config; None for one to analyse here."""
     from tpuperf.analysis import analyze
     from tpuperf.config import parse_steps
     from tpuperf.timeline import build_timeline
@@ -379,8 +382,8 @@ def side(
     if host is not None:
         config = dataclasses.replace(config, host=host)
     runs = []
-    for profile in profiles:
-        report = analyze(profile, config=config)
+    for profile, given in zip(profiles, reports or [None] * len(profiles), strict=True):
+        report = given if given is not None else analyze(profile, config=config)
         # The timeline analyze just built (build_timeline keeps it for the same config).
         runs.append((profile, report, build_timeline(profile, config)))
     return _pool([_run_part(*run) for run in runs], [r for _, r, _ in runs], profiles)

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from tpuperf.output import Format, listed
 if TYPE_CHECKING:
     from tpuperf.analysis import Report
     from tpuperf.cache import Cache
+    from tpuperf.config import AnalysisConfig
     from tpuperf.profiles import Profile
 
 PROFILE_ARGUMENT_HELP = (
@@ -111,6 +112,20 @@ def finish_writes(store_reports: bool = True) -> None:
             store.put_report(key, {"report": report.stored(), "warnings": warnings})
     while _WRITING:
         _WRITING.pop().wait()
+
+
+@contextlib.contextmanager
+def writes_finished() -> Iterator[None]:
+    """A command's work, then :func:`finish_writes` once its output is written: the cache
+    entries it decoded may end, and the reports it made are kept; none is where it failed
+    (its own error is the one said)."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            finish_writes(store_reports=False)
+        raise
+    finish_writes()
 
 
 def _spinner(status: str) -> AbstractContextManager[Any]:
@@ -349,6 +364,21 @@ def _read_back(
     latter) listing ``top`` top ops, with its analyzers' failures said, and the profile's
     notes too with ``notices``; None when it keeps none that lists them."""
     from tpuperf import output
+
+    found = _stored_report(store, keys, page, top)
+    if found is None:
+        return None
+    report, warnings = found
+    for warning in warnings if notices else ():
+        output.note(warning)
+    _say_errors(report)
+    return report
+
+
+def _stored_report(
+    store: Cache, keys: tuple[str, str], page: bool, top: int
+) -> tuple[Report, list[str]] | None:
+    """:func:`_read_back`'s report and the profile's notes, nothing said."""
     from tpuperf.analysis import Report
 
     alone, paged = keys
@@ -357,14 +387,39 @@ def _read_back(
         if stored is None:
             continue
         report = Report.from_stored(stored["report"])
-        if not report.can_list(top):
-            continue
-        for warning in stored["warnings"] if notices else ():
-            output.note(warning)
-        report = report.with_top(top)
-        _say_errors(report)
-        return report
+        if report.can_list(top):
+            return report.with_top(top), stored["warnings"]
     return None
+
+
+def run_analysis(path: str, loaded: Profile, store: Cache, config: AnalysisConfig) -> Report:
+    """The report of ``loaded`` (read from ``path`` through ``store``) under ``config``, as
+    ``tpuperf analyze`` makes it (every analyzer; its failures are the caller's to say):
+    read back from the cache where it keeps one, else analysed, and kept as the command
+    ends (:func:`finish_writes`) for the next command on the same files."""
+    from tpuperf.analysis import analyze
+
+    options = {
+        "analyzers": None,
+        "steps": config.steps,
+        "warmup": config.warmup_steps,
+        "host": config.host,
+        "peak_tflops": config.peak_tflops,
+        "peak_hbm_gbps": config.peak_hbm_gbps,
+        "top": config.top_ops,
+    }
+    keys = _report_keys(path, store.last_loaded, store.last_notices, options)
+    if keys is None:
+        return analyze(loaded, config=config)
+    made = [report for _, key, report, _, _ in _ANALYSED if key == keys[0]]
+    if made:  # this command analysed the same files under the same options (diff A A)
+        return made[0]
+    found = _stored_report(store, keys, False, config.top_ops)
+    if found is not None and found[0].config == config:
+        return found[0]
+    report = analyze(loaded, config=config)
+    _ANALYSED.append((store, keys[0], report, False, loaded.warnings))
+    return report
 
 
 def _report_keys(
@@ -524,13 +579,8 @@ def _declare(
                 "peak_tflops": given["peak_tflops"],
                 "peak_hbm_gbps": given["peak_hbm_gbps"],
             }
-        try:
+        with writes_finished():
             function(request_type(**fields), **values)
-        except BaseException:  # the command's own error is the one said
-            with contextlib.suppress(Exception):
-                finish_writes(store_reports=False)
-            raise
-        finish_writes()  # the output is written: the cache entry it decoded may end now
 
     command.__signature__ = inspect.Signature(order, return_annotation=None)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in order} | {"return": None}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpuperf.cli._common import (
     format_option,
@@ -16,6 +16,10 @@ from tpuperf.cli._common import (
 )
 from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format
+
+if TYPE_CHECKING:
+    from tpuperf.config import AnalysisConfig
+    from tpuperf.diffing import Side
 
 FORMATS = (Format.table, Format.json, Format.md)
 
@@ -81,19 +85,18 @@ def command(
     """
     from tpuperf import gates
     from tpuperf import output as out
-    from tpuperf.cli._common import load_profile
+    from tpuperf.cli._common import writes_finished
     from tpuperf.config import analysis_config
     from tpuperf.diffing import (
         GATE_FIELDS,
         GATE_TEXT_FIELDS,
         SIGNIFICANCE_OF,
         compare_sides,
-        side,
     )
     from tpuperf.errors import GateFailed, UsageError
 
     fmt = out.choose_format(format, output, FORMATS)
-    config = analysis_config(warmup=warmup)
+    config = analysis_config(warmup=warmup, steps=steps, host=host)
     if top < 0:
         raise UsageError("--top must be 0 or more")
     parsed = [
@@ -102,22 +105,6 @@ def command(
         )
         for text in fail_on or []
     ]
-    sides = []
-    for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run")):
-        profiles = [
-            load_profile(path, None, run, run_flag=flag, cache=not no_cache)
-            for path in _split(paths)
-            for run in (_split(runs) if runs else [None])
-        ]
-        sides.append(side(profiles, config, steps, host))
-    result = compare_sides(sides[0], sides[1])
-
-    for label, one in (("BASE", sides[0]), ("NEW", sides[1])):
-        for report in one.reports:
-            for name, error in report.errors.items():
-                out.say(f"{label}: analyzer {name} failed: {error}")
-    for warning in result.warnings:
-        out.say(f"warning: {warning}")
 
     def table(console: Any, wide: bool) -> None:
         from tpuperf.render.diff import render_diff_table  # rich: for a table only
@@ -129,8 +116,20 @@ def command(
 
         return render_diff_markdown(result, top=top)
 
-    view = out.View(document=result.to_dict, table=table, markdown=markdown)
-    out.emit(view, fmt, output, wide=wide)
+    with writes_finished():  # each analysis made is kept once the output is written
+        sides = [
+            _side(paths, runs, flag, config, no_cache)
+            for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run"))
+        ]
+        result = compare_sides(sides[0], sides[1])
+        for label, one in (("BASE", sides[0]), ("NEW", sides[1])):
+            for report in one.reports:
+                for name, error in report.errors.items():
+                    out.say(f"{label}: analyzer {name} failed: {error}")
+        for warning in result.warnings:
+            out.say(f"warning: {warning}")
+        view = out.View(document=result.to_dict, table=table, markdown=markdown)
+        out.emit(view, fmt, output, wide=wide)
 
     row = result.gate_row()
     tripped = []
@@ -148,6 +147,24 @@ def command(
             out.say(f"gate {gate.text}: tripped ({gate.field} = {shown})")
     if tripped:
         raise GateFailed(f"{len(tripped)} of {len(parsed)} --fail-on gates tripped")
+
+
+def _side(paths: str, runs: str | None, flag: str, config: AnalysisConfig, no_cache: bool) -> Side:
+    """One side: each of its runs read, and analysed, through the cache as analyze does (its
+    analysis read back where an earlier command kept it, else kept for the next)."""
+    from tpuperf import output
+    from tpuperf.cache import Cache
+    from tpuperf.cli._common import load_profile, run_analysis
+    from tpuperf.diffing import side
+
+    profiles, reports = [], []
+    for path in _split(paths):
+        for run in _split(runs) if runs else [None]:
+            store = None if no_cache else Cache(note=output.note)
+            loaded = load_profile(path, None, run, run_flag=flag, store=store, cache=not no_cache)
+            profiles.append(loaded)
+            reports.append(None if store is None else run_analysis(path, loaded, store, config))
+    return side(profiles, config, reports=reports)
 
 
 def _split(text: str) -> list[str]:
