@@ -59,9 +59,10 @@ def command(
     recompilations (each judged beyond the run-wide common factor), categories and
     recommendations.
 
-    Each run is analysed as `tpuperf analyze` does. A side may be several runs: several
-    paths, comma-separated, or several runs of one logdir (`--base-run a,b`); their
-    per-step samples are pooled, so the intervals include run-to-run variation. Warns on
+    Each run is analysed as `tpuperf analyze` does, through the same cache: a run analyze
+    analysed under the same options is read back, not analysed again. A side may be several
+    runs: several paths, comma-separated, or several runs of one logdir (`--base-run a,b`);
+    their per-step samples are pooled, so the intervals include run-to-run variation. Warns on
     stderr when the runs differ in chip, devices, hosts, step source or jax/jaxlib versions.
     Exit 0, or 3 when a `--fail-on` gate trips (one line per gate on stderr). A gate on a
     step time's change trips only when the change is significant (its 95% interval
