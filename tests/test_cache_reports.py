@@ -18,6 +18,8 @@ from tpuperf.analyzers import base
 from tpuperf.analyzers.base import Recommendation
 
 import tpuperf.analysis
+import tpuperf.cli._common
+import tpuperf.diffing
 from tests.conftest import CPU_FIXTURE, Cli, shared_profile
 from tests.test_golden import REAL
 from tpuperf import cache as cache_mod
@@ -327,6 +329,62 @@ def test_diff_reads_back_and_keeps_each_runs_analysis(
     analysed.clear()
     assert cli.json("diff", str(other), str(other), "--format", "json", "--warmup", "0")
     assert analysed == [other.name]
+
+
+def _kept(entry: Path) -> str:
+    """What a report entry keeps: ``report`` (an analysis) or ``diff`` (a comparison)."""
+    values = json.loads((entry / "report.json").read_text())["values"]
+    return str(values["v"][0][0])
+
+
+def _must_not_load(*args: object, **kwargs: object) -> None:
+    raise AssertionError("read a profile although the cache holds this diff")
+
+
+def _must_not_compare(*args: object, **kwargs: object) -> None:
+    raise AssertionError("compared although the cache holds this diff")
+
+
+def test_a_diff_made_before_is_read_back_whole(
+    cli: Cli, tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diff of the same runs under the same options is read back, without reading a
+    profile or comparing again: the same output in every format, the same notes of loading
+    each run, the same gates; a changed file, or a damaged entry (said in one note), is
+    compared again."""
+    monkeypatch.setenv("COLUMNS", "80")
+    logdir = tmp_path / "logdir"
+    for run, name in (("r1", "diff_cnn_b16"), ("r2", "diff_cnn_b64")):
+        target = logdir / "plugins" / "profile" / run / "host.xplane.pb"
+        target.parent.mkdir(parents=True)
+        shutil.copyfile(FIXTURES / f"{name}.xplane.pb", target)
+        past = time.time() - 60  # settled: its stat stands in for its content
+        os.utime(target, (past, past))
+    formats = (["-f", "json"], [], ["-f", "md", "--top", "3"])
+    gate = ["-f", "json", "--fail-on", "verdict!=no_change", "--fail-on", "mfu_pct.delta>1"]
+    for runs in ([], ["--base-run", "r1", "--new-run", "r2"], ["--steps", "2:8"]):
+        args = ["diff", logdir, logdir, *runs]
+        want = [cli(*args, *more, "--no-cache") for more in [*formats, gate]]
+        assert "reading the latest of 2 runs" in want[0][2] or runs
+        assert cli(*args, *formats[0]) == want[0]  # compared, and kept
+        with monkeypatch.context() as patch:
+            patch.setattr(tpuperf.cli._common, "load_profile", _must_not_load)
+            patch.setattr(tpuperf.diffing, "compare_sides", _must_not_compare)
+            for more, wanted in zip([*formats, gate], want, strict=True):
+                assert cli(*args, *more) == wanted, more
+    # Another file's bytes in a run: compared again.
+    changed = logdir / "plugins" / "profile" / "r2" / "host.xplane.pb"
+    changed.write_bytes((FIXTURES / "diff_lm_f32.xplane.pb").read_bytes())
+    args = ["diff", logdir, logdir, "--base-run", "r1", "--new-run", "r2", "-f", "json"]
+    want = cli(*args, "--no-cache")
+    assert cli(*args) == want
+    # A damaged entry: said, and compared again.
+    diffs = [e for e in _entries(cached) if _kept(e) == "diff"]
+    assert len(diffs) == 4  # one per comparison made
+    for damaged in diffs:
+        (damaged / "report.json").write_text("{")
+    code, out, err = cli(*args)
+    assert (code, out) == want[:2] and "unusable" in err
 
 
 def _must_not_build_a_timeline(*args: object, **kwargs: object) -> None:

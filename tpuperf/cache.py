@@ -11,8 +11,9 @@ it is unchanged. The cache lives under ``$TPUPERF_CACHE_DIR``, else
                           and host.json (what each array is, the tables' form, its HostInfo,
                           warnings, and the stamps that say the entry is whole and current)
     v3/reports/ab/<key>/  one analysis (``analyze``, ``report``, a run of ``diff``) of a
-                          profile's files under given options: columns.bin, the arrays of
-                          its tables, and
+                          profile's files under given options, or one comparison of ``diff``
+                          (keyed by its runs' analyses): columns.bin, the arrays of its
+                          tables, and
                           report.json (the Report's fields as tagged JSON, :func:`_pack`; the
                           page's data too where HTML was asked for), with the same stamps
     v3/rows/ab/<key>.json a scan row (the analysis of one profile under given options)

@@ -285,6 +285,32 @@ class DiffReport:
     def to_json(self, indent: int | None = 2) -> str:
         return jsonout.dumps(self.to_dict(), indent)
 
+    def stored(self) -> dict[str, Any]:
+        """The comparison as the cache keeps it: every field but the runs' reports, which
+        the cache keeps apart (each run's analysis); :meth:`from_stored` makes it again."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in _REPORT_FIELDS
+        }
+
+    @classmethod
+    def from_stored(
+        cls, values: dict[str, Any], base_reports: list[Report], new_reports: list[Report]
+    ) -> DiffReport:
+        """The comparison :meth:`stored` gave ``values`` of, of these runs' reports."""
+        return cls(
+            base=base_reports[0],
+            new=new_reports[0],
+            base_reports=base_reports,
+            new_reports=new_reports,
+            **values,
+        )
+
+
+# The fields of a DiffReport that hold the runs' reports.
+_REPORT_FIELDS = ("base", "new", "base_reports", "new_reports")
+
 
 def diff(
     base: str | os.PathLike[str] | Profile | Sequence[str | os.PathLike[str] | Profile],

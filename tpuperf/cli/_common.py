@@ -79,17 +79,20 @@ def load_profile(
 
         read = profile_mod.load
 
-    def flag(message: str) -> str:
-        return re.sub(r"--run\b", run_flag, message)
-
     try:
         with _spinner(f"reading {path}"):
             profile = read(path, host=host, run=run)
     except UsageError as exc:
-        raise UsageError(flag(str(exc))) from None
+        raise UsageError(named_run_flag(str(exc), run_flag)) from None
     for warning in profile.warnings if notices else ():
-        output.note(flag(warning))
+        output.note(named_run_flag(warning, run_flag))
     return profile
+
+
+def named_run_flag(message: str, run_flag: str) -> str:
+    """A message of loading a profile, naming the option that picks its run (``diff`` has
+    one per side) rather than ``--run``."""
+    return re.sub(r"--run\b", run_flag, message)
 
 
 # The caches of :func:`load_profile` storing entries in the background, for finish_writes.
@@ -98,6 +101,16 @@ _WRITING: list[Cache] = []
 # The reports analysed (not read back) this command, to store as it ends: (cache, key,
 # report, whether it is kept with its page's data, the profile's notes).
 _ANALYSED: list[tuple[Cache, str, Report, bool, list[str]]] = []
+
+# Other results made this command (a diff's comparison), to store as it ends: (cache, key,
+# the values Cache.put_report keeps).
+_KEPT: list[tuple[Cache, str, dict[str, Any]]] = []
+
+
+def keep(store: Cache, key: str, values: dict[str, Any]) -> None:
+    """Store ``values`` under ``key`` as the command ends (:func:`finish_writes`), once its
+    output is written; not where it fails."""
+    _KEPT.append((store, key, values))
 
 
 def finish_writes(store_reports: bool = True) -> None:
@@ -110,6 +123,10 @@ def finish_writes(store_reports: bool = True) -> None:
             if page:
                 report.compute_page()  # (what the page did not draw)
             store.put_report(key, {"report": report.stored(), "warnings": warnings})
+    while _KEPT:
+        store, key, values = _KEPT.pop()
+        if store_reports:
+            store.put_report(key, values)
     while _WRITING:
         _WRITING.pop().wait()
 
@@ -392,13 +409,34 @@ def _stored_report(
     return None
 
 
-def run_analysis(path: str, loaded: Profile, store: Cache, config: AnalysisConfig) -> Report:
-    """The report of ``loaded`` (read from ``path`` through ``store``) under ``config``, as
-    ``tpuperf analyze`` makes it (every analyzer; its failures are the caller's to say):
-    read back from the cache where it keeps one, else analysed, and kept as the command
-    ends (:func:`finish_writes`) for the next command on the same files."""
+def run_analysis(
+    loaded: Profile, store: Cache, keys: tuple[str, str] | None, config: AnalysisConfig
+) -> Report:
+    """The report of ``loaded`` (read through ``store``) under ``config``, as ``tpuperf
+    analyze`` makes it (every analyzer; its failures are the caller's to say): read back
+    from the cache where it keeps one under ``keys`` (:func:`analysis_keys`), else analysed,
+    and kept as the command ends (:func:`finish_writes`) for the next command on the same
+    files; with no keys (a plug-in analyzer runs), analysed and not kept."""
     from tpuperf.analysis import analyze
 
+    if keys is None:
+        return analyze(loaded, config=config)
+    made = [report for _, key, report, _, _ in _ANALYSED if key == keys[0]]
+    if made:  # this command analysed the same files under the same options (diff A A)
+        return made[0]
+    found = stored_analysis(store, keys, config)
+    if found is not None:
+        return found[0]
+    report = analyze(loaded, config=config)
+    _ANALYSED.append((store, keys[0], report, False, loaded.warnings))
+    return report
+
+
+def analysis_keys(
+    path: str, files: list[tuple[str, str, str]], notices: list[str], config: AnalysisConfig
+) -> tuple[str, str] | None:
+    """:func:`_report_keys` of the analysis ``tpuperf analyze`` makes of ``path`` under
+    ``config`` (every analyzer)."""
     options = {
         "analyzers": None,
         "steps": config.steps,
@@ -408,18 +446,16 @@ def run_analysis(path: str, loaded: Profile, store: Cache, config: AnalysisConfi
         "peak_hbm_gbps": config.peak_hbm_gbps,
         "top": config.top_ops,
     }
-    keys = _report_keys(path, store.last_loaded, store.last_notices, options)
-    if keys is None:
-        return analyze(loaded, config=config)
-    made = [report for _, key, report, _, _ in _ANALYSED if key == keys[0]]
-    if made:  # this command analysed the same files under the same options (diff A A)
-        return made[0]
+    return _report_keys(path, files, notices, options)
+
+
+def stored_analysis(
+    store: Cache, keys: tuple[str, str], config: AnalysisConfig
+) -> tuple[Report, list[str]] | None:
+    """The analysis :func:`run_analysis` would read back under ``keys``, with the notes of
+    loading its profile; None where the cache keeps none made under ``config``."""
     found = _stored_report(store, keys, False, config.top_ops)
-    if found is not None and found[0].config == config:
-        return found[0]
-    report = analyze(loaded, config=config)
-    _ANALYSED.append((store, keys[0], report, False, loaded.warnings))
-    return report
+    return found if found is not None and found[0].config == config else None
 
 
 def _report_keys(

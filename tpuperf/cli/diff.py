@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tpuperf.cli._common import (
@@ -18,8 +19,11 @@ from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format
 
 if TYPE_CHECKING:
+    from tpuperf.analysis import Report
+    from tpuperf.cache import Cache
     from tpuperf.config import AnalysisConfig
-    from tpuperf.diffing import Side
+    from tpuperf.diffing import DiffReport, Side
+    from tpuperf.profiles import Profile
 
 FORMATS = (Format.table, Format.json, Format.md)
 
@@ -60,9 +64,10 @@ def command(
     recommendations.
 
     Each run is analysed as `tpuperf analyze` does, through the same cache: a run analyze
-    analysed under the same options is read back, not analysed again. A side may be several
-    runs: several paths, comma-separated, or several runs of one logdir (`--base-run a,b`);
-    their per-step samples are pooled, so the intervals include run-to-run variation. Warns on
+    analysed under the same options is read back, not analysed again, and so is the same
+    diff made again (in any format, with any gates). A side may be several runs: several
+    paths, comma-separated, or several runs of one logdir (`--base-run a,b`); their
+    per-step samples are pooled, so the intervals include run-to-run variation. Warns on
     stderr when the runs differ in chip, devices, hosts, step source or jax/jaxlib versions.
     Exit 0, or 3 when a `--fail-on` gate trips (one line per gate on stderr). A gate on a
     step time's change trips only when the change is significant (its 95% interval
@@ -86,7 +91,7 @@ def command(
     """
     from tpuperf import gates
     from tpuperf import output as out
-    from tpuperf.cli._common import writes_finished
+    from tpuperf.cli._common import keep, writes_finished
     from tpuperf.config import analysis_config
     from tpuperf.diffing import (
         GATE_FIELDS,
@@ -117,14 +122,20 @@ def command(
 
         return render_diff_markdown(result, top=top)
 
-    with writes_finished():  # each analysis made is kept once the output is written
-        sides = [
-            _side(paths, runs, flag, config, no_cache)
-            for paths, runs, flag in ((base, base_run, "--base-run"), (new, new_run, "--new-run"))
-        ]
-        result = compare_sides(sides[0], sides[1])
-        for label, one in (("BASE", sides[0]), ("NEW", sides[1])):
-            for report in one.reports:
+    asked = ((base, base_run, "--base-run"), (new, new_run, "--new-run"))
+    with writes_finished():  # what is made is kept once the output is written
+        served = None if no_cache else _served(asked, config)
+        if served is not None:
+            result = served
+        else:
+            (base_side, base_keys), (new_side, new_keys) = [
+                _side(paths, runs, flag, config, no_cache) for paths, runs, flag in asked
+            ]
+            result = compare_sides(base_side, new_side)
+            if base_keys and new_keys:  # each run's analysis is kept: so is the comparison
+                keep(_cache(), _diff_key(base_keys, new_keys), {"diff": result.stored()})
+        for label, reports in (("BASE", result.base_reports), ("NEW", result.new_reports)):
+            for report in reports:
                 for name, error in report.errors.items():
                     out.say(f"{label}: analyzer {name} failed: {error}")
         for warning in result.warnings:
@@ -150,22 +161,95 @@ def command(
         raise GateFailed(f"{len(tripped)} of {len(parsed)} --fail-on gates tripped")
 
 
-def _side(paths: str, runs: str | None, flag: str, config: AnalysisConfig, no_cache: bool) -> Side:
-    """One side: each of its runs read, and analysed, through the cache as analyze does (its
+def _side(
+    paths: str, runs: str | None, flag: str, config: AnalysisConfig, no_cache: bool
+) -> tuple[Side, list[str] | None]:
+    """One side, and the cache keys of its runs' analyses (None where one is not kept, or
+    without the cache): each run read, and analysed, through the cache as analyze does (its
     analysis read back where an earlier command kept it, else kept for the next)."""
-    from tpuperf import output
-    from tpuperf.cache import Cache
-    from tpuperf.cli._common import load_profile, run_analysis
+    from tpuperf.cli._common import analysis_keys, load_profile, run_analysis
     from tpuperf.diffing import side
 
-    profiles, reports = [], []
-    for path in _split(paths):
-        for run in _split(runs) if runs else [None]:
-            store = None if no_cache else Cache(note=output.note)
-            loaded = load_profile(path, None, run, run_flag=flag, store=store, cache=not no_cache)
-            profiles.append(loaded)
-            reports.append(None if store is None else run_analysis(path, loaded, store, config))
-    return side(profiles, config, reports=reports)
+    profiles: list[Profile] = []
+    reports: list[Report | None] = []
+    kept: list[str] | None = None if no_cache else []
+    for path, run in _runs(paths, runs):
+        store = None if no_cache else _cache()
+        loaded = load_profile(path, None, run, run_flag=flag, store=store, cache=not no_cache)
+        profiles.append(loaded)
+        if store is None:
+            reports.append(None)
+            continue
+        keys = analysis_keys(path, store.last_loaded, store.last_notices, config)
+        reports.append(run_analysis(loaded, store, keys, config))
+        if keys is None:  # a plug-in analyzer runs: its analysis is not kept
+            kept = None
+        elif kept is not None:
+            kept.append(keys[0])
+    return side(profiles, config, reports=reports), kept
+
+
+def _served(
+    asked: Sequence[tuple[str, str | None, str]], config: AnalysisConfig
+) -> DiffReport | None:
+    """The comparison an earlier ``diff`` of the same runs under the same options kept (its
+    key is theirs: :func:`_diff_key`), with each run's analysis read back and the notes of
+    loading each run said, as loading them says them; None where the cache cannot give it
+    without reading a profile (a file changed or never hashed, an entry evicted)."""
+    from tpuperf import output
+    from tpuperf.cache import known_files
+    from tpuperf.cli._common import analysis_keys, named_run_flag, stored_analysis
+    from tpuperf.diffing import DiffReport
+
+    store = _cache()
+    sides = []  # per side, per run: (its run flag, the keys of its analysis)
+    for paths, runs, flag in asked:
+        found = []
+        for path, run in _runs(paths, runs):
+            try:
+                known = known_files(path, None, run, store)
+            except Exception:  # (reading the profile says what is wrong with it)
+                return None
+            keys = None if known is None else analysis_keys(path, *known, config)
+            if keys is None:
+                return None
+            found.append((flag, keys))
+        sides.append(found)
+    entry = store.get_report(_diff_key(*([keys[0] for _, keys in side] for side in sides)))
+    if entry is None:
+        return None
+    reports: list[list[Report]] = [[], []]
+    said: list[str] = []  # said once every analysis is found: else the runs are loaded
+    for side, into in zip(sides, reports, strict=True):
+        for flag, keys in side:
+            analysis = stored_analysis(store, keys, config)
+            if analysis is None:
+                return None
+            into.append(analysis[0])
+            said += [named_run_flag(note, flag) for note in analysis[1]]
+    for note in said:
+        output.note(note)
+    return DiffReport.from_stored(entry["diff"], *reports)
+
+
+def _diff_key(base: list[str], new: list[str]) -> str:
+    """The cache key of the comparison of runs whose analyses have these keys (which say
+    what the runs' files are, how they were chosen, the options and the tpuperf version)."""
+    from tpuperf.cache import Cache
+
+    return Cache.report_key(["diff", base, new])
+
+
+def _cache() -> Cache:
+    from tpuperf import output
+    from tpuperf.cache import Cache
+
+    return Cache(note=output.note)
+
+
+def _runs(paths: str, runs: str | None) -> list[tuple[str, str | None]]:
+    """A side's runs: each path (comma-separated), with each of its runs (``--base-run a,b``)."""
+    return [(path, run) for path in _split(paths) for run in (_split(runs) if runs else [None])]
 
 
 def _split(text: str) -> list[str]:
