@@ -20,8 +20,8 @@ It prints, in this order:
    tpuperf to the others. The tools alternate run by run so that they share the machine's state.
 2. **Second command**, per size (`--second`): on one fresh copy, `tpuperf info F` reads it first;
    then `analyze`, `ops`, `info`, `tree`, `report`, `diff` (the file with itself) and `host`
-   run on the unchanged file, as a user's next commands do, and `analyze` and `report` again
-   (the same analyses: a tpuperf that keeps them reads them back)
+   run on the unchanged file, as a user's next commands do, and `analyze`, `report` and `diff`
+   again (the same analyses: a tpuperf that keeps them reads them back)
    (where a cache of the tables exists, this is what it serves; where `tpuperf analyze` has a
    `--no-cache` flag, `analyze --no-cache` is timed beside it). XProf's own second
    `get_overview` on its copy (it caches under `TMPDIR` and beside the profile) is shown with
@@ -90,6 +90,7 @@ SECOND = {
     # The same analyses again: what the cache keeps of an analysis is read back.
     "analyze, again": ["tpuperf", "analyze", "{f}", "--format", "json"],
     "report, again": ["tpuperf", "report", "{f}", "-o", "report.html"],
+    "diff, again": ["tpuperf", "diff", "{f}", "{f}", "--format", "json"],
 }
 SMALL_COMMANDS = {
     "tpuperf --help": ["tpuperf", "--help"],
