@@ -115,8 +115,9 @@ def keep(store: Cache, key: str, values: dict[str, Any]) -> None:
 
 def finish_writes(store_reports: bool = True) -> None:
     """Wait for the cache entries :func:`load_profile` stores in the background, and store
-    the reports :meth:`AnalysisRequest.analyze` made (once the output is written, so that
-    the page's data HTML computed is kept with them; not for a command that failed)."""
+    the reports :meth:`AnalysisRequest.analyze` and :func:`run_analysis` made and what
+    :func:`keep` was given (once the output is written, so that the page's data HTML
+    computed is kept with them; not for a command that failed)."""
     while _ANALYSED:
         store, key, report, page, warnings = _ANALYSED.pop()
         if store_reports:
