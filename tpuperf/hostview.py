@@ -57,18 +57,22 @@ KIND_TRACEME = "traceme"
 KINDS = (KIND_PYTHON, KIND_INPUT, KIND_RUNTIME, KIND_TRACEME)
 
 # Input events: what XProf's input-pipeline analysis counts, and the iterators of tf.data,
-# grain and PyTorch's DataLoader.
+# grain and PyTorch's DataLoader; in any case (the patterns are matched in the lowercased
+# name).
 _INPUT = re.compile(
-    r"infeed|HOST_WAIT_INPUT|HostWaitInput|HOST_TO_DEVICE|HostToDevice|Iterator::|"
-    r"IteratorGetNext|MultiDeviceIterator|grain|DataLoader|tf\.data",
-    re.IGNORECASE,
+    r"infeed|host_wait_input|hostwaitinput|host_to_device|hosttodevice|iterator::|"
+    r"iteratorgetnext|multideviceiterator|grain|dataloader|tf\.data"
 )
-# The JAX/XLA runtime on the host: dispatch, execution, syncs and transfers.
+# The JAX/XLA runtime on the host: dispatch, execution, syncs and transfers; the names that
+# start so, and those that hold one of the words.
+_RUNTIME_STARTS = ("PjitFunction", "ExecuteReplicated", "shard_args", "Wait for")
 _RUNTIME = re.compile(
-    r"^PjitFunction|^ExecuteReplicated|^shard_args|block_until_ready|BlockHostUntilReady|"
-    r"BlockUntilReady|Transfer|device_put|BufferFromPyval|CopyToDevice|ToLiteral|Await|"
-    r"PjRt|Pjrt|Execute|Thunk|^Wait for|[Dd]ispatch|ThreadpoolListener|[Cc]ompil"
+    r"block_until_ready|BlockHostUntilReady|BlockUntilReady|Transfer|device_put|"
+    r"BufferFromPyval|CopyToDevice|ToLiteral|Await|PjRt|Pjrt|Execute|Thunk|Dispatch|dispatch|"
+    r"ThreadpoolListener|Compil|compil"
 )
+# (Plain words, no IGNORECASE, no anchor or class in the alternation: re then finds them
+# ten times faster, and a TensorFlow profile's host plane names thousands of events.)
 # `$file.py:123 function` (a Python function) or `$module function` (a C function).
 _FRAME = re.compile(r"^\$(?P<file>\S+?\.py):(?P<line>\d+) (?P<function>.+)$")
 
@@ -79,9 +83,9 @@ def kind_of(name: str) -> str:
     """The kind of a host event by its name (see the module docstring)."""
     if name.startswith("$"):
         return KIND_PYTHON
-    if _INPUT.search(name):
+    if _INPUT.search(name.lower()):
         return KIND_INPUT
-    if _RUNTIME.search(name):
+    if name.startswith(_RUNTIME_STARTS) or _RUNTIME.search(name):
         return KIND_RUNTIME
     return KIND_TRACEME
 
