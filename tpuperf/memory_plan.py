@@ -368,11 +368,14 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
     peak_buffers.extend(heap.peak_buffers)
 
     meta = _metadata(module, computations)
-    has_backward = any(_scopes.is_backward(path) for path, _, _ in meta.values())
+    has_backward = any(_scopes.is_backward(path) for path, _ in meta.values())
+    frames = module.stack_frame_index
     buffers = []
     for buffer in peak_buffers:
         instruction = buffer.instruction
-        path, name_scope, source = meta.get(int(instruction.id), (_scopes.parse_path(""), "", ""))
+        path, metadata = meta.get(int(instruction.id), (_scopes.parse_path(""), None))
+        name_scope = metadata.op_name if metadata is not None else ""
+        source = _scopes.source_text(*_scopes.source_of(metadata, frames)) if metadata else ""
         index = [int(i) for i in buffer.proto.defined_at.shape_index]
         shape, dtype = shape_text(_shape_at(instruction.shape, index))
         label = instruction.name + ("{" + ",".join(map(str, index)) + "}" if index else "")
@@ -505,18 +508,15 @@ def _simulate(assignment: Any, logical: dict[int, _Logical], hbm: list[Any]) -> 
     return result
 
 
-def _metadata(module: Any, computations: dict[int, Any]) -> dict[int, tuple[Any, str, str]]:
-    """instruction id -> (parsed scope path, op_name, source) by the scope table's rules."""
-    frames = module.stack_frame_index
-    out: dict[int, tuple[Any, str, str]] = {}
+def _metadata(module: Any, computations: dict[int, Any]) -> dict[int, tuple[Any, Any]]:
+    """instruction id -> (parsed scope path, the OpMetadata it is read from) by the scope
+    table's rules. (Only the buffers a plan shows need their source line: it is read for
+    them alone, :func:`tpuperf.scopes.source_of`.)"""
+    out: dict[int, tuple[Any, Any]] = {}
     for computation in module.computations:
         for instruction in computation.instructions:
-            meta = _scopes._instruction_meta(instruction, computations, frames)
-            out[int(instruction.id)] = (
-                _scopes.parse_path(meta.name_scope),
-                meta.name_scope,
-                _scopes.source_text(meta.source_file, meta.source_line),
-            )
+            metadata = _scopes.op_metadata(instruction, computations)
+            out[int(instruction.id)] = (_scopes.parse_path(metadata.op_name), metadata)
     return out
 
 

@@ -230,10 +230,16 @@ def hlo_op_metadata(data: bytes, wanted: set[str]) -> dict[str, _OpMeta]:
 
 
 def _instruction_meta(instruction: Any, computations: dict[int, Any], frames: Any) -> _OpMeta:
+    metadata = op_metadata(instruction, computations)
+    return _OpMeta(metadata.op_name, *source_of(metadata, frames))
+
+
+def op_metadata(instruction: Any, computations: dict[int, Any]) -> Any:
+    """The ``OpMetadata`` an HLO instruction's scope and source are read from: its own, or,
+    for a fusion (or call) without any, its computation's root's (the root is the last
+    instruction; else the last one that has any). ``computations``: the module's by id."""
     metadata = instruction.metadata
     if not metadata.op_name:
-        # A fusion (or call) without metadata of its own: its computation's root has it (the
-        # root is the last instruction; else the last one that has any).
         for computation_id in instruction.called_computation_ids:
             called = computations.get(computation_id)
             if called is None:
@@ -244,10 +250,16 @@ def _instruction_meta(instruction: Any, computations: dict[int, Any], frames: An
                     break
             if metadata.op_name:
                 break
+    return metadata
+
+
+def source_of(metadata: Any, frames: Any) -> tuple[str, int]:
+    """The file and line of an ``OpMetadata``: its own, else its stack frame's in the
+    module's stack frame index ``frames``."""
     file, line = metadata.source_file, metadata.source_line
     if not file and metadata.stack_frame_id:
         file, line = _frame_location(frames, metadata.stack_frame_id)
-    return _OpMeta(metadata.op_name, file, int(line))
+    return file, int(line)
 
 
 def _frame_location(index: Any, frame_id: int) -> tuple[str, int]:
