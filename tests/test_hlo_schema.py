@@ -152,3 +152,21 @@ def test_past_the_budget_protobuf_reads_the_same(monkeypatch: pytest.MonkeyPatch
     assert isinstance(first, _hlo_schema._Message)
     assert isinstance(second, _hlo_schema.HloBufferProto)
     assert _same(first, second, "HloProto", BUFFER_MESSAGES, "") > 100
+
+
+def test_what_does_not_fit_in_the_budget_protobuf_reads_from_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader that says what it is about to read (expect) has protobuf read all of it where
+    it does not fit in what is left of the budget, and nothing changes where it fits."""
+    data = _protos(_PROFILES[0])[0]
+    monkeypatch.setattr(_hlo_schema, "WIRE_BUDGET_BYTES", 3 * len(data) - 1)
+    monkeypatch.setattr(_hlo_schema, "_wire_bytes_read", 0)
+    _hlo_schema.expect(2 * len(data))  # fits
+    assert isinstance(_hlo_schema.read(data), _hlo_schema._Message)
+    _hlo_schema.expect(2 * len(data))  # 1 read + 2 to come: none from the wire
+    first = _hlo_schema.read(data)
+    assert isinstance(first, _hlo_schema.HloProto)
+    assert isinstance(_hlo_schema.read_buffers(data), _hlo_schema.HloBufferProto)
+    assert _same(_hlo_schema._READERS["HloProto"](data, ((0, len(data)),)), first, "HloProto",
+                 MESSAGES, "") > 100  # fmt: skip

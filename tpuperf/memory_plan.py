@@ -637,11 +637,15 @@ def memory_report(
 
         profile = load(profile)
 
+    from tpuperf import _hlo_schema
+
     notes: list[str] = []
     kinds = _program_kinds(profile)
     programs: list[ProgramMemory] = []
     count = 0
     seen: set[tuple[str, int]] = set()  # hosts of one run hold the same programs: once
+    distinct = {(key, len(data)) for by in profile.hlo_protos.values() for key, data in by.items()}
+    _hlo_schema.expect(sum(size for _, size in distinct))  # each once, as below
     for host, by_name in sorted(profile.hlo_protos.items()):
         for key, data in by_name.items():
             count += 1
