@@ -18,6 +18,7 @@ columnar table of their stats.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -299,7 +300,16 @@ class Plane:
     _data: bytes = field(default=b"", repr=False)
 
     def stat_ids(self, name: str) -> list[int]:
-        return [i for i, n in self.stat_names.items() if n == name]
+        """The ids the plane's stat metadata gives ``name`` (a plane of TensorFlow's names
+        over a thousand stats, and a line's every stat is looked up by name)."""
+        return list(self._stat_ids_by_name.get(name, ()))
+
+    @functools.cached_property
+    def _stat_ids_by_name(self) -> dict[str, list[int]]:
+        by_name: dict[str, list[int]] = {}
+        for i, n in self.stat_names.items():
+            by_name.setdefault(n, []).append(i)
+        return by_name
 
     def release_stats(self) -> None:
         """Drop the decoded events of every line (they are decoded again if asked for)."""
