@@ -80,16 +80,19 @@ def hlo_collectives(data: bytes) -> dict[str, HloCollective]:
     from tpuperf import _hlo_schema
 
     module = _hlo_schema.read(data).hlo_module
-    slicing = {c.id for c in module.computations if _slices_a_parameter(c)}
+    slicing: set[int] | None = None  # the computations that slice a parameter, once needed
     out = {}
     for computation in module.computations:
+        collectives = [i for i in computation.instructions if collective_of(i.opcode)]
+        if not collectives:  # (most: a single device's programs have none)
+            continue
+        if slicing is None:
+            slicing = {c.id for c in module.computations if _slices_a_parameter(c)}
         users: dict[int, list[Any]] = {}
         for instruction in computation.instructions:
             for operand in instruction.operand_ids:
                 users.setdefault(int(operand), []).append(instruction)
-        for instruction in computation.instructions:
-            if not collective_of(instruction.opcode):
-                continue
+        for instruction in collectives:
             shape = instruction.shape
             if instruction.opcode.endswith("-start") and len(shape.tuple_shapes) >= 2:
                 shape = shape.tuple_shapes[1]  # (operands, result, ...): the result
