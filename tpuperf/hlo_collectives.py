@@ -218,9 +218,10 @@ def _text_group_size(hlo_text: str) -> int | None:
 def collective_facts(protos: dict[str, bytes]) -> dict[tuple[str, str], HloCollective]:
     """Every collective of a host's HLO protos by (proto key ``name(program_id)``, op); a
     damaged proto adds nothing."""
-    from tpuperf import _hlo_schema
+    if protos:
+        from tpuperf import _hlo_schema
 
-    _hlo_schema.expect(sum(map(len, protos.values())))
+        _hlo_schema.expect(sum(map(len, protos.values())))
     out: dict[tuple[str, str], HloCollective] = {}
     for key, data in protos.items():
         try:

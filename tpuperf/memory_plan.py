@@ -374,8 +374,10 @@ def program_memory(data: bytes, key: str, host: str = "") -> ProgramMemory | Non
     for buffer in peak_buffers:
         instruction = buffer.instruction
         path, metadata = meta.get(int(instruction.id), (_scopes.parse_path(""), None))
-        name_scope = metadata.op_name if metadata is not None else ""
-        source = _scopes.source_text(*_scopes.source_of(metadata, frames)) if metadata else ""
+        name_scope, source = "", ""
+        if metadata is not None:
+            name_scope = metadata.op_name
+            source = _scopes.source_text(*_scopes.source_of(metadata, frames))
         index = [int(i) for i in buffer.proto.defined_at.shape_index]
         shape, dtype = shape_text(_shape_at(instruction.shape, index))
         label = instruction.name + ("{" + ",".join(map(str, index)) + "}" if index else "")
@@ -637,15 +639,16 @@ def memory_report(
 
         profile = load(profile)
 
-    from tpuperf import _hlo_schema
-
     notes: list[str] = []
     kinds = _program_kinds(profile)
     programs: list[ProgramMemory] = []
     count = 0
     seen: set[tuple[str, int]] = set()  # hosts of one run hold the same programs: once
     distinct = {(key, len(data)) for by in profile.hlo_protos.values() for key, data in by.items()}
-    _hlo_schema.expect(sum(size for _, size in distinct))  # each once, as below
+    if distinct:
+        from tpuperf import _hlo_schema
+
+        _hlo_schema.expect(sum(size for _, size in distinct))  # each read once, as below
     for host, by_name in sorted(profile.hlo_protos.items()):
         for key, data in by_name.items():
             count += 1

@@ -501,9 +501,10 @@ def _hlo_metadata(
         if proto is None:
             continue
         wanted.setdefault((host, proto), {}).setdefault(op, []).append(row)
-    from tpuperf import _hlo_schema
+    if wanted:
+        from tpuperf import _hlo_schema
 
-    _hlo_schema.expect(sum(len(protos[host][proto]) for host, proto in wanted))
+        _hlo_schema.expect(sum(len(protos[host][proto]) for host, proto in wanted))
     found: dict[int, _OpMeta] = {}
     for (host, proto), ops in wanted.items():
         try:
