@@ -642,30 +642,27 @@ def memory_report(
     notes: list[str] = []
     kinds = _program_kinds(profile)
     programs: list[ProgramMemory] = []
-    count = 0
-    seen: set[tuple[str, int]] = set()  # hosts of one run hold the same programs: once
-    distinct = {(key, len(data)) for by in profile.hlo_protos.values() for key, data in by.items()}
-    if distinct:
-        from tpuperf import _hlo_schema
-
-        _hlo_schema.expect(sum(size for _, size in distinct))  # each read once, as below
+    # Each program once (hosts of one run hold the same programs), as the first host has it.
+    once: dict[tuple[str, int], tuple[str, str, bytes]] = {}
     for host, by_name in sorted(profile.hlo_protos.items()):
         for key, data in by_name.items():
-            count += 1
-            if (key, len(data)) in seen:
-                continue
-            seen.add((key, len(data)))
-            try:
-                found = program_memory(data, key, host)
-            except Exception as exc:  # a damaged module costs its memory view, not the command
-                notes.append(f"{host}: HLO module {key} could not be read ({type(exc).__name__})")
-                continue
-            if found is None:
-                continue
-            if program is not None and program not in (found.module, found.program_id, key):
-                continue
-            kind = kinds.get((host, found.program_id)) or kinds.get((host, "")) or ""
-            programs.append(_with_kind(found, kind))
+            once.setdefault((key, len(data)), (host, key, data))
+    if once:
+        from tpuperf import _hlo_schema
+
+        _hlo_schema.expect(sum(size for _, size in once))
+    for host, key, data in once.values():
+        try:
+            found = program_memory(data, key, host)
+        except Exception as exc:  # a damaged module costs its memory view, not the command
+            notes.append(f"{host}: HLO module {key} could not be read ({type(exc).__name__})")
+            continue
+        if found is None:
+            continue
+        if program is not None and program not in (found.module, found.program_id, key):
+            continue
+        kind = kinds.get((host, found.program_id)) or kinds.get((host, "")) or ""
+        programs.append(_with_kind(found, kind))
     programs.sort(key=lambda p: (-p.peak_bytes, p.module, p.program_id))
 
     allocator_list: list[AllocatorMemory] = []
@@ -689,7 +686,7 @@ def memory_report(
         programs=programs,
         allocators=allocator_list,
         notes=notes,
-        hlo_protos=count,
+        hlo_protos=sum(len(by_name) for by_name in profile.hlo_protos.values()),
     )
 
 
