@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf import schema
+from tpuperf._dataclasses import dataclass
 from tpuperf.config import AnalysisConfig
 from tpuperf.errors import UsageError
 

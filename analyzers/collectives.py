@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -28,6 +27,7 @@ from tpuperf.analyzers.outliers import modified_z
 from tpuperf.roofline.chips import lookup
 
 from tpuperf import hlo_patterns, schema
+from tpuperf._dataclasses import dataclass
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import (
     Column,

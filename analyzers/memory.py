@@ -23,7 +23,7 @@ Time is per step per device over the analysed step windows, as the other analyze
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tpuperf.analyzers import fixes
@@ -37,6 +37,8 @@ from tpuperf.analyzers.base import (
     AnalyzerResult,
     Recommendation,
 )
+
+from tpuperf._dataclasses import dataclass
 
 if TYPE_CHECKING:
     from tpuperf.memory_plan import MemoryReport, ProgramMemory

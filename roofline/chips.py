@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
+
+from tpuperf._dataclasses import dataclass
 
 # Values of Peaks.source.
 SOURCE_PROFILE = (

@@ -15,9 +15,10 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import reduce
 from typing import Any
+
+from tpuperf._dataclasses import dataclass
 
 _METADATA_DIRS = (".dist-info", ".egg-info")
 # importlib.metadata.EntryPoint.pattern: module, optional :attr.path, optional [extras].

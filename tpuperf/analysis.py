@@ -10,12 +10,13 @@ import dataclasses
 import functools
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import _threads, jsonout
+from tpuperf._dataclasses import dataclass
 from tpuperf.analyzers import base
 from tpuperf.analyzers.base import AnalyzerResult, Recommendation
 from tpuperf.columns import Strings, Table, index_groups, sum_by

@@ -9,11 +9,11 @@ thread lines (:mod:`tpuperf.build_cpu`), where ops name their run and device the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Lookup, Strings, Table, concat_strings
 from tpuperf.schema import KIND_COLLECTIVE, KIND_COMPUTE, KIND_MEMCPY
 from tpuperf.tables import (

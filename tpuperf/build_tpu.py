@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from tpuperf import kernels
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Lookup, Strings, Table, distinct, factorize
 from tpuperf.tables import (
     EMPTY_ASYNC,

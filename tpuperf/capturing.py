@@ -39,10 +39,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import CaptureFailed, UsageError
 
 # Time between sending the requests and the common start: enough for the requests to

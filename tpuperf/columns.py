@@ -17,12 +17,12 @@ use (:func:`to_pandas`); the commands never need them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tpuperf import kernels
+from tpuperf._dataclasses import dataclass
 
 CATEGORY = "category"
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import UsageError
 
 

@@ -41,12 +41,13 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import _threads, hlo_patterns, jsonout, kernels
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Strings, Table, group_index, median
 from tpuperf.config import AnalysisConfig
 from tpuperf.kernels.wire import read_varint

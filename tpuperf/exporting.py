@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.async_windows import pair_async
 from tpuperf.columns import distinct, median
 from tpuperf.errors import TpuperfError, UsageError

@@ -10,11 +10,12 @@ dataclass's generated methods are compiled as its module is imported, ~0.6 ms a 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.roofline.chips import PeakPair
 from tpuperf.timeline import OfDevice
 

@@ -10,9 +10,9 @@ import math
 import operator
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import UsageError
 
 _GATE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|==|!=|>|<)\s*(.*?)\s*$")

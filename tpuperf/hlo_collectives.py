@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from tpuperf import hlo_patterns
+from tpuperf._dataclasses import dataclass
 from tpuperf.tables import collective_of
 
 # Bytes per element of xla.PrimitiveType values (xla/xla_data.proto): PRED 1, S8 2, S16 3,

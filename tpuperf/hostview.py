@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Strings, Table, distinct, factorize, index_groups, sum_by
 from tpuperf.intervals import (
     EMPTY,

@@ -13,11 +13,10 @@ brute-force count over the integers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tpuperf import kernels
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import distinct, sum_by
 
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from tpuperf import hlo_patterns
+from tpuperf._dataclasses import dataclass
 from tpuperf.hlo_collectives import element_bytes, text_collective
 from tpuperf.schema import is_dcn_category
 

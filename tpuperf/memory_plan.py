@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import os
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from tpuperf import scopes as _scopes
+from tpuperf._dataclasses import dataclass
 from tpuperf.schema import PASS_BACKWARD, PASS_OPTIMIZER, PASSES
 
 if TYPE_CHECKING:

@@ -3,12 +3,13 @@ program, computed on the profile's columns (no pandas; ``aggregate`` gives a Dat
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import kernels
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import (
     Column,
     Lookup,

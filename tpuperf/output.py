@@ -55,12 +55,12 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tpuperf import jsonout
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import UsageError
 from tpuperf.files import local_path, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean

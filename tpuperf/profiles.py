@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import schema
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Strings, Table, concat_strings, from_pandas, stack, to_pandas
 from tpuperf.errors import BadInput, BadProfile
 

@@ -22,11 +22,12 @@ import dataclasses
 import os
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from tpuperf import gates, jsonout
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import BadInput, TpuperfError, UsageError
 from tpuperf.gates import Gate
 from tpuperf.sources import filesystem, host_name, strip_profile_suffix

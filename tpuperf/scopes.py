@@ -45,12 +45,12 @@ from __future__ import annotations
 import functools
 import re
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tpuperf import kernels, schema
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Lookup, Strings, Table, index_groups, sum_by
 from tpuperf.schema import PASS_BACKWARD, PASS_FORWARD, PASS_OPTIMIZER, PASS_OTHER, PASSES
 from tpuperf.tables import collective_of

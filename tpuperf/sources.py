@@ -14,10 +14,11 @@ Local paths and fsspec URLs (``gs://``, ``file://``, ``memory://``, ...) both wo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import PurePosixPath
 from typing import Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.errors import BadInput, UsageError
 
 PROFILE_SUFFIXES = (".xplane.pb", ".xspace.pb")

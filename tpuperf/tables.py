@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import Strings, Table, median
 from tpuperf.schema import KIND_ASYNC_COPY, KIND_COLLECTIVE, KIND_COMPUTE
 

@@ -30,12 +30,13 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
 from tpuperf import _threads, kernels, schema
+from tpuperf._dataclasses import dataclass
 from tpuperf.columns import (
     Strings,
     Table,

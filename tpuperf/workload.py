@@ -19,9 +19,9 @@ run no gradient-checkpointing advice and an XLA:CPU run no CUDA advice.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.schema import PASS_BACKWARD
 
 if TYPE_CHECKING:

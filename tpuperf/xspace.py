@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
 from tpuperf import _threads, kernels
+from tpuperf._dataclasses import dataclass
 from tpuperf._threads import PARALLEL_BYTES
 from tpuperf.columns import distinct, first_rows, sorted_codes
 from tpuperf.kernels.wire import (

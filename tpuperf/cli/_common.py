@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.cli._params import Argument, Option
 from tpuperf.output import Format, listed
 
@@ -263,7 +264,7 @@ def wide_option() -> Any:
 # way to declare and read the PROFILE argument and the options they all take.
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class ProfileRequest:
     """What a profile-reading command is asked beside its own options: the PROFILE, where and
     how to write (``--format``, ``-o``, ``--wide``; ``fmt`` is the format chosen from them) and
@@ -291,7 +292,7 @@ class ProfileRequest:
         output.emit(view, self.fmt, self.output, wide=self.wide)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class AnalysisRequest(ProfileRequest):
     """A :class:`ProfileRequest` of analyze and report, with the analysis options
     (``--analyzer``, ``--steps``, ``--warmup``, the peaks); ``--host`` picks the host in the

@@ -20,9 +20,10 @@ import functools
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.output import Format
 
 

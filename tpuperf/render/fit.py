@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tpuperf._dataclasses import dataclass
 from tpuperf.output import guarded, visible
 from tpuperf.render.plain import Line, PlainConsole, all_plain
 from tpuperf.render.plain import cells as _cells
