@@ -426,10 +426,10 @@ def test_unwritable_cache_only_slows(runs: dict[str, Path], tmp_path: Path) -> N
 
 def test_default_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / "a"))
-    assert cache_mod.default_dir() == tmp_path / "a"
+    assert cache_mod.default_dir() == str(tmp_path / "a")
     monkeypatch.delenv("TPUPERF_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert cache_mod.default_dir() == tmp_path / "x" / "tpuperf"
+    assert cache_mod.default_dir() == str(tmp_path / "x" / "tpuperf")
 
 
 def test_keys_are_sha256_of_their_text() -> None:

@@ -45,8 +45,8 @@ def _must_not_decode(*args: object) -> None:
     raise AssertionError("decoded although the cache holds these tables")
 
 
-def _entries(root: Path) -> list[Path]:
-    return sorted(p.parent for p in root.rglob("host.json"))
+def _entries(root: str | Path) -> list[Path]:
+    return sorted(p.parent for p in Path(root).rglob("host.json"))
 
 
 # (command, arguments after the profile, JSON on stdout?)
@@ -291,9 +291,9 @@ def test_two_writers_of_one_entry_leave_one_whole_entry(
     barrier = threading.Barrier(2, timeout=60)
     real_write = cache_mod.write_atomic
 
-    def write_then_wait(path: Path, *args: Any, **kwargs: Any) -> None:
+    def write_then_wait(path: str, *args: Any, **kwargs: Any) -> None:
         real_write(path, *args, **kwargs)
-        if path.name == "host.json":  # the last file of the entry before its rename
+        if os.path.basename(path) == "host.json":  # the last file of the entry before its rename
             barrier.wait()  # (a settled file's stat note is written too, and must not wait)
 
     monkeypatch.setattr(cache_mod, "write_atomic", write_then_wait)

@@ -194,9 +194,10 @@ def test_hlo_protos_are_read_without_protobuf(args: list[str]) -> None:
 )
 def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> None:
     """info, ops, analyze (tables on a pipe) and analyze --format json: no rich, no protobuf,
-    and on the TPU and GPU profiles not numpy.ma (which np.unique and np.median import on first
-    use; the CPU profile's host devices are still read with np.unique). analyze as JSON: not
-    the findings' types that only renderers read. A TPU profile: not the GPU kernels' reader.
+    no pathlib (urllib.parse and ipaddress come with it: paths are strings), and on the TPU
+    and GPU profiles not numpy.ma (which np.unique and np.median import on first use; the
+    CPU profile's host devices are still read with np.unique). analyze as JSON: not the
+    findings' types that only renderers read. A TPU profile: not the GPU kernels' reader.
     None of them (no DCN host transfers): not the multislice collectives' reader."""
     from tests.conftest import shared_profile
 
@@ -205,7 +206,7 @@ def test_a_small_profile_imports_only_what_its_commands_use(profile: str) -> Non
     for args in (["info"], ["ops"], ["analyze", "-f", "json"], ["analyze"]):
         code, out, modules = command_imports(args[0], path, *args[1:], "--no-cache")
         assert code == 0 and out.strip()
-        assert not {"rich", "google"} & top_level(modules), args
+        assert not {"rich", "google", "pathlib", "urllib"} & top_level(modules), args
         assert args != ["analyze"] or "Recommendations" in out
         if args == ["analyze", "-f", "json"]:  # what only renderers read
             assert "tpuperf.findings" not in modules
@@ -312,15 +313,15 @@ def test_a_small_profile_starts_no_thread_pool(profile: str) -> None:
 
 
 def test_a_command_served_from_the_cache_loads_no_openssl_and_writes_nothing() -> None:
-    """A first command writes its entry without tempfile. A second command on an unchanged
-    profile hashes only its keys (the interpreter's own SHA-256), decodes nothing and writes
-    no entry: hashlib (which loads OpenSSL), the decoder (tpuperf.xspace, tpuperf.build),
-    tempfile and shutil are not imported."""
+    """A first command writes its entry without tempfile (or pathlib). A second command on
+    an unchanged profile hashes only its keys (the interpreter's own SHA-256), decodes
+    nothing and writes no entry: hashlib (which loads OpenSSL), the decoder (tpuperf.xspace,
+    tpuperf.build), tempfile and shutil are not imported."""
     path = str(CPU_FIXTURE)
     code, _, first = command_imports("info", path, "-f", "json")
     assert code == 0 and "hashlib" in first  # the file's content was hashed, the entry written
     # The entry's folder is made without tempfile (and shutil, bz2, lzma with it).
-    assert not {"tempfile", "shutil"} & first
+    assert not {"tempfile", "shutil", "pathlib"} & first
     for args in (["info", "-f", "json"], ["ops"], ["analyze", "-f", "json"]):
         code, out, modules = command_imports(args[0], path, *args[1:])
         assert code == 0 and out.strip()

@@ -49,8 +49,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -83,12 +82,12 @@ DEFAULT_MAX_BYTES = 8 * 1024**3
 HostTables = HostPart
 
 
-def default_dir() -> Path:
+def default_dir() -> str:
     explicit = os.environ.get("TPUPERF_CACHE_DIR")
     if explicit:
-        return Path(explicit)
+        return explicit
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tpuperf"
+    return os.path.join(base, "tpuperf")
 
 
 def default_max_bytes() -> int:
@@ -206,8 +205,10 @@ class Cache:
         note: Callable[[str], None] | None = None,
         write_behind: bool = False,
     ) -> None:
-        self.root = Path(root) if root is not None else default_dir()
-        self._base = self.root / FORMAT
+        # Paths are strings here (os.path), as in every module a command imports: pathlib
+        # would import urllib.parse and ipaddress with it, 6 ms of every command.
+        self.root = os.fspath(root) if root is not None else default_dir()
+        self._base = os.path.join(self.root, FORMAT)
         # The most the table entries may take together (see :func:`default_max_bytes`).
         self.max_bytes = max_bytes if max_bytes is not None else default_max_bytes()
         self.note = note  # told, in one line, of each damaged entry it removes
@@ -265,7 +266,7 @@ class Cache:
         """The content key recorded for local file ``path`` if it is unchanged since, else None."""
         entry = self._stat_entry(path)
         try:
-            memo = json.loads(entry.read_text())
+            memo = json.loads(_read_text(entry))
         except (OSError, ValueError):
             return None
         state = settled_state(path)
@@ -274,11 +275,11 @@ class Cache:
         key = memo.get("content")
         return key if isinstance(key, str) else None
 
-    def _stat_entry(self, path: str) -> Path:
+    def _stat_entry(self, path: str) -> str:
         """Where local file ``path``'s stat memo is kept."""
         return self._entry("stat", _hash("stat", os.path.abspath(path)), ".json")
 
-    def _size_entry(self, size: int) -> Path:
+    def _size_entry(self, size: int) -> str:
         """Where it is kept that a file of ``size`` bytes was read."""
         return self._entry("sizes", _hash("size", size), ".json")
 
@@ -299,20 +300,20 @@ class Cache:
         """Whether a content key was recorded for local file ``path`` (:meth:`remember_content`),
         however it has changed since, or for a file of its size (a copy of one): its tables
         may well be here, so they are looked for before the file is decoded."""
-        if self._stat_entry(path).exists():
+        if os.path.exists(self._stat_entry(path)):
             return True
         try:
             size = os.path.getsize(path)
         except OSError:
             return False
-        return self._size_entry(size).exists()
+        return os.path.exists(self._size_entry(size))
 
     # ------------------------------------------------------------------ rows
 
     def get_row(self, key: str) -> dict[str, Any] | None:
         entry = self._entry("rows", key, ".json")
         try:
-            document = json.loads(entry.read_text())
+            document = json.loads(_read_text(entry))
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
@@ -355,7 +356,7 @@ class Cache:
 
     def holds_tables(self, key: str) -> bool:
         """Whether an entry of tables is stored under ``key`` (:meth:`get_tables` reads it)."""
-        return (self._entry("tables", key, "") / _TABLES_META).exists()
+        return os.path.exists(os.path.join(self._entry("tables", key, ""), _TABLES_META))
 
     def get_tables(self, key: str, url: str) -> HostTables | None:
         """The cached tables under ``key``, with ``url`` as the HostInfo path; None on a miss.
@@ -375,9 +376,9 @@ class Cache:
         damage, which removes the entry and says so in one note."""
         entry = self._entry(kind, key, "")
         try:
-            meta_text = (entry / meta_name).read_text()
+            meta_text = _read_text(os.path.join(entry, meta_name))
         except FileNotFoundError:
-            if entry.exists():
+            if os.path.exists(entry):
                 self._damaged(entry, f"{meta_name} is missing")
             return None
         except OSError:
@@ -464,14 +465,15 @@ class Cache:
         entry = self._entry(kind, key, "")
         # A folder of this process's own (as tempfile.mkdtemp makes one, without importing
         # tempfile: shutil, random, bz2 and lzma with it, 5 ms of every first command).
-        temp = entry.parent / f".{key[:16]}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+        folder = os.path.dirname(entry)
+        temp = os.path.join(folder, f".{key[:16]}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
         try:
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            temp.mkdir(mode=0o700)
+            os.makedirs(folder, exist_ok=True)
+            os.mkdir(temp, mode=0o700)
         except OSError:
             return  # a cache that cannot be written is only slower, never wrong
         try:
-            blob = _Blob(temp / _BLOB)
+            blob = _Blob(os.path.join(temp, _BLOB))
             with blob:
                 content = fill(blob)
             st = os.stat(blob.path)
@@ -486,14 +488,14 @@ class Cache:
             text = json.dumps(meta)
             if blob.size + len(text) > self.max_bytes:
                 return  # larger than the whole cache: not stored
-            write_atomic(temp / meta_name, text, fsync=False)
+            write_atomic(os.path.join(temp, meta_name), text, fsync=False)
             os.rename(temp, entry)  # atomic: readers see the whole entry or none
-            stored = blob.size + (entry / meta_name).stat().st_size
+            stored = blob.size + os.stat(os.path.join(entry, meta_name)).st_size
         except (OSError, ValueError):
             stored = 0  # another process stored the same entry first, the disk is full, or
             # a value of a kind the cache does not store (then the entry is not kept)
         finally:
-            if temp.exists():
+            if os.path.exists(temp):
                 _remove(temp)
         if stored:
             self.evict(stored)
@@ -516,14 +518,14 @@ class Cache:
                 return
         entries = []
         now = time.time_ns()
-        for entry in (e for kind in _ENTRY_KINDS for e in self.root.glob(f"v*/{kind}/*/*")):
+        for entry in _entries(self.root):
             try:
-                st = entry.stat()
-                if entry.name.startswith("."):  # being written, or left by a crash
+                st = os.stat(entry)
+                if os.path.basename(entry).startswith("."):  # being written, or left by a crash
                     if now - st.st_mtime_ns > _ABANDONED_NS:
                         _remove(entry)
                     continue
-                size = sum(f.stat().st_size for f in entry.iterdir())
+                size = sum(os.stat(os.path.join(entry, f)).st_size for f in os.listdir(entry))
             except OSError:
                 continue  # removed meanwhile
             entries.append((st.st_mtime_ns, size, entry))
@@ -535,18 +537,19 @@ class Cache:
             total -= size
         self._known_bytes = total
 
-    def _damaged(self, entry: Path, reason: str) -> None:
+    def _damaged(self, entry: str, reason: str) -> None:
         _remove(entry)
         if self.note is not None:
-            self.note(f"cache entry {entry.name[:12]} unusable ({reason}); read the profile again")
+            name = os.path.basename(entry)
+            self.note(f"cache entry {name[:12]} unusable ({reason}); read the profile again")
 
     # ------------------------------------------------------------------ helpers
 
-    def _entry(self, kind: str, key: str, suffix: str) -> Path:
-        return self._base / kind / key[:2] / f"{key}{suffix}"
+    def _entry(self, kind: str, key: str, suffix: str) -> str:
+        return os.path.join(self._base, kind, key[:2], f"{key}{suffix}")
 
     @staticmethod
-    def _write_json(path: Path, document: dict[str, Any]) -> None:
+    def _write_json(path: str, document: dict[str, Any]) -> None:
         # A cache that cannot be written is only slower; one cut short by a crash is rebuilt,
         # so its files skip the fsync.
         with contextlib.suppress(OSError):
@@ -583,7 +586,7 @@ class _Blob:
     dtype, shape and offset go to the entry's host.json. Arrays shared by several columns (a
     TPU op's names and costs all index its metadata row) are written once."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self.arrays: list[list[Any]] = []  # [dtype, shape, offset] per array
         self.size = 0
@@ -665,10 +668,10 @@ def _values(column: Any, blob: _Blob) -> list[str] | list[int]:
 class _Arrays:
     """The arrays of an entry's blob, as read-only views of its memory map."""
 
-    def __init__(self, entry: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, entry: str, meta: dict[str, Any]) -> None:
         import mmap
 
-        path = entry / _BLOB
+        path = os.path.join(entry, _BLOB)
         with open(path, "rb") as file:
             st = os.fstat(file.fileno())
             if [st.st_size, st.st_mtime_ns, st.st_ino] != meta["blob"]:
@@ -922,13 +925,41 @@ def _reason(exc: Exception, meta_name: str) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir():
+def _remove(path: str) -> None:
+    if os.path.isdir(path):
         import shutil
 
         shutil.rmtree(path, ignore_errors=True)
     else:
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
+def _entries(root: str) -> Iterator[str]:
+    """The table and report entries under ``root`` of every format (``v*/KIND/??/*``), those
+    being written (``.*``) too."""
+    for kind in _ENTRY_KINDS:
+        for version in _listdir(root):
+            if version.startswith("v"):
+                folder = os.path.join(root, version, kind)
+                for shard in _listdir(folder):
+                    for name in _listdir(os.path.join(folder, shard)):
+                        yield os.path.join(folder, shard, name)
+
+
+def _listdir(path: str) -> list[str]:
+    """The names in folder ``path``, in the folder's order (as pathlib's glob walks them: the
+    eviction's order among entries last used at the same time); none where it is missing or
+    not a folder."""
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 # ---------------------------------------------------------------------- loading through the cache

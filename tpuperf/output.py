@@ -56,13 +56,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from enum import Enum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tpuperf import jsonout
 from tpuperf._dataclasses import dataclass
 from tpuperf.errors import UsageError
-from tpuperf.files import local_path, write_atomic
+from tpuperf.files import local_path, path_parts, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean
 
 if TYPE_CHECKING:
@@ -137,7 +136,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
             offered = ", ".join(f.value for f in formats)
             raise UsageError(f"--format {chosen.value}: choose one of {offered}")
     else:
-        named = SUFFIXES.get(Path(output).suffix.lower()) if output else None
+        named = SUFFIXES.get(_suffix(output)) if output else None
         if named is not None and named not in formats and named is not Format.table:
             hint = "; use -f to choose" if len(formats) > 1 else ""
             raise UsageError(f"-o {output}: {_command_name()} writes {listed(formats)}{hint}")
@@ -147,6 +146,15 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
     if output is not None and "://" in output:
         _check_url(output)
     return chosen
+
+
+def _suffix(path: str) -> str:
+    """The suffix of ``path``'s last name, lowercased, as pathlib's ``suffix`` finds it (none
+    for ``.json`` or ``report.``)."""
+    parts = path_parts(path)
+    name = parts[-1] if parts else ""
+    dot = name.rfind(".")
+    return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
 
 
 def listed(formats: Sequence[Format]) -> str:
