@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from tpuperf.columns import distinct
 from tpuperf.tables import (
     EMPTY_ASYNC,
     DeviceTables,
@@ -70,7 +71,7 @@ def host_devices(
         )
         ordinal = np.where(ordinal < 0, 0, ordinal)
     devices = []
-    for number in np.unique(ordinal).tolist():
+    for number in distinct(ordinal).tolist():  # without np.unique's numpy.ma (15 ms)
         rows = np.flatnonzero(ordinal == number)
         ops = found.ops.take(rows)
         waits = found.waits.take(np.flatnonzero(found.waits_ordinal == number))
