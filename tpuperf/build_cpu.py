@@ -71,7 +71,7 @@ def host_devices(
         )
         ordinal = np.where(ordinal < 0, 0, ordinal)
     devices = []
-    for number in distinct(ordinal).tolist():  # without np.unique's numpy.ma (15 ms)
+    for number in distinct(ordinal).tolist():  # without np.unique's numpy.ma (20 ms)
         rows = np.flatnonzero(ordinal == number)
         ops = found.ops.take(rows)
         waits = found.waits.take(np.flatnonzero(found.waits_ordinal == number))

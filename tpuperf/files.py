@@ -151,7 +151,7 @@ class _Guarded(io.BufferedIOBase):
 def path_parts(path: str) -> list[str]:
     """The names in ``path`` (a local path or a URL), as pathlib's ``PurePosixPath`` splits it
     (its root left out). Paths are strings in every module a command imports: pathlib's
-    import takes urllib.parse and ipaddress with it, 6 ms of every command."""
+    import takes urllib.parse and ipaddress with it (15 M instructions, 3-6 ms)."""
     return [part for part in path.split("/") if part and part != "."]
 
 
