@@ -13,7 +13,7 @@ from typing import Any, BinaryIO
 
 from tpuperf.errors import CannotWrite
 
-__all__ = ["local_path", "path_parts", "reason", "write_atomic"]
+__all__ = ["local_path", "path_name", "path_parts", "reason", "write_atomic"]
 
 
 def write_atomic(
@@ -153,6 +153,12 @@ def path_parts(path: str) -> list[str]:
     (its root left out). Paths are strings in every module a command imports: pathlib's
     import takes urllib.parse and ipaddress with it (15 M instructions, 3-6 ms)."""
     return [part for part in path.split("/") if part and part != "."]
+
+
+def path_name(path: str) -> str:
+    """The last name in ``path`` (a local path or a URL), as pathlib's ``name`` gives it."""
+    parts = path_parts(path)
+    return parts[-1] if parts else ""
 
 
 def _clean(path: str) -> str:

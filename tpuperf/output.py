@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from tpuperf import jsonout
 from tpuperf._dataclasses import dataclass
 from tpuperf.errors import UsageError
-from tpuperf.files import local_path, path_parts, write_atomic
+from tpuperf.files import local_path, path_name, write_atomic
 from tpuperf.jsonout import SCHEMA_VERSION, clean
 
 if TYPE_CHECKING:
@@ -151,8 +151,7 @@ def choose_format(value: Any, output: str | None, formats: Sequence[Format]) -> 
 def _suffix(path: str) -> str:
     """The suffix of ``path``'s last name, lowercased, as pathlib's ``suffix`` finds it (none
     for ``.json`` or ``report.``)."""
-    parts = path_parts(path)
-    name = parts[-1] if parts else ""
+    name = path_name(path)
     dot = name.rfind(".")
     return name[dot:].lower() if 0 < dot < len(name) - 1 else ""
 

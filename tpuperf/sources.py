@@ -19,7 +19,7 @@ from typing import Any
 
 from tpuperf._dataclasses import dataclass
 from tpuperf.errors import BadInput, UsageError
-from tpuperf.files import path_parts
+from tpuperf.files import path_name, path_parts
 
 PROFILE_SUFFIXES = (".xplane.pb", ".xspace.pb")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -67,7 +67,7 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
     runs_dir = _runs_dir(fs, root)
     if runs_dir is not None:
         runs = sorted(
-            _name(entry)
+            path_name(entry)
             for entry in fs.ls(runs_dir, detail=False)
             if fs.isdir(entry) and _profile_files(fs, entry)
         )
@@ -96,14 +96,14 @@ def _resolve_directory(fs: Any, path: str, root: str, run: str | None) -> Resolv
         raise UsageError(f"--run needs a logdir (with plugins/profile/ inside); {path} is not one")
     files = _profile_files(fs, root)
     if not files:
-        found = sorted(_name(p) for p in fs.ls(root, detail=False))
+        found = sorted(path_name(p) for p in fs.ls(root, detail=False))
         listing = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
         raise BadInput(
             f"{path}: no *.xplane.pb profiles in this directory"
             + (f" (found: {listing})" if found else " (it is empty)")
             + "; pass a profile file, a run directory or a logdir"
         )
-    return Resolved([HostFile(host_name(f), _url(fs, path, f)) for f in files], run=_name(root))
+    return Resolved([HostFile(host_name(f), _url(fs, path, f)) for f in files], run=path_name(root))
 
 
 def _runs_dir(fs: Any, root: str) -> str | None:
@@ -121,7 +121,7 @@ def _profile_files(fs: Any, directory: str) -> list[str]:
     return sorted(
         entry
         for entry in fs.ls(directory, detail=False)
-        if strip_profile_suffix(_name(entry)) is not None and not fs.isdir(entry)
+        if strip_profile_suffix(path_name(entry)) is not None and not fs.isdir(entry)
     )
 
 
@@ -134,15 +134,9 @@ def strip_profile_suffix(name: str) -> str | None:
     return None
 
 
-def _name(path: str) -> str:
-    """The last name in ``path`` (a local path or a URL), as pathlib gives it."""
-    parts = path_parts(path)
-    return parts[-1] if parts else ""
-
-
 def host_name(path: str) -> str:
     """The host a profile file is of: its name without the profile suffix."""
-    name = _name(path)
+    name = path_name(path)
     stripped = strip_profile_suffix(name)
     return stripped if stripped else name
 
