@@ -144,12 +144,18 @@ def concat_strings(parts: Sequence[Strings]) -> Strings:
     """One Strings column of ``parts`` in order, with unique values."""
     if len(parts) == 1:
         return parts[0]
-    values: dict[str, int] = {}
+    # Every part's values numbered at once, in order of first appearance over the parts
+    # (kernels.factorize); a part's codes then go through its slice of those numbers.
+    numbers, values = factorize([value for part in parts for value in part.values])
     codes = []
+    start = 0
     for part in parts:
-        remap = np.array([values.setdefault(v, len(values)) for v in part.values] + [0], np.int32)
+        end = start + len(part.values)
+        remap = np.zeros(end - start + 1, np.int32)
+        remap[:-1] = numbers[start:end]
         codes.append(remap[part.codes])
-    return Strings(np.concatenate(codes) if codes else np.zeros(0, np.int32), tuple(values))
+        start = end
+    return Strings(np.concatenate(codes) if codes else np.zeros(0, np.int32), values)
 
 
 def stack(tables: Sequence[Table]) -> Table:
