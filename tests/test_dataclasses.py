@@ -1,10 +1,11 @@
 """tpuperf's ``dataclass`` (tpuperf/_dataclasses.py) against the standard library's: the same
-class, defined by each, answers the same (repr, ==, hash, frozen, fields, replace) on the same
-values."""
+class, defined by each, answers the same (construction, repr, ==, hash, frozen, fields,
+replace, signature and doc) on the same values."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import pathlib
 import re
 from dataclasses import FrozenInstanceError, dataclass, field
@@ -72,15 +73,36 @@ def _define(decorator: Any, shape: str) -> type:
                 return 7
 
         return decorator(OwnHash)
+    if shape == "post_init":
+
+        class PostInit:
+            a: int
+            seen: list[int] = field(default_factory=list)
+
+            def __post_init__(self) -> None:
+                self.seen.append(self.a)
+
+        return decorator(PostInit)
+    if shape == "child":
+
+        class Base:
+            a: int
+            b: str = "x"
+
+        class Child(decorator(Base)):  # type: ignore[misc]
+            c: int = 0
+
+        return decorator(Child)
     raise AssertionError(shape)
 
 
-SHAPES = ["fields", "hidden", "one", "none", "own", "own_hash"]
+SHAPES = ["fields", "hidden", "one", "none", "own", "own_hash", "post_init", "child"]
 VALUES: dict[str, list[dict[str, Any]]] = {
     "fields": [
         {"a": 1},
         {"a": 1, "b": "y", "c": [1, 2], "d": 0.5},
         {"a": 1, "c": [1, 2], "d": 0.5, "b": "y"},
+        {"a": 2, "d": 0.5},
     ],
     "hidden": [
         {"a": 1},
@@ -93,6 +115,8 @@ VALUES: dict[str, list[dict[str, Any]]] = {
     "none": [{}, {}],
     "own": [{"a": 1}, {"a": 3}, {"a": 2}],
     "own_hash": [{"a": 1}, {"a": 2}],
+    "post_init": [{"a": 1}, {"a": 2}],
+    "child": [{"a": 1}, {"a": 1, "b": "y", "c": 2}, {"c": 3, "a": 2}],
 }
 
 
@@ -103,6 +127,26 @@ def _hash(obj: Any) -> Any:
     except TypeError as exc:
         return str(exc)
     return "identity" if value == object.__hash__(obj) else value
+
+
+# Calls that no class of the shapes takes (too many arguments, an unknown name, one given twice,
+# one missing; none, which the class without fields takes): each raises TypeError from either dataclass.
+_BAD_CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}),
+    ((1, 2, 3, 4, 5, 6, 7), {}),
+    ((), {"zz": 1}),
+    ((1,), {"a": 1}),
+    ((), {"b": "y"}),
+]
+
+
+def _error(cls: type, *args: Any, **kwargs: Any) -> str | None:
+    """The type of the error ``cls(*args, **kwargs)`` raises (None where it makes one)."""
+    try:
+        cls(*args, **kwargs)
+    except Exception as exc:
+        return type(exc).__name__
+    return None
 
 
 def _answers(cls: type, values: list[dict[str, Any]]) -> dict[str, Any]:
@@ -116,6 +160,16 @@ def _answers(cls: type, values: list[dict[str, Any]]) -> dict[str, Any]:
         "fields": [(f.name, f.repr, f.compare, f.hash) for f in dataclasses.fields(cls)],
         "match_args": getattr(cls, "__match_args__", None),
         "frozen": cls.__dataclass_params__.frozen,  # type: ignore[attr-defined]
+        "params": repr(cls.__dataclass_params__).replace(  # type: ignore[attr-defined]
+            f"order=False,unsafe_hash=False,frozen={cls.__dataclass_params__.frozen}",
+            "",  # type: ignore[attr-defined]
+        ),
+        "signature": str(inspect.signature(cls)),
+        "doc": cls.__doc__.replace(cls.__name__, "C") if cls.__doc__ else None,
+        "positional": [
+            repr(cls(*v.values())) == repr(o) for v, o in zip(values, objects, strict=True)
+        ],
+        "errors": [_error(cls, *a, **k) for a, k in _BAD_CALLS],
     }
     if out["hashable"]:
         out["hash"] = [_hash(o) for o in objects]
@@ -125,6 +179,16 @@ def _answers(cls: type, values: list[dict[str, Any]]) -> dict[str, Any]:
         out["set"] = "set"
     except FrozenInstanceError:
         out["set"] = "frozen"
+    for name, attribute in (("set_other", "other"), ("delete", "a")):
+        try:
+            if name == "delete":
+                delattr(first, attribute)
+            else:
+                setattr(first, attribute, 1)
+            out[name] = "done"
+        except (FrozenInstanceError, AttributeError) as exc:
+            out[name] = type(exc).__name__
+    first = cls(**values[0])
     if dataclasses.fields(cls):
         changed = dataclasses.replace(first, a=8)
         out["replace"] = repr(changed).replace(cls.__qualname__, "C")
@@ -190,3 +254,50 @@ def test_tpuperf_makes_its_dataclasses_with_its_own() -> None:
                 if standard.match(line) and path.name != "_dataclasses.py":
                     found.append(f"{path.relative_to(root)}:{number}")
     assert found == []
+
+
+@pytest.mark.parametrize("base_frozen", [False, True])
+@pytest.mark.parametrize("child_frozen", [False, True])
+@pytest.mark.parametrize("child_decorator", ["ours", "standard"])
+def test_a_subclass_of_one_of_its_dataclasses_is_checked_as_the_standard_library_checks_it(
+    base_frozen: bool, child_frozen: bool, child_decorator: str
+) -> None:
+    """Frozen and not frozen do not mix along a class's dataclass bases: either decorator on
+    the subclass of one of tpuperf's dataclasses raises where the standard library raises for
+    its own base, and makes the same class where it does not."""
+
+    def define(base_decorator: Any) -> Any:
+        class Base:
+            a: int
+
+        class Child(base_decorator(frozen=base_frozen)(Base)):  # type: ignore[misc]
+            b: int = 0
+
+        decorate = ours if child_decorator == "ours" else dataclass
+        try:
+            made = decorate(frozen=child_frozen)(Child)  # type: ignore[call-overload]
+        except TypeError as exc:
+            return str(exc)
+        child = made(1, 2)
+        try:
+            child.b = 3
+        except FrozenInstanceError:
+            return (repr(child).split(".")[-1], "frozen")
+        return (repr(child).split(".")[-1], child.b)
+
+    assert define(ours) == define(dataclass)
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused_as_by_the_standard_one():
+    def define(decorator: Any) -> str:
+        class Late:
+            a: int = 0
+            b: int
+
+        try:
+            decorator(Late)
+        except TypeError as exc:
+            return str(exc)
+        return "made"
+
+    assert define(ours) == define(dataclass) == "non-default argument 'b' follows default argument"
