@@ -92,18 +92,29 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
         for k in range(n + 1)
     ]
 
+    known = frozenset(names)
+    required = frozenset(names[:n_required])
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if kwargs or not n_required <= len(args) <= n:
-            args = _bound(args, kwargs)
-        for i, value in enumerate(args):
-            assign(self, names[i], value)
-        rest = defaults_after[len(args)]
-        if rest is None:
-            for name, default, factory in fill[len(args) :]:
-                assign(self, name, default if factory is MISSING else factory())
+        if kwargs and not args and kwargs.keys() <= known and required <= kwargs.keys():
+            # every field named or left to its default: most calls by name
+            for name, default, factory in fill:
+                if name in kwargs:
+                    assign(self, name, kwargs[name])
+                else:
+                    assign(self, name, default if factory is MISSING else factory())
         else:
-            for name, default in rest:
-                assign(self, name, default)
+            if kwargs or not n_required <= len(args) <= n:
+                args = _bound(args, kwargs)
+            for i, value in enumerate(args):
+                assign(self, names[i], value)
+            rest = defaults_after[len(args)]
+            if rest is None:
+                for name, default, factory in fill[len(args) :]:
+                    assign(self, name, default if factory is MISSING else factory())
+            else:
+                for name, default in rest:
+                    assign(self, name, default)
         if post_init:
             self.__post_init__()
 
