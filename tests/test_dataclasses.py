@@ -8,7 +8,9 @@ import dataclasses
 import inspect
 import pathlib
 import re
+import typing
 from dataclasses import FrozenInstanceError, dataclass, field
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import pytest
@@ -27,6 +29,7 @@ def _define(decorator: Any, shape: str) -> type:
             b: str = "x"
             c: list[int] = field(default_factory=list)
             d: float | None = None
+            e: Fraction | None = None  # a name of this module's only
             limit: ClassVar[int] = 3
 
         return decorator(Fields)
@@ -130,7 +133,8 @@ def _hash(obj: Any) -> Any:
 
 
 # Calls that no class of the shapes takes (too many arguments, an unknown name, one given twice,
-# one missing; none, which the class without fields takes): each raises TypeError from either dataclass.
+# one missing; none, which only the class without fields takes): each raises TypeError from
+# either dataclass.
 _BAD_CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
     ((), {}),
     ((1, 2, 3, 4, 5, 6, 7), {}),
@@ -165,6 +169,7 @@ def _answers(cls: type, values: list[dict[str, Any]]) -> dict[str, Any]:
             "",  # type: ignore[attr-defined]
         ),
         "signature": str(inspect.signature(cls)),
+        "hints": typing.get_type_hints(cls.__init__),
         "doc": cls.__doc__.replace(cls.__name__, "C") if cls.__doc__ else None,
         "positional": [
             repr(cls(*v.values())) == repr(o) for v, o in zip(values, objects, strict=True)

@@ -7,7 +7,7 @@ data in dataclasses, and a command imports 50-60 of them: 35 ms of a 0.2-0.3 s c
 This ``dataclass`` lets the standard one read the fields (``fields``, ``replace``, ``asdict``,
 ``is_dataclass`` and ``__match_args__`` work as before) and generate nothing; every class then
 gets functions made without compiling: one ``__init__`` for its fields (their defaults and
-factories, ``__post_init__``; its signature as the generated one's), a frozen class's
+factories, ``__post_init__``; its signature and globals as the generated one's), a frozen class's
 ``__setattr__`` and ``__delattr__``, and the same ``__repr__``, ``__eq__`` and ``__hash__``,
 written once, which read a class's fields through one ``operator.attrgetter`` made for it.
 They answer what the generated ones would (tests/test_dataclasses.py compares the two on every
@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import reprlib
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError
 from operator import attrgetter
@@ -84,6 +86,7 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
     post_init = hasattr(cls, "__post_init__")
     n = len(names)
     call = f"{cls.__qualname__}.__init__()"
+    unset = MISSING  # (a name of its own: the function runs in the class's module, below)
 
     # What the fields after the first k take, for each k: (name, default) pairs, or None where
     # a factory makes one.
@@ -102,7 +105,7 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
                 if name in kwargs:
                     assign(self, name, kwargs[name])
                 else:
-                    assign(self, name, default if factory is MISSING else factory())
+                    assign(self, name, default if factory is unset else factory())
         else:
             if kwargs or not n_required <= len(args) <= n:
                 args = _bound(args, kwargs)
@@ -111,7 +114,7 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
             rest = defaults_after[len(args)]
             if rest is None:
                 for name, default, factory in fill[len(args) :]:
-                    assign(self, name, default if factory is MISSING else factory())
+                    assign(self, name, default if factory is unset else factory())
             else:
                 for name, default in rest:
                     assign(self, name, default)
@@ -142,6 +145,11 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
             for name, default, factory in fill[: last + 1]
         )
 
+    module = sys.modules.get(cls.__module__)
+    if module is not None:  # the generated one's globals: its annotations' names resolve there
+        __init__ = types.FunctionType(
+            __init__.__code__, vars(module), "__init__", None, __init__.__closure__
+        )
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     __init__.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
     __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
