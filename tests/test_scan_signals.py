@@ -193,3 +193,53 @@ def test_ctrl_c_leaves_no_output_and_no_process(
     while _group(scan.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _group(scan.pid) == []  # no worker, no resource tracker left behind
+
+
+# A scan whose Ctrl-C the kernel hands to another of its threads (as it may to pyarrow's): the
+# helper thread here takes it, by pthread_kill, once the scan is blocked reading the FIFO.
+_OTHER_THREAD_CHILD = """
+import signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as from a terminal
+helper = threading.Thread(target=time.sleep, args=(600,), daemon=True)
+helper.start()
+stuck = sys.argv[1]
+
+def interrupt_elsewhere():
+    import os
+    while True:  # the FIFO's reader is the scan, once it opens it
+        try:
+            fd = os.open(stuck, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            time.sleep(0.02)
+    time.sleep(0.2)  # the scan is in its read
+    signal.pthread_kill(helper.ident, signal.SIGINT)
+    time.sleep(600)  # the write end held open (and silent), so the read blocks
+
+threading.Thread(target=interrupt_elsewhere, daemon=True).start()
+sys.argv = ["tpuperf", "scan", stuck, "--no-cache", "-j", "1", "--out", sys.argv[2]]
+from tpuperf.cli import main
+main()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+def test_ctrl_c_handed_to_another_thread_stops_a_scan_blocked_in_a_read(tmp_path: Path) -> None:
+    """One worker runs the jobs in this process: the main thread waits for each a moment at a
+    time, so a Ctrl-C taken by another thread still stops it while the job's read never
+    returns (before: the scan hung until the read returned)."""
+    stuck = tmp_path / "stuck.xplane.pb"
+    os.mkfifo(stuck)
+    out = tmp_path / "out" / "rows.ndjson"
+    out.parent.mkdir()
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", _OTHER_THREAD_CHILD, str(stuck), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "tpuperf: interrupted\n"
+    assert list(out.parent.iterdir()) == []
+    assert time.monotonic() - started < 30

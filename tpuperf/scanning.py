@@ -499,7 +499,33 @@ def _run_serial(
     fn: _ScanFn, jobs: list[_Job], options: ScanOptions
 ) -> Generator[_Result, None, None]:
     for index, target in jobs:
-        yield index, fn(target, options)
+        yield index, _waking(fn, target, options)
+
+
+def _waking(fn: _ScanFn, target: Target, options: ScanOptions) -> dict[str, Any]:
+    """``fn(target, options)`` in a thread of its own, waited for _WAKE_S at a time (as a pool's
+    workers are): a Ctrl-C that the kernel hands to another thread (pyarrow's, while a Parquet
+    scan runs) becomes a KeyboardInterrupt here within _WAKE_S, even while the job is blocked
+    in a read that does not return. The thread is a daemon: an interrupted job does not hold
+    the process's exit. Its exception is raised here."""
+    import threading
+
+    outcome: list[Any] = []
+
+    def job() -> None:
+        try:
+            outcome.append((True, fn(target, options)))
+        except BaseException as exc:  # raised in the waiting thread
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=job, name="tpuperf-scan", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(_WAKE_S)
+    finished, value = outcome[0]
+    if not finished:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def _run_pool(
