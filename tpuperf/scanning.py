@@ -495,6 +495,12 @@ def iter_rows(
         results.close()
 
 
+# How often a process waiting for its jobs (a thread of its own, a pool's workers) wakes up. A
+# Ctrl-C that the kernel hands to another of its threads (numpy's, pyarrow's) is turned into a
+# KeyboardInterrupt only when the main thread runs again, not while it sleeps on a lock or reads.
+_WAKE_S = 0.5
+
+
 def _run_serial(
     fn: _ScanFn, jobs: list[_Job], options: ScanOptions
 ) -> Generator[_Result, None, None]:
@@ -504,10 +510,9 @@ def _run_serial(
 
 def _waking(fn: _ScanFn, target: Target, options: ScanOptions) -> dict[str, Any]:
     """``fn(target, options)`` in a thread of its own, waited for _WAKE_S at a time (as a pool's
-    workers are): a Ctrl-C that the kernel hands to another thread (pyarrow's, while a Parquet
-    scan runs) becomes a KeyboardInterrupt here within _WAKE_S, even while the job is blocked
-    in a read that does not return. The thread is a daemon: an interrupted job does not hold
-    the process's exit. Its exception is raised here."""
+    workers are), so that a Ctrl-C is taken even while the job is blocked in a read that does
+    not return. The thread is a daemon: an interrupted job does not hold the process's exit.
+    Its exception is raised here."""
     import threading
 
     outcome: list[Any] = []
@@ -587,12 +592,6 @@ def _run_pool(
             _stop(pool)
     for index, target in suspects:
         yield index, _run_alone(context, fn, target, options)
-
-
-# How often a process waiting for its workers wakes up. A Ctrl-C that the kernel hands to another
-# of its threads (numpy's, pyarrow's) is turned into a KeyboardInterrupt only when the main thread
-# runs again, not while it sleeps on a lock.
-_WAKE_S = 0.5
 
 
 def _run_alone(
