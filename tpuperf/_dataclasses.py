@@ -95,11 +95,10 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
         for k in range(n + 1)
     ]
 
-    known = frozenset(names)
     required = frozenset(names[:n_required])
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if kwargs and not args and kwargs.keys() <= known and required <= kwargs.keys():
+        if kwargs and not args and kwargs.keys() <= fill_of.keys() and required <= kwargs.keys():
             # every field named or left to its default: most calls by name
             for name, default, factory in fill:
                 if name in kwargs:
