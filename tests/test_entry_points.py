@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -68,3 +70,40 @@ def test_load_imports_the_named_object() -> None:
 
     assert point.load() is Table.take
     assert EntryPoint("m", "tpuperf.columns", "g").load() is sys.modules["tpuperf.columns"]
+
+
+def test_a_path_read_once_is_read_again_only_when_a_folder_on_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tpuperf import _entry_points
+
+    site = tmp_path / "site"
+    group = "tpuperf.analyzers"
+    _dist(site, "alpha-1.dist-info", f"[{group}]\nalpha = alpha_mod:A\n")
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "later")])
+    walks: list[str] = []
+    walk = _entry_points._distributions
+
+    def counted(root: str) -> Iterator[tuple[str, str]]:
+        walks.append(root)
+        return walk(root)
+
+    monkeypatch.setattr(_entry_points, "_distributions", counted)
+    assert _ours(group) == [("alpha", "alpha_mod:A")]
+    assert _ours(group) == [("alpha", "alpha_mod:A")]  # (an analyze asks twice)
+    assert len(walks) == 2  # one walk of the two entries
+    # A distribution installed since: its folder's time changed (set apart from the first
+    # one's, as a file system's coarse clock might not).
+    _dist(site, "beta-1.dist-info", f"[{group}]\nbeta = beta_mod:B\n")
+    os.utime(site, ns=(site.stat().st_atime_ns, site.stat().st_mtime_ns + 10**9))
+    assert sorted(_ours(group)) == [("alpha", "alpha_mod:A"), ("beta", "beta_mod:B")]
+    assert len(walks) == 4
+    # A path entry that did not exist, made.
+    _dist(tmp_path / "later", "gamma-1.dist-info", f"[{group}]\ngamma = gamma_mod:C\n")
+    assert ("gamma", "gamma_mod:C") in _ours(group)
+    assert len(walks) == 6
+    # Another group is its own walk; a changed sys.path is read again.
+    assert _ours("console_scripts") == []
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert len(_ours(group)) == 2
+    assert len(walks) == 9

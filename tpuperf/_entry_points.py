@@ -41,8 +41,31 @@ class EntryPoint:
         return reduce(getattr, attrs, module)
 
 
+# The entry points of each group as last read, with the sys.path they were read on (each
+# entry's folder and its modification time, as importlib.metadata keys its listings): an
+# ``analyze`` asks twice (its cache keys, then its analyzers), and the walk reads every
+# installed distribution.
+_READ: dict[str, tuple[tuple[tuple[str, int], ...], list[EntryPoint]]] = {}
+
+
 def entry_points(group: str) -> list[EntryPoint]:
-    """The entry points of ``group`` of every installed distribution, in importlib's order."""
+    """The entry points of ``group`` of every installed distribution, in importlib's order;
+    read again once a folder on ``sys.path`` changes (a distribution installed or removed)."""
+    state = tuple((entry, _modified(entry)) for entry in map(os.path.abspath, sys.path))
+    known = _READ.get(group)
+    if known is None or known[0] != state:
+        known = _READ[group] = (state, _read_all(group))
+    return list(known[1])
+
+
+def _modified(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:  # a missing path entry holds nothing, until it is made
+        return -1
+
+
+def _read_all(group: str) -> list[EntryPoint]:
     if any(_unreadable(entry) for entry in sys.path):
         from importlib.metadata import entry_points as from_importlib
 
