@@ -606,7 +606,9 @@ def test_tables_rich_draws_alone() -> None:
 
 _NAMES = st.lists(
     st.text(alphabet=st.sampled_from(["a", "Z", "_", ".", "/", ":", "<", ">", "(", " ", "é"]))
-    | st.sampled_from(["void ns::Kernel<half>(int)", "fusion.12", "a::b", "\x1b[2J"]),
+    | st.sampled_from(
+        ["void ns::Kernel<half>(int)", "void k<int>(float)", "fusion.12", "a::b", "\x1b[2J"]
+    ),
     max_size=8,
 )
 

@@ -86,9 +86,16 @@ def display_name(name: str) -> str:
 def display_names(names: Sequence[str]) -> list[str]:
     """:func:`display_name` of each of ``names``: at once where none has anything to change
     (printable ASCII, no C++ signature), as most columns of op names are."""
-    if all_plain(names) and not any(map(_signature, names)):
+    if all_plain(names) and not _any_signature(names):
         return list(names)
     return [display_name(name) for name in names]
+
+
+def _any_signature(names: Sequence[str]) -> bool:
+    """Whether :func:`_signature` may hold for one of ``names``, read of them joined (one per
+    line: where a name holds a line break, it may say so of one that is not)."""
+    joined = "\n" + "\n".join(names)
+    return "::" in joined or "\nvoid " in joined
 
 
 def _signature(name: str) -> bool:
