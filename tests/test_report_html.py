@@ -629,6 +629,27 @@ def test_text_in_the_page_is_escaped_and_its_control_characters_written_out(valu
     assert _e(value) == html.escape(visible(str(value)), quote=True)
 
 
+_CELL = (
+    st.text(alphabet=st.characters(max_codepoint=0x2FF))
+    | st.integers()
+    | st.floats()
+    | st.none()
+    | st.sampled_from(["fusion.1", "a<b>&'\"", "\x1b[2J", "1e3", ""])
+)
+
+
+@given(st.lists(_CELL, max_size=8), st.integers(min_value=1, max_value=6))
+def test_a_column_of_cells_is_escaped_and_formatted_as_each_cell_alone(
+    values: list[Any], digits: int
+) -> None:
+    """The roofline's hover texts are made a column at a time (_e_all, _g_all): the same
+    text as each value alone, with nothing to escape or with something."""
+    from tpuperf.render.html_page import _e, _e_all, _g, _g_all
+
+    assert _e_all(values) == [_e(value) for value in values]
+    assert _g_all(values, digits) == [_g(value, digits) for value in values]
+
+
 def test_figure_data_is_plain_json_with_no_number_that_is_not_finite() -> None:
     import numpy as np
 

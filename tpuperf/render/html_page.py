@@ -170,6 +170,15 @@ def _e(value: Any) -> str:
     return html.escape(visible(text), quote=True)
 
 
+def _e_all(values: list[Any]) -> list[str]:
+    """:func:`_e` of each of ``values``: at once where none of them has a character to escape
+    (most columns of names, every column of numbers)."""
+    texts = [str(value) for value in values]
+    if not _ESCAPED.search("".join(texts)):
+        return texts
+    return [_e(text) for text in texts]
+
+
 # What _e changes: the characters html.escape escapes and the control characters of visible.
 _ESCAPED = re.compile(r"[&<>\"'\x00-\x1f\x7f-\x9f]")
 
@@ -216,6 +225,14 @@ def _small_pct(value: Any) -> str:
 def _g(value: Any, digits: int = 3) -> str:
     f = _number(value)
     return "-" if f is None else f"{f:.{digits}g}"
+
+
+def _g_all(values: list[Any], digits: int = 3) -> list[str]:
+    """:func:`_g` of each of ``values`` (a float formatted in place, the rest as _g does)."""
+    spec = f".{digits}g"
+    return [
+        format(v, spec) if type(v) is float and math.isfinite(v) else _g(v, digits) for v in values
+    ]
 
 
 # --------------------------------------------------------------------------- sections
@@ -539,6 +556,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
     for i, key in enumerate(zip(columns["module"], columns["op"], strict=True)):
         by_category.setdefault(categories.get(key, "") or "other", []).append(i)
     traces: list[dict[str, Any]] = []
+    hovers = _hovers(columns)
     ordered = sorted(by_category, key=lambda c: -float(ms[by_category[c]].sum()))
     for n, category in enumerate(ordered):
         rows = [i for i in by_category[category] if placeable[i]]
@@ -552,7 +570,7 @@ def _roofline_section(report: Report, figures: dict[str, Any]) -> str:
                 "name": category_html,
                 "x": intensity[rows],
                 "y": achieved[rows],
-                "text": [_hover(columns, i, category_html) for i in rows],
+                "text": [hovers[i][0] + category_html + hovers[i][1] for i in rows],
                 "hovertemplate": "%{text}<extra></extra>",
                 "marker": {
                     "size": ms[rows],
@@ -697,22 +715,25 @@ _HOVER = (
 )
 
 
-def _hover(columns: dict[str, list[Any]], i: int, category_html: str) -> str:
-    """Op ``i``'s hover text, from ``columns`` (:data:`_HOVER`, each a list)."""
-    bound = columns["bound"][i]
-    efficiency = _number(columns["efficiency_pct"][i])
-    lines = [
-        f"<b>{_e(columns['op'][i])}</b>",
-        f"module {_e(columns['module'][i])} · {category_html}",
-        f"time/step {_e(fmt_ms(columns['ms_per_step'][i]))}, "
-        f"run {_g(columns['count_per_step'][i])}x per step",
-        f"intensity {_g(columns['intensity_flop_per_byte'][i])} FLOP/byte",
-        f"achieved {_g(columns['achieved_tflops'][i])} TFLOP/s, "
-        f"{_g(columns['achieved_gbps'][i], 4)} GB/s",
+def _hovers(columns: dict[str, list[Any]]) -> list[tuple[str, str]]:
+    """Each op's hover text, from ``columns`` (:data:`_HOVER`, each a list), as the text
+    before its category and the text after it: made a column at a time (thousands of ops)."""
+    ops, modules, bounds = (_e_all(columns[name]) for name in ("op", "module", "bound"))
+    times = _e_all([fmt_ms(v) for v in columns["ms_per_step"]])
+    counts = _g_all(columns["count_per_step"])
+    intensities = _g_all(columns["intensity_flop_per_byte"])
+    flops = _g_all(columns["achieved_tflops"])
+    bandwidths = _g_all(columns["achieved_gbps"], 4)
+    efficiencies = [_number(v) for v in columns["efficiency_pct"]]
+    before = [f"<b>{op}</b><br>module {module} · " for op, module in zip(ops, modules, strict=True)]
+    numbers = zip(times, counts, intensities, flops, bandwidths, efficiencies, bounds, strict=True)
+    after = [
+        f"<br>time/step {time}, run {count}x per step<br>intensity {intensity} FLOP/byte"
+        f"<br>achieved {tflops} TFLOP/s, {gbps} GB/s"
+        + ("" if pct is None else f"<br>efficiency {pct:.1f}% of the roof ({bound}-bound)")
+        for time, count, intensity, tflops, gbps, pct, bound in numbers
     ]
-    if efficiency is not None:
-        lines.append(f"efficiency {efficiency:.1f}% of the roof ({_e(bound)}-bound)")
-    return "<br>".join(lines)
+    return list(zip(before, after, strict=True))
 
 
 def _recommendations_section(report: Report) -> str:
