@@ -76,12 +76,10 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
     name) or else its default or a new value of its factory, set in field order (a frozen
     class's through ``object.__setattr__``), then ``__post_init__()`` where the class has one."""
     names = tuple(f.name for f in fields)
-    defaults = {f.name: f.default for f in fields if f.default is not MISSING}
-    factories = {f.name: f.default_factory for f in fields if f.default_factory is not MISSING}
     # (name, default, factory) of each field, those without either first (_check)
     fill = tuple((f.name, f.default, f.default_factory) for f in fields)
     fill_of = {name: i for i, name in enumerate(names)}
-    n_required = sum(name not in defaults and name not in factories for name in names)
+    n_required = sum(default is MISSING and factory is MISSING for _, default, factory in fill)
     assign = object.__setattr__ if frozen else setattr
     post_init = hasattr(cls, "__post_init__")
     n = len(names)
@@ -140,7 +138,7 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
             raise TypeError(f"{call} missing {len(missing)} required argument(s): {listed}")
         last = max(map(fill_of.__getitem__, values), default=-1)
         return tuple(
-            values[name] if name in values else default if factory is MISSING else factory()
+            values[name] if name in values else default if factory is unset else factory()
             for name, default, factory in fill[: last + 1]
         )
 
@@ -151,6 +149,11 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
         )
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     __init__.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
+    empty = inspect.Parameter.empty
+    shown_defaults = [
+        default if default is not MISSING else _FACTORY if factory is not MISSING else empty
+        for _, default, factory in fill
+    ]
     __init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
@@ -158,12 +161,10 @@ def _init(cls: Any, fields: tuple[dataclasses.Field[Any], ...], frozen: bool) ->
                 inspect.Parameter(
                     f.name,
                     inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    default=defaults.get(
-                        f.name, _FACTORY if f.name in factories else inspect.Parameter.empty
-                    ),
+                    default=shown,
                     annotation=f.type,
                 )
-                for f in fields
+                for f, shown in zip(fields, shown_defaults, strict=True)
             ),
         ],
         return_annotation=None,
