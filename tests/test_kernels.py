@@ -324,6 +324,17 @@ def _group_sums(rng: random.Random) -> tuple[Any, ...]:
     return np.array(groups, dtype), np.array(values, np.int64), n_groups
 
 
+def _group_sums_into(rng: random.Random) -> tuple[Any, ...]:
+    """As _group_sums, half of them added to sums already there (into: wrapping sums; now and
+    then of another length, an error)."""
+    groups, values, n_groups = _group_sums(rng)
+    if rng.random() < 0.5:
+        return groups, values, n_groups
+    length = n_groups if rng.random() < 0.9 else n_groups + 1
+    into = np.array([rng.randrange(-(2**63), 2**63) for _ in range(length)], np.int64)
+    return groups, values, n_groups, into
+
+
 def _roofline_sums(rng: random.Random) -> tuple[Any, ...]:
     keys, dur, size = _group_sums(rng)  # keys of int32 or int64, some outside; wrapping sums
 
@@ -403,7 +414,7 @@ CASES: dict[str, Callable[[random.Random], tuple[Any, ...]]] = {
     "dense_groups": _dense_groups,
     "first_rows": _first_rows,
     "counts": _first_rows,
-    "group_sums": _group_sums,
+    "group_sums": _group_sums_into,
     "roofline_sums": _roofline_sums,
     "group_totals": _group_totals,
     "group_nansums": _group_nansums,
@@ -426,6 +437,8 @@ def _comparable(value: Any) -> Any:
 
 
 def _outcome(name: str, implementation: str, args: tuple[Any, ...]) -> Any:
+    # Each implementation on its own copy of the arrays: a kernel may add into one it is given.
+    args = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     with kernels.use(implementation):
         try:
             return "result", _comparable(getattr(kernels, name)(*args))
@@ -465,6 +478,40 @@ def test_every_kernel_has_a_parity_case() -> None:
 def test_both_implementations_have_each_kernel_with_one_signature(name: str) -> None:
     in_c = inspect.signature(getattr(kernels.load("native"), name))
     assert inspect.signature(getattr(_numpy, name)) == in_c
+
+
+@pytest.mark.parametrize("implementation", BUILT)
+def test_group_sums_equal_a_loop_and_add_into_sums_given_or_leave_them(
+    implementation: str,
+) -> None:
+    """Sums per group wrap as int64 sums do; given sums, the values are added to them in place
+    (the same array back), and a group outside adds nothing to them."""
+
+    def wrapped(x: int) -> int:
+        return (x + 2**63) % 2**64 - 2**63
+
+    rng = random.Random("group sums")
+    added = untouched = 0
+    with kernels.use(implementation):
+        for _ in range(SEEDS):
+            groups, values, n_groups = _group_sums(rng)
+            pairs = list(zip(groups.tolist(), values.tolist(), strict=True))
+            inside = all(0 <= g < n_groups for g, _ in pairs)
+            start = [rng.randrange(-(2**63), 2**63) for _ in range(n_groups)]
+            want = [wrapped(s + sum(v for g, v in pairs if g == k)) for k, s in enumerate(start)]
+            found = kernels.group_sums(groups, values, n_groups)
+            into = np.array(start, np.int64)
+            got = kernels.group_sums(groups, values, n_groups, into=into)
+            if inside:
+                assert found is not None and found.tolist() == [
+                    wrapped(w - s) for w, s in zip(want, start, strict=True)
+                ]
+                assert got is into and into.tolist() == want
+                added += 1
+            else:
+                assert found is None and got is None and into.tolist() == start
+                untouched += 1
+    assert added and untouched
 
 
 @pytest.mark.parametrize("implementation", BUILT)

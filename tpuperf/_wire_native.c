@@ -869,15 +869,19 @@ static PyObject *counts(PyObject *self, PyObject *args)
     return per_code(args, 1);
 }
 
-/* group_sums(groups, group_itemsize, values, n_groups) -> int64 column of n_groups sums, or
- * None when a group lies outside [0, n_groups). groups are int32 or int64 (group_itemsize 4
- * or 8), values int64; sums wrap as int64 arithmetic does (numpy's add.at gives the same). */
+/* group_sums(groups, group_itemsize, values, n_groups[, into]) -> int64 column of n_groups
+ * sums, or None when a group lies outside [0, n_groups). groups are int32 or int64
+ * (group_itemsize 4 or 8), values int64; sums wrap as int64 arithmetic does (numpy's add.at
+ * gives the same). With `into` (a writable buffer of n_groups int64), the values are added to
+ * its sums, in place, and `into` is given back; nothing is added when a group is outside (the
+ * groups are all checked first). A diff adds each device's ops to one ops x steps array so. */
 static PyObject *group_sums(PyObject *self, PyObject *args)
 {
-    Py_buffer groups_view, values_view;
+    Py_buffer groups_view, values_view, into_view = {0};
     int itemsize;
     Py_ssize_t n_groups;
-    if (!PyArg_ParseTuple(args, "y*iy*n", &groups_view, &itemsize, &values_view, &n_groups))
+    if (!PyArg_ParseTuple(args, "y*iy*n|w*", &groups_view, &itemsize, &values_view, &n_groups,
+                          &into_view))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = values_view.len / 8;
@@ -885,14 +889,30 @@ static PyObject *group_sums(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "group_sums: groups and values differ in length");
         goto done;
     }
-    uint64_t *sums;
-    PyObject *column = new_column(n_groups, 8, (void **)&sums);
-    if (!column)
+    if (into_view.obj && into_view.len != n_groups * 8) {
+        PyErr_SetString(PyExc_ValueError, "group_sums: into holds n_groups int64 sums");
         goto done;
+    }
+    uint64_t *sums;
+    PyObject *column;
+    if (into_view.obj) {
+        if (codes_outside(groups_view.buf, itemsize, 0, n, n_groups)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+        sums = into_view.buf;
+        column = into_view.obj;
+        Py_INCREF(column);
+    } else {
+        column = new_column(n_groups, 8, (void **)&sums);
+        if (!column)
+            goto done;
+    }
     const int64_t *values = (const int64_t *)values_view.buf;
     int outside = 0;
     Py_BEGIN_ALLOW_THREADS
-    memset(sums, 0, (size_t)n_groups * 8);
+    if (!into_view.obj)
+        memset(sums, 0, (size_t)n_groups * 8);
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t g = group_at(groups_view.buf, itemsize, i);
         if (g < 0 || g >= n_groups) {
@@ -906,6 +926,8 @@ static PyObject *group_sums(PyObject *self, PyObject *args)
 done:
     PyBuffer_Release(&groups_view);
     PyBuffer_Release(&values_view);
+    if (into_view.obj)
+        PyBuffer_Release(&into_view);
     return result;
 }
 
@@ -2284,8 +2306,9 @@ static PyMethodDef methods[] = {
      "counts(codes, itemsize, n_codes) -> how many rows hold each code (None when a code is "
      "outside [0, n_codes))"},
     {"group_sums", group_sums, METH_VARARGS,
-     "group_sums(groups, group_itemsize, values, n_groups) -> int64 sums per group (None when a "
-     "group is outside [0, n_groups))."},
+     "group_sums(groups, group_itemsize, values, n_groups[, into]) -> int64 sums per group, "
+     "or into with the values added to its sums (None, nothing added, when a group is outside "
+     "[0, n_groups))."},
     {"roofline_sums", roofline_sums, METH_VARARGS,
      "roofline_sums(keys, itemsize, size, dur, flops, nbytes, ideal) -> (first, dur_sum, "
      "flops_sum, bytes_sum, lost_sum) per group of ops by key (None when a key is outside "

@@ -7,12 +7,13 @@
 
 from collections.abc import Sequence
 from mmap import mmap
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
 # What the functions read: anything with the buffer protocol (typing's Buffer needs 3.12).
 Buffer = bytes | bytearray | memoryview | mmap | np.ndarray[Any, Any]
+_B = TypeVar("_B", bytearray, memoryview, np.ndarray[Any, Any])  # a writable one, given back
 
 def event_records(
     data: Buffer, first: int, stop: int, /
@@ -78,10 +79,18 @@ def first_rows(codes: Buffer, itemsize: int, n_codes: int, /) -> bytearray | Non
 def counts(codes: Buffer, itemsize: int, n_codes: int, /) -> bytearray | None:
     """How many rows hold each code (int64); None when a code is outside [0, n_codes)."""
 
+@overload
 def group_sums(
     groups: Buffer, group_itemsize: int, values: Buffer, n_groups: int, /
 ) -> bytearray | None:
     """int64 sums per group; None when a group is outside [0, n_groups)."""
+
+@overload
+def group_sums(
+    groups: Buffer, group_itemsize: int, values: Buffer, n_groups: int, into: _B, /
+) -> _B | None:
+    """``into`` with the values added to its int64 sums; None (nothing added) when a group is
+    outside [0, n_groups)."""
 
 def roofline_sums(
     keys: Buffer,

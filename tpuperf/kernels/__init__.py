@@ -319,9 +319,13 @@ def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     return _impl.counts(codes, int(n_codes))
 
 
-def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+def group_sums(
+    groups: np.ndarray, values: np.ndarray, n_groups: int, into: np.ndarray | None = None
+) -> np.ndarray | None:
     """int64 sums of int64 ``values`` per group (int32 or int64 ``groups``), wrapping past
-    int64 as numpy's integer sums do; None when a group lies outside [0, n_groups)."""
+    int64 as numpy's integer sums do; None when a group lies outside [0, n_groups). With
+    ``into`` (a contiguous int64 array of n_groups sums), the values are added to its sums in
+    place and ``into`` is given back (None, and nothing added, when a group is outside)."""
     groups, values = np.ascontiguousarray(groups), np.ascontiguousarray(values)
     if (
         groups.dtype not in (np.int32, np.int64)
@@ -330,7 +334,14 @@ def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndar
         or n_groups < 0
     ):
         raise ValueError("group_sums: int32 or int64 groups, one for each int64 value")
-    return _impl.group_sums(groups, values, int(n_groups))
+    if into is not None and (
+        into.dtype != np.int64
+        or into.shape != (n_groups,)
+        or not into.flags.c_contiguous
+        or not into.flags.writeable
+    ):
+        raise ValueError("group_sums: into is a writable contiguous int64 array of n_groups")
+    return _impl.group_sums(groups, values, int(n_groups), into)
 
 
 # What roofline_sums returns: per group, (first row, dur sum, flops sum, bytes sum, lost sum).

@@ -151,7 +151,12 @@ def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     return None if found is None else _int64(found)
 
 
-def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+def group_sums(
+    groups: np.ndarray, values: np.ndarray, n_groups: int, into: np.ndarray | None = None
+) -> np.ndarray | None:
+    if into is not None:
+        added = c.group_sums(groups, groups.dtype.itemsize, values, n_groups, into)
+        return None if added is None else into
     sums = c.group_sums(groups, groups.dtype.itemsize, values, n_groups)
     return None if sums is None else _int64(sums)
 

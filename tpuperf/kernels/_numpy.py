@@ -304,9 +304,14 @@ def counts(codes: np.ndarray, n_codes: int) -> np.ndarray | None:
     return np.bincount(codes, minlength=n_codes).astype(np.int64, copy=False)
 
 
-def group_sums(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+def group_sums(
+    groups: np.ndarray, values: np.ndarray, n_groups: int, into: np.ndarray | None = None
+) -> np.ndarray | None:
     if len(groups) and (int(groups.min()) < 0 or int(groups.max()) >= n_groups):
         return None
+    if into is not None:
+        np.add.at(into, groups, values)  # in place; wraps past int64, as the C loop's sums do
+        return into
     as_float = values.astype(np.float64)
     if float(np.abs(as_float).sum()) < 2.0**53:  # every partial sum is exact in a double
         return np.bincount(groups, weights=as_float, minlength=n_groups).astype(np.int64)
