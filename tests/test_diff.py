@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import CPU_FIXTURE, REPO, shared_profile
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
@@ -630,9 +632,10 @@ def test_op_rows_from_a_shared_index_are_those_of_grouping_every_op(tmp_path: Pa
 
 
 def test_an_interval_is_numpys_percentile_interval() -> None:
-    # interval sorts the replicates before asking numpy's percentile, which partitions each
-    # row about four ranks more slowly than a sort: the same numbers, bit for bit, with ties
-    # and infinities, along either axis, of one row or many; nanpercentile's with a NaN.
+    # interval sorts the replicates and reads the percentiles off at their ranks, where
+    # numpy's percentile partitions each row about four ranks more slowly: the same numbers,
+    # bit for bit, with ties and infinities, along either axis, of one row or many;
+    # nanpercentile's with a NaN.
     tail = 100.0 * (1.0 - diffing.CONFIDENCE) / 2.0
     tails = [tail, 100.0 - tail]
     rng = np.random.default_rng(11)
@@ -652,6 +655,74 @@ def test_an_interval_is_numpys_percentile_interval() -> None:
         want = np.nanpercentile(replicates, tails, axis=-1)
     assert np.array_equal(low, want[0], equal_nan=True)
     assert np.array_equal(high, want[1], equal_nan=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(
+            st.one_of(
+                st.floats(-1e6, 1e6, allow_nan=False),
+                st.sampled_from([0.0, -0.0, 1.5, np.inf, -np.inf]),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    q=st.one_of(st.floats(0.0, 100.0), st.sampled_from([0.0, 2.5, 50.0, 97.5, 100.0])),
+    axis=st.sampled_from([0, -1]),
+)
+def test_a_percentile_of_sorted_values_is_numpys_to_the_last_bit(
+    rows: list[list[float]], q: float, axis: int
+) -> None:
+    # Every rank and weight: below a half and from it (numpy's two forms of the same line),
+    # the last value (where numpy's weight runs past the end), ties, signed zeros, infinities.
+    width = min(len(r) for r in rows)
+    values = np.array([r[:width] for r in rows])
+    ordered = np.sort(values, axis=axis)
+    with np.errstate(invalid="ignore"):  # numpy's interpolation of inf and -inf: NaN
+        want = np.percentile(ordered, q, axis=axis)
+        got = diffing.sorted_percentile(ordered, q, axis)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 150, 233])
+def test_a_step_statistics_replicates_are_numpys_statistic_of_the_draws(n: int) -> None:
+    # The median and the 90th percentile of each replicate come from the values sorted once
+    # and the replicate's counts of draws, the mean from the draws: each is numpy's statistic
+    # of the values the replicate draws, bit for bit, with ties, signed zeros and
+    # infinities; with a NaN among the values, numpy's own (NaN where one is drawn).
+    rng = np.random.default_rng(n)
+    boot = diffing._Bootstrap(n, n + 1)
+    for kind in ("spread", "ties", "inf", "nan"):
+        values = rng.lognormal(3.0, 0.3, n + 1)
+        if kind == "ties":
+            values = np.round(values[: n + 1], 0)
+            values[::3] = -0.0
+        elif kind == "inf":
+            values[1] = np.inf
+        elif kind == "nan":
+            values[0] = np.nan
+        for which, side in ((0, values[:n]), (1, values)):
+            for stat, numpys in diffing._STATISTICS.items():
+                with np.errstate(invalid="ignore"):
+                    want = numpys(side[boot.index[which]])
+                    got = diffing._replicates(stat, side, boot, which)
+                assert got.shape == (diffing.BOOTSTRAP_REPLICATES,)
+                assert np.array_equal(got, want, equal_nan=True), (kind, which, stat)
+                assert np.array_equal(np.signbit(got), np.signbit(want)), (kind, which, stat)
+
+
+def test_a_bootstraps_counts_are_each_replicates_draws() -> None:
+    boot = diffing._Bootstrap(5, 233)
+    for which, n in enumerate((5, 233)):
+        want = np.stack([np.bincount(row, minlength=n) for row in boot.index[which]])
+        assert boot.counts[which].dtype == np.int64
+        assert np.array_equal(boot.counts[which], want)
+        assert (boot.counts[which].sum(axis=1) == n).all()
 
 
 def test_each_rows_bootstrap_medians_are_made_once_and_are_its_own(

@@ -522,6 +522,17 @@ def _dense_groups(combined: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarr
     return kernels.dense_groups(combined, size)
 
 
+def code_counts(codes: np.ndarray, size: int = 0) -> np.ndarray:
+    """``np.bincount(codes, minlength=size)`` of an index (int32 as a rule: the kernel counts
+    it as it is, where bincount makes an int64 copy of it first: 20 ms for the 5.2 million
+    ops of a device at 1.8 GB)."""
+    if codes.dtype in (np.int32, np.int64):
+        found = kernels.counts(codes, max(size, int(codes.max()) + 1 if len(codes) else 0))
+        if found is not None:
+            return found
+    return np.bincount(codes, minlength=size)
+
+
 def sum_by(group: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
     """Sums of ``values`` per group (integer sums stay exact integers)."""
     values, group = np.asarray(values), np.asarray(group)

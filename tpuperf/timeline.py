@@ -41,6 +41,7 @@ from tpuperf.columns import (
     Strings,
     Table,
     as_run,
+    code_counts,
     concat_strings,
     distinct,
     median,
@@ -255,7 +256,7 @@ class DeviceSelection(OfDevice):
     def selected_counts(self, index: np.ndarray, size: int) -> np.ndarray:
         """How many selected ops have each value 0 .. size - 1 of ``index`` (as
         :meth:`selected_sums`)."""
-        return _counts(index[as_run(self.selected)], size)
+        return code_counts(index[as_run(self.selected)], size)
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: equal only to itself (see tpuperf.columns)
@@ -283,7 +284,7 @@ class DeviceView(DeviceSelection):
         roofline analyzer and the summary both read it."""
         cache = self.__dict__.setdefault("_leaf_counts", {})
         if id(index) not in cache:  # (the cache holds the index: its id is not reused)
-            cache[id(index)] = (index, _counts(index[as_run(self.leaves)]))
+            cache[id(index)] = (index, code_counts(index[as_run(self.leaves)]))
         counts = cache[id(index)][1]
         if len(counts) < size:  # as bincount's minlength makes it
             counts = np.concatenate([counts, np.zeros(size - len(counts), dtype=counts.dtype)])
@@ -468,16 +469,6 @@ class Timeline(Selection):
             view.ops.array("start_ps"), view.all_windows.start_ps, view.all_windows.end_ps
         )
         return np.flatnonzero(index < 0)
-
-
-def _counts(codes: np.ndarray, size: int = 0) -> np.ndarray:
-    """``np.bincount(codes, minlength=size)`` of an op index (int32 as a rule: the kernel
-    counts it as it is, where bincount makes an int64 copy of it first)."""
-    if codes.dtype in (np.int32, np.int64):
-        found = kernels.counts(codes, max(size, int(codes.max()) + 1 if len(codes) else 0))
-        if found is not None:
-            return found
-    return np.bincount(codes, minlength=size)
 
 
 def _stack(arrays: list[np.ndarray]) -> np.ndarray:
