@@ -689,6 +689,46 @@ def test_a_percentile_of_sorted_values_is_numpys_to_the_last_bit(
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+@pytest.mark.parametrize("no_cache", [False, True])
+def test_large_sides_pooled_side_by_side_give_the_diff_pooled_one_after_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    no_cache: bool,
+) -> None:
+    # A large diff pools its two sides in two threads (after reading and analysing the runs
+    # side after side): the same JSON, and the same notes in the same order, as pooling them
+    # in turn; here with two runs on one side and the analyses read back or made in the
+    # threads (--no-cache). The fixtures are small: the threshold is lowered to take them.
+    import threading
+
+    from tpuperf import _threads
+
+    data = REPO / "fixtures" / "data"
+    base = f"{data / 'diff_cnn_b16.xplane.pb'},{data / 'diff_cnn_b16_rerun.xplane.pb'}"
+    new = str(data / "diff_cnn_b64.xplane.pb")
+    args = ["diff", base, new, "-f", "json", *(["--no-cache"] if no_cache else [])]
+    pooled_in: list[str] = []
+    original = diffing.side
+
+    def side(*args: object, **kwargs: object) -> diffing.Side:
+        pooled_in.append(threading.current_thread().name)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(diffing, "side", side)
+    outputs = []
+    for threshold in (_threads.PARALLEL_OPS, 0):
+        monkeypatch.setattr(_threads, "PARALLEL_OPS", threshold)
+        monkeypatch.setenv("TPUPERF_CACHE_DIR", str(tmp_path / f"cache-{threshold}"))
+        assert main(args) == 0
+        outputs.append(capsys.readouterr())
+    assert pooled_in[:2] == ["MainThread", "MainThread"]
+    assert all(name.startswith("tpuperf-side") for name in pooled_in[2:])
+    assert len(pooled_in) == 4
+    assert outputs[1].out == outputs[0].out and outputs[1].err == outputs[0].err
+    assert json.loads(outputs[0].out)["summary"]["ops"]
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 150, 233])
 def test_a_step_statistics_replicates_are_numpys_statistic_of_the_draws(n: int) -> None:
     # The median and the 90th percentile of each replicate come from the values sorted once
