@@ -756,6 +756,38 @@ def test_a_step_statistics_replicates_are_numpys_statistic_of_the_draws(n: int) 
                 assert np.array_equal(np.signbit(got), np.signbit(want)), (kind, which, stat)
 
 
+def test_step_intervals_take_the_ops_bootstrap_where_it_draws_as_many_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The step statistics' intervals come from the bootstrap the ops' took where it draws as
+    # many steps a side as there are step times (the same seed: the same draws), and from a
+    # bootstrap of their own where it does not: the same intervals either way.
+    rng = np.random.default_rng(5)
+    base_ms, new_ms = rng.lognormal(3.0, 0.1, 40), rng.lognormal(3.05, 0.1, 33)
+
+    def intervals(boot: diffing._Bootstrap | None) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {
+            stat: {"delta": 1.0} for stat in ("median", "mean", "p90")
+        }
+        diffing._step_intervals(out, base_ms, new_ms, boot)
+        return out
+
+    fresh = intervals(None)
+    assert fresh["median"]["ci_low"] is not None
+    made: list[tuple[int, int]] = []
+    original = diffing._Bootstrap.__init__
+
+    def counted(self: diffing._Bootstrap, n_base: int, n_new: int) -> None:
+        made.append((n_base, n_new))
+        original(self, n_base, n_new)
+
+    ops_boot = diffing._Bootstrap(40, 33)
+    other = diffing._Bootstrap(40, 34)
+    monkeypatch.setattr(diffing._Bootstrap, "__init__", counted)
+    assert intervals(ops_boot) == fresh and made == []
+    assert intervals(other) == fresh and made == [(40, 33)]
+
+
 def test_a_bootstraps_counts_are_each_replicates_draws() -> None:
     boot = diffing._Bootstrap(5, 233)
     for which, n in enumerate((5, 233)):
