@@ -788,6 +788,36 @@ def test_step_intervals_take_the_ops_bootstrap_where_it_draws_as_many_steps(
     assert intervals(other) == fresh and made == [(40, 33)]
 
 
+@pytest.mark.parametrize("rows", [1, 2, 7, 300])
+def test_each_ops_typical_time_is_numpys_median_of_its_row(
+    monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    # A large side's rows go to threads in blocks: each row's median is numpy's, in order
+    # (the threshold lowered to send these small ones there too).
+    import threading
+
+    rng = np.random.default_rng(rows)
+    samples = np.round(rng.lognormal(0.0, 0.5, (rows, 9)), 1)
+    samples[0, :4] = np.inf
+    if rows > 1:
+        samples[1, 2] = np.nan
+    threads: set[str] = set()
+    original = np.median
+
+    def median(*args: object, **kwargs: object) -> object:
+        threads.add(threading.current_thread().name)
+        return original(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(diffing, "_PARALLEL_ROWS", 0)
+    monkeypatch.setattr(diffing.np, "median", median)
+    got = diffing._row_medians(samples)
+    want = original(samples, axis=1)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert got.shape == (rows,)
+    parallel = rows > 1 and (diffing.os.cpu_count() or 1) > 1
+    assert all(t.startswith("tpuperf-median") for t in threads) == parallel
+
+
 def test_a_bootstraps_counts_are_each_replicates_draws() -> None:
     boot = diffing._Bootstrap(5, 233)
     for which, n in enumerate((5, 233)):

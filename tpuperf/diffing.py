@@ -89,6 +89,7 @@ _SAMPLE_BYTES = 1 << 20  # of per-step sums turned into samples at once (_run_pa
 _CHUNK_OPS = 4096  # ops per block of bootstrap means (a block is this x replicates floats)
 # Bootstrap medians of more than this many draws (ops x steps x replicates) take every core.
 _PARALLEL_MEDIANS = 50_000_000
+_PARALLEL_ROWS = 1_000_000  # values of a side's samples whose rows' medians go to threads
 
 # The step time split, as the summary's (name, Report.summary percentage): each is reported in
 # ms per step (`<name>_ms`) and in points of step time (`<name>_pct`).
@@ -384,7 +385,19 @@ class Side:
         read it."""
         if self.samples.shape[1] == 0:
             return self.ops.array("ms_per_step") if self.ops.n else np.zeros(0)
-        return np.median(self.samples, axis=1)
+        return _row_medians(self.samples)
+
+
+def _row_medians(samples: np.ndarray) -> np.ndarray:
+    """``np.median(samples, axis=1)``; a large array's rows in blocks side by side (numpy's
+    partition lets go of the GIL: 3,000 ops x 5,200 steps, 0.2 s -> 0.1 s), put back in
+    order. A row's median is its own, whatever rows are found with it."""
+    workers = min(os.cpu_count() or 1, len(samples))
+    if samples.size < _PARALLEL_ROWS or workers < 2:
+        return np.asarray(np.median(samples, axis=1))
+    with _threads.pool(workers, "tpuperf-median") as pool:
+        found = pool.map(lambda block: np.median(block, axis=1), np.array_split(samples, workers))
+        return np.concatenate(list(found))
 
 
 def side(
