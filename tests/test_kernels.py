@@ -897,6 +897,34 @@ def test_bootstrap_medians_equal_numpys_median_of_the_draws(implementation: str,
 
 
 @pytest.mark.parametrize("implementation", BUILT)
+@pytest.mark.parametrize("seed", range(8))
+def test_bootstrap_medians_of_thousands_of_steps_equal_numpys(
+    implementation: str, seed: int
+) -> None:
+    """Thousands of steps: the C loop sorts each row only as far as its replicates' walk takes
+    it (a block of values selected, then sorted, again where the walk goes on): numpy's
+    medians to the bit, for distinct values, long runs of ties, few distinct values, NaN and
+    infinities, and a replicate that draws only the smallest values (its walk from the
+    smallest value goes through many blocks)."""
+    rng = random.Random(f"long medians {seed}")
+    n = rng.choice([1000, 2501, 5834])
+    rows = [
+        [rng.uniform(0, 1) for _ in range(n)],
+        [float(rng.randrange(3)) for _ in range(n)],
+        [2.0 if rng.random() < 0.7 else rng.uniform(0, 4) for _ in range(n)],
+        _floats(rng, n).tolist(),
+        sorted(rng.uniform(0, 1) for _ in range(n))[:: 1 if seed % 2 else -1],
+    ]
+    samples = np.array(rows)
+    if seed % 2 == 0:
+        samples[np.isnan(samples)] = 0.5
+    index = np.array([[rng.randrange(n) for _ in range(n)] for _ in range(rng.randrange(2, 8))])
+    smallest = np.argsort(samples[0], kind="stable")[: max(n // 32, 1)]
+    index[0] = [smallest[rng.randrange(len(smallest))] for _ in range(n)]
+    _assert_medians_are_numpys(implementation, samples, index)
+
+
+@pytest.mark.parametrize("implementation", BUILT)
 @pytest.mark.parametrize("seed", range(24))
 def test_bootstrap_medians_from_a_floor_equal_numpys(implementation: str, seed: int) -> None:
     """Over 128 steps the C loop starts each row at its floor, from each replicate's draws

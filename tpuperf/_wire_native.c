@@ -1242,12 +1242,92 @@ typedef struct {
     Py_ssize_t step;
 } ranked_value;
 
-static int compare_ranked(const void *a, const void *b)
+static void swap_ranked(ranked_value *a, Py_ssize_t i, Py_ssize_t j)
 {
-    double x = ((const ranked_value *)a)->value, y = ((const ranked_value *)b)->value;
-    if (x != x || y != y) /* NaN last, as numpy sorts */
-        return (x != x) - (y != y);
-    return (x > y) - (x < y);
+    ranked_value t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+/* Hoare's partition of a[0:n] (n >= 3, no NaN) about the median of its first, middle and last
+ * values, moved first: returns p with every value of a[0:p] <= every value of a[p:n], and
+ * 0 < p < n. Values equal to the pivot stop both scans, so runs of ties split evenly. */
+static Py_ssize_t partition_ranked(ranked_value *a, Py_ssize_t n)
+{
+    Py_ssize_t mid = n / 2;
+    if (a[mid].value < a[0].value)
+        swap_ranked(a, mid, 0);
+    if (a[n - 1].value < a[0].value)
+        swap_ranked(a, n - 1, 0);
+    if (a[n - 1].value < a[mid].value)
+        swap_ranked(a, n - 1, mid);
+    swap_ranked(a, 0, mid); /* the median of the three first: a[mid] <= a[0] <= a[n - 1] */
+    double pivot = a[0].value;
+    Py_ssize_t i = -1, j = n;
+    for (;;) {
+        do
+            j--;
+        while (a[j].value > pivot);
+        do
+            i++;
+        while (a[i].value < pivot);
+        if (i >= j)
+            return j + 1;
+        swap_ranked(a, i, j);
+    }
+}
+
+/* a[0:n] (no NaN) in order of value, ties in any order: quicksort, insertion sort for short
+ * runs (qsort's call per comparison was most of a large diff's bootstrap medians). */
+static void sort_ranked(ranked_value *a, Py_ssize_t n)
+{
+    while (n > 16) {
+        Py_ssize_t p = partition_ranked(a, n);
+        if (p < n - p) { /* the shorter side by recursion: depth at most log2(n) */
+            sort_ranked(a, p);
+            a += p;
+            n -= p;
+        } else {
+            sort_ranked(a + p, n - p);
+            n = p;
+        }
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        ranked_value v = a[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && a[j - 1].value > v.value; j--)
+            a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
+/* The k smallest values of a[0:n] (no NaN, 0 < k < n) moved to a[0:k], in any order. */
+static void select_ranked(ranked_value *a, Py_ssize_t n, Py_ssize_t k)
+{
+    while (n > 16) {
+        Py_ssize_t p = partition_ranked(a, n);
+        if (p == k)
+            return;
+        if (p < k) {
+            a += p;
+            n -= p;
+            k -= p;
+        } else
+            n = p;
+    }
+    sort_ranked(a, n);
+}
+
+/* Make a[from:] sorted at least up to a[upto - 1] (from < upto <= n; a[0:from] sorted and no
+ * greater than any later value; no NaN): the next `upto - from` smallest values selected,
+ * then sorted. A row's walk takes its values in order only until every replicate is past
+ * the middle: a few times sqrt(steps) values, not the row. Returns upto. */
+static Py_ssize_t sort_prefix(ranked_value *a, Py_ssize_t from, Py_ssize_t upto, Py_ssize_t n)
+{
+    if (upto < n)
+        select_ranked(a + from, n - from, upto - from);
+    sort_ranked(a + from, upto - from);
+    return upto;
 }
 
 static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
@@ -1355,10 +1435,16 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
             }
             m = n;
         }
-        qsort(sorted, (size_t)m, sizeof *sorted, compare_ranked);
+        /* NaN last, as numpy sorts (their draws make a replicate's median NaN, below); the
+         * others sorted as far as the walk takes them, a block of a few sqrt(steps) at a time */
         Py_ssize_t valid = m;
-        while (valid > 0 && sorted[valid - 1].value != sorted[valid - 1].value)
-            valid--;
+        for (Py_ssize_t p = 0; p < valid;) {
+            if (sorted[p].value != sorted[p].value)
+                swap_ranked(sorted, p, --valid);
+            else
+                p++;
+        }
+        Py_ssize_t in_order = 0, block = 8 * (Py_ssize_t)ceil(sqrt((double)n)) + 16;
         /* A replicate whose draws pass a middle rank among the values equal to the floor has
          * the floor there: its position is the first of them. */
         int all_past = 1;
@@ -1370,6 +1456,10 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
             all_past &= now > high;
         }
         for (Py_ssize_t p = 0; p < valid && !all_past; p++) {
+            if (p == in_order) {
+                in_order = sort_prefix(sorted, in_order, Py_MIN(valid, in_order + block), valid);
+                block *= 2;
+            }
             const int32_t *count = by_step + sorted[p].step * replicates;
             all_past = 1;
             for (Py_ssize_t r = 0; r < replicates; r++) { /* vectorised by the compiler */
