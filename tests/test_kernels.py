@@ -868,6 +868,46 @@ def test_group_totals_and_nansums_refuse_a_group_outside(implementation: str) ->
             assert kernels.group_nansums(inside, (np.zeros(2),), 2, at) is None
 
 
+@needs_c
+def test_rank_values_are_numpys_partition_at_the_ranks() -> None:
+    """Where each row's bootstrap medians start (kernels/_c.py ``_floors``): each row's value
+    at each rank of its values in order, as numpy's partition gives it (NaN after every
+    number; -0.0 as 0.0), for rows of thousands of values in the orders that make a
+    partition slow or fast: sorted, reversed, a saw, organ pipes, long runs of ties, zeros and
+    a few values, a diff's kind; and rows of every kind of float at random ranks. Ranks out
+    of order or outside a row are refused."""
+    from tpuperf.kernels import _c
+
+    rng = np.random.default_rng(7)
+    n = 5834
+    saw = np.tile(np.arange(97.0), n // 97 + 1)[:n]
+    rows = [
+        np.sort(rng.random(n)),
+        np.sort(rng.random(n))[::-1],
+        saw,
+        np.concatenate([np.arange(n // 2), np.arange(n - n // 2)[::-1]]).astype(float),
+        rng.integers(0, 3, n).astype(float),
+        np.where(rng.random(n) < 0.3, 0.0, np.where(rng.random(n) < 0.6, 4.0, rng.random(n))),
+        np.where(rng.random(n) < 0.1, -0.0, rng.standard_normal(n)),
+        np.where(rng.random(n) < 0.05, np.nan, rng.random(n)),
+        np.where(rng.random(n) < 0.01, np.inf, rng.random(n)),
+    ]
+    ranks = np.array([0, 1, (n - 1) // 2 - 3 * 77, (n - 1) // 2, n // 2, n // 2, n - 300, n - 1])
+    cases = [(np.array(rows), ranks)]
+    draw = random.Random("rank values")
+    for _ in range(SEEDS):
+        m = draw.choice([1, 2, 3, draw.randrange(1, 40), draw.randrange(40, 300)])
+        floats = np.array([_floats(draw, m) for _ in range(draw.randrange(1, 5))])
+        cases.append((floats, np.array(sorted(draw.randrange(m) for _ in range(4)))))
+    for samples, at in cases:
+        found = _c._rank_values(samples, at)
+        want = 0.0 + np.partition(samples, at, axis=1)[:, at]
+        assert found.tobytes() == want.tobytes()
+    for bad in ([2, 1], [n], [-1]):
+        with pytest.raises(ValueError, match="ascending ranks"):
+            _c._rank_values(np.array(rows), np.array(bad))
+
+
 def _assert_medians_are_numpys(implementation: str, samples: Any, index: Any) -> None:
     """The kernel's medians of the draws (``index``: each replicate's steps) are numpy's
     median of the gathered rows x replicates x steps array, to the bit."""

@@ -111,6 +111,10 @@ def group_totals(
     """(first row, rows, int64 sums of each column) per group; None when a group is outside
     [0, n_groups)."""
 
+def rank_values(samples: Buffer, n: int, ranks: Buffer, /) -> bytearray:
+    """float64 rows x len(ranks): each row's values at the ascending ranks, NaN last (-0.0
+    as 0.0)."""
+
 def bootstrap_medians(
     samples: Buffer,
     n_steps: int,

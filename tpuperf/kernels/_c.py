@@ -213,6 +213,16 @@ def bootstrap_medians(samples: np.ndarray, counts: np.ndarray) -> np.ndarray | N
     return np.frombuffer(medians, dtype=np.float64).reshape(len(samples), len(counts))
 
 
+def _rank_values(samples: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """(rows, len(ranks)): each row of float64 ``samples`` (C order) at int64 ``ranks``
+    (ascending, in [0, steps)) of its values in order, NaN last: what
+    ``np.partition(samples, ranks, axis=1)[:, ranks]`` gives (-0.0 as 0.0). A diff's
+    per-step times make numpy's partition slow (1,500 rows of 5,834 steps: 106 ms, against
+    12 ms for random values); the C loop draws its pivots (45 ms)."""
+    found = c.rank_values(samples, samples.shape[1], ranks)
+    return np.frombuffer(found, dtype=np.float64).reshape(len(samples), len(ranks))
+
+
 def _floors(samples: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
     """Where the C loop starts each row: its floor, the value 3 x sqrt(steps) ranks below the
     middle (six standard deviations of a replicate's draws below it: a replicate whose draws
@@ -236,7 +246,7 @@ def _floors(samples: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
     by_step = counts.T.astype(np.float32)
     for first in range(0, rows, _FLOOR_BLOCK):
         block = samples[first : first + _FLOOR_BLOCK]
-        floor = np.partition(block, rank, axis=1)[:, rank, None]  # NaN last: a NaN floor is none
+        floor = _rank_values(block, np.array([rank]))  # NaN last: a NaN floor is none
         floors[first : first + len(block)] = floor[:, 0]
         below, through = block < floor, block <= floor
         drawn_through[first : first + len(block)] = through.astype(np.float32) @ by_step
