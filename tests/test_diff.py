@@ -649,6 +649,14 @@ def test_an_interval_is_numpys_percentile_interval() -> None:
             want = np.percentile(values, tails, axis=axis)
         assert np.array_equal(low, want[0], equal_nan=True)
         assert np.array_equal(high, want[1], equal_nan=True)
+    # In place: the same interval, the caller's replicates left sorted along the axis.
+    for axis in (-1, 0):
+        own = replicates.copy()
+        with np.errstate(invalid="ignore"):
+            got = diffing.interval(own, axis, in_place=True)
+            want = diffing.interval(replicates, axis)
+        assert all(np.array_equal(g, w, equal_nan=True) for g, w in zip(got, want, strict=True))
+        assert np.array_equal(own, np.sort(replicates, axis=axis))
     replicates[5, 10] = np.nan
     with np.errstate(invalid="ignore"):
         low, high = diffing.interval(replicates)
@@ -858,3 +866,11 @@ def test_each_rows_bootstrap_medians_are_made_once_and_are_its_own(
     assert boot.medians_at(samples, np.array([], dtype=np.int64), 0).shape == (0, 1000)
     in_order = np.arange(5, 9)
     assert np.array_equal(boot.medians_at(samples, in_order, 0), fresh.medians(samples[5:9], 0))
+    # Without keep, the array given is the caller's to change in place (the op diff scales
+    # and subtracts in it): kept rows given out with new ones are copies; kept ones read-only.
+    some = np.array([2, 11])
+    kept = boot.medians_at(samples, some, 0, keep=True)
+    mixed = boot.medians_at(samples, every, 0)
+    mixed *= -1.0
+    assert np.array_equal(kept, fresh.medians(samples[some], 0))
+    assert np.array_equal(mixed, -fresh.medians(samples[every], 0))
