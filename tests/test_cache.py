@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -192,11 +193,35 @@ def _copy(source: Path, folder: Path) -> Path:
     return Path(shutil.copy(source, folder / source.name))
 
 
+def test_a_content_key_is_the_xxh3_128_of_the_bytes_or_their_sha256_without_xxhash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hashlib
+
+    xxhash = pytest.importorskip("xxhash")
+    data = np.random.default_rng(3).integers(0, 256, 100_003, dtype=np.uint8).tobytes()
+    for chunk in (data, b"", b"x"):
+        want = "xxh3_128:" + xxhash.xxh3_128(chunk).hexdigest()
+        assert cache_mod.content_key(chunk) == want
+        assert cache_mod._mapped_content_key(chunk) == want
+    # One byte changed anywhere: another key.
+    changed = bytearray(data)
+    changed[77_777] ^= 1
+    assert cache_mod.content_key(bytes(changed)) != cache_mod.content_key(data)
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # not installed: import fails
+    want = "sha256:" + hashlib.sha256(data).hexdigest()
+    assert cache_mod.content_key(data) == want
+    assert cache_mod._mapped_content_key(data) == want
+
+
+@pytest.mark.parametrize("xxhash", [True, False], ids=["xxh3", "sha256"])
 def test_a_mapped_file_hashes_to_its_content_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, xxhash: bool
 ) -> None:
     import mmap
 
+    if not xxhash:
+        monkeypatch.setitem(sys.modules, "xxhash", None)
     monkeypatch.setattr(cache_mod, "_HASH_CHUNK", 4096)
     data = np.random.default_rng(7).integers(0, 256, 4096 * 3 + 1234, dtype=np.uint8).tobytes()
     path = tmp_path / "f.bin"

@@ -312,17 +312,20 @@ def test_a_small_profile_starts_no_thread_pool(profile: str) -> None:
 
 
 def test_a_command_served_from_the_cache_loads_no_openssl_and_writes_nothing() -> None:
-    """A first command writes its entry without tempfile (or pathlib). A second command on
-    an unchanged profile hashes only its keys (the interpreter's own SHA-256), decodes
-    nothing and writes no entry: hashlib (which loads OpenSSL), the decoder (tpuperf.xspace,
-    tpuperf.build), tempfile and shutil are not imported."""
+    """A first command hashes the file's content with xxhash, not hashlib (which loads
+    OpenSSL), and writes its entry without tempfile (or pathlib). A second command on an
+    unchanged profile hashes only its keys (the interpreter's own SHA-256), decodes nothing
+    and writes no entry: neither hash library, the decoder (tpuperf.xspace, tpuperf.build),
+    tempfile nor shutil is imported."""
     path = str(CPU_FIXTURE)
     code, _, first = command_imports("info", path, "-f", "json")
-    assert code == 0 and "hashlib" in first  # the file's content was hashed, the entry written
+    assert code == 0 and "xxhash" in first  # the file's content was hashed, the entry written
+    assert not {"hashlib", "_hashlib"} & first
     # The entry's folder is made without tempfile (and shutil, bz2, lzma with it).
     assert not {"tempfile", "shutil", "pathlib"} & first
     for args in (["info", "-f", "json"], ["ops"], ["analyze", "-f", "json"]):
         code, out, modules = command_imports(args[0], path, *args[1:])
         assert code == 0 and out.strip()
-        unused = {"hashlib", "_hashlib", "tpuperf.xspace", "tpuperf.build", "tempfile", "shutil"}
+        unused = {"hashlib", "_hashlib", "xxhash", "tpuperf.xspace", "tpuperf.build"}
+        unused |= {"tempfile", "shutil"}
         assert not unused & modules, args
