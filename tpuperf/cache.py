@@ -31,13 +31,13 @@ and the options), never the path alone: a file's *content key* is the 128-bit XX
 store listing that states one, the object's MD5 or ETag with its size. Entry keys add the
 tpuperf version (and, for development versions, a digest of tpuperf's own source) so a new
 tpuperf never reads an old one's results. Nothing is pickled: arrays are raw numbers and
-everything else JSON. An entry is written whole under a temporary
-name and renamed into place, so two processes storing the same one at once leave one whole
-entry; a command stores the entry it decoded in a thread of its own while it analyses the
-tables (``write_behind``), and waits for it before it ends. One that does not read back
-exactly (a file changed since it was written, a stamp of another format or version, anything
-missing) is removed, said in one note, and rebuilt. Table and report entries together take
-at most ``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
+everything else JSON. An entry is written whole under a temporary name and renamed into
+place, so two processes storing the same one at once leave one whole entry; a command stores
+the entry it decoded in a thread of its own while it analyses the tables (``write_behind``),
+and waits for it before it ends. One that does not read back exactly (a file changed since
+it was written, a stamp of another format or version, anything missing) is removed, said in
+one note, and rebuilt. Table and report entries together take at most
+``$TPUPERF_CACHE_MAX_BYTES`` (default 8 GiB): the least recently used go first.
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ def _content_digest() -> tuple[str, Any]:
     """A new digest of a profile's bytes, and the name its keys start with: XXH3's 128 bits
     (the xxhash package: 80 MB in 8 ms here, where OpenSSL's SHA-256 takes 67 ms; a first
     command hashes beside its build, whose second core it shared), or SHA-256 where xxhash is
-    missing. Either tells a changed file from the one hashed (XXH3 is not a defence against a
-    file made to collide with another on purpose, nor is a cache keyed for one); both let go
-    of the GIL."""
+    missing. Either tells a changed file from the one hashed; XXH3 is no defence against a
+    file crafted to collide with another, which a cache of one's own profiles need not be.
+    Both let go of the GIL."""
     try:
         import xxhash
     except ImportError:
