@@ -1216,72 +1216,121 @@ done:
     return result;
 }
 
-static int compare_doubles(const void *a, const void *b)
+/* A value and the step it was taken at: what the selection and sort below move. */
+typedef struct {
+    double value;
+    Py_ssize_t step;
+} ranked_value;
+
+/* Where a selection or sort of ranked values starts its generator of pivot positions: the same
+ * for every row, so that the same values are moved the same way. */
+#define PIVOT_SEED 0x9E3779B97F4A7C15u
+/* Partitions of one span after which it is sorted whole by qsort (never quadratic). */
+#define MAX_ROUNDS 64
+
+static void swap_ranked(ranked_value *a, Py_ssize_t i, Py_ssize_t j)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    ranked_value t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+static int compare_ranked(const void *a, const void *b)
+{
+    double x = ((const ranked_value *)a)->value, y = ((const ranked_value *)b)->value;
     return (x > y) - (x < y);
 }
 
-/* x[0:n] (no NaN) in order. */
-static void sort_doubles(double *x, Py_ssize_t n)
+/* Hoare's partition of a[0:n] (n > 16, no NaN) about the median of three values at positions
+ * a generator draws, moved first (a pattern in the values, as a diff's per-step times have,
+ * cannot make it slow, as it made numpy's partition: 92 ms for 1,500 rows of 5,834 steps,
+ * 12 ms for random values): returns p with every value of a[0:p] <= every value of a[p:n],
+ * and 0 < p < n. Values equal to the pivot stop both scans, so runs of ties split evenly. */
+static Py_ssize_t partition_ranked(ranked_value *a, Py_ssize_t n, uint64_t *state)
 {
-    qsort(x, (size_t)n, sizeof *x, compare_doubles);
+    Py_ssize_t picks[3];
+    for (int p = 0; p < 3; p++) {
+        *state ^= *state << 13; /* xorshift64 */
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        picks[p] = (Py_ssize_t)(*state % (uint64_t)n);
+    }
+    double x = a[picks[0]].value, y = a[picks[1]].value, z = a[picks[2]].value;
+    double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+    swap_ranked(a, 0, x == pivot ? picks[0] : y == pivot ? picks[1] : picks[2]);
+    Py_ssize_t i = -1, j = n;
+    for (;;) {
+        do
+            j--;
+        while (a[j].value > pivot);
+        do
+            i++;
+        while (a[i].value < pivot);
+        if (i >= j)
+            return j + 1;
+        swap_ranked(a, i, j);
+    }
 }
 
-/* x[0:n] (no NaN) with its k-th smallest value at x[k], those before no greater and those
- * after no smaller: Hoare's partition about the median of three values at positions a
- * generator draws (a pattern in the values, as a diff's per-step times have, cannot make it
- * slow, as it made numpy's partition: 92 ms for 1,500 rows of 5,834 steps, 12 ms for random
- * values), a full sort after 64 rounds (never quadratic). */
-static void select_double(double *x, Py_ssize_t n, Py_ssize_t k, uint64_t *state)
+/* a[0:n] (no NaN) in order of value, ties in any order: quicksort (the shorter side by
+ * recursion: depth at most log2(n)), insertion sort for short runs, qsort for a span still
+ * long after MAX_ROUNDS partitions (qsort's call per comparison was most of a large diff's
+ * bootstrap medians, as the only sort). */
+static void sort_ranked(ranked_value *a, Py_ssize_t n, uint64_t *state)
 {
-    Py_ssize_t lo = 0, hi = n; /* k in [lo, hi) */
-    for (int round = 0; hi - lo > 16; round++) {
-        if (round == 64) {
-            sort_doubles(x + lo, hi - lo);
+    for (int round = 0; n > 16; round++) {
+        if (round == MAX_ROUNDS) {
+            qsort(a, (size_t)n, sizeof *a, compare_ranked);
             return;
         }
-        Py_ssize_t span = hi - lo, picks[3];
-        for (int p = 0; p < 3; p++) {
-            *state ^= *state << 13; /* xorshift64 */
-            *state ^= *state >> 7;
-            *state ^= *state << 17;
-            picks[p] = lo + (Py_ssize_t)(*state % (uint64_t)span);
+        Py_ssize_t p = partition_ranked(a, n, state);
+        if (p < n - p) {
+            sort_ranked(a, p, state);
+            a += p;
+            n -= p;
+        } else {
+            sort_ranked(a + p, n - p, state);
+            n = p;
         }
-        double a = x[picks[0]], b = x[picks[1]], c = x[picks[2]];
-        double pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        /* Hoare's scheme (values equal to the pivot stop both scans: ties split evenly); the
-         * pivot first, so that the scans stop inside the span */
-        Py_ssize_t at = a == pivot ? picks[0] : b == pivot ? picks[1] : picks[2];
-        double t = x[lo];
-        x[lo] = x[at];
-        x[at] = t;
-        Py_ssize_t i = lo - 1, j = hi;
-        for (;;) {
-            do
-                j--;
-            while (x[j] > pivot);
-            do
-                i++;
-            while (x[i] < pivot);
-            if (i >= j)
-                break;
-            t = x[i];
-            x[i] = x[j];
-            x[j] = t;
-        }
-        if (k <= j) /* x[lo:j + 1] <= x[j + 1:hi] */
-            hi = j + 1;
-        else
-            lo = j + 1;
     }
-    for (Py_ssize_t i = lo + 1; i < hi; i++) { /* insertion sort of the last span */
-        double v = x[i];
+    for (Py_ssize_t i = 1; i < n; i++) {
+        ranked_value v = a[i];
         Py_ssize_t j = i;
-        for (; j > lo && x[j - 1] > v; j--)
-            x[j] = x[j - 1];
-        x[j] = v;
+        for (; j > 0 && a[j - 1].value > v.value; j--)
+            a[j] = a[j - 1];
+        a[j] = v;
     }
+}
+
+/* The k smallest values of a[0:n] (no NaN, 0 < k < n) moved to a[0:k], in any order; the span
+ * left sorted whole once short, or after MAX_ROUNDS partitions. */
+static void select_ranked(ranked_value *a, Py_ssize_t n, Py_ssize_t k, uint64_t *state)
+{
+    for (int round = 0; n > 16 && round < MAX_ROUNDS; round++) {
+        Py_ssize_t p = partition_ranked(a, n, state);
+        if (p == k)
+            return;
+        if (p < k) {
+            a += p;
+            n -= p;
+            k -= p;
+        } else
+            n = p;
+    }
+    sort_ranked(a, n, state);
+}
+
+/* Make a[from:] sorted at least up to a[upto - 1] (from < upto <= n; a[0:from] sorted and no
+ * greater than any later value; no NaN): the next `upto - from` smallest values selected,
+ * then sorted. A row's walk takes its values in order only until every replicate is past
+ * the middle: a few times sqrt(steps) values, not the row. Returns upto. */
+static Py_ssize_t sort_prefix(ranked_value *a, Py_ssize_t from, Py_ssize_t upto, Py_ssize_t n,
+                              uint64_t *state)
+{
+    if (upto < n)
+        select_ranked(a + from, n - from, upto - from, state);
+    sort_ranked(a + from, upto - from, state);
+    return upto;
 }
 
 /* rank_values(samples, n, ranks) -> bytearray of rows x len(ranks) doubles: each row's
@@ -1295,7 +1344,7 @@ static PyObject *rank_values(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*ny*", &samples_view, &n, &ranks_view))
         return NULL;
     PyObject *result = NULL;
-    double *row = NULL;
+    ranked_value *row = NULL;
     Py_ssize_t n_ranks = ranks_view.len / 8;
     const int64_t *ranks = ranks_view.buf;
     int bad = n < 1 || samples_view.len % (8 * n) || ranks_view.len % 8;
@@ -1323,10 +1372,12 @@ static PyObject *rank_values(PyObject *self, PyObject *args)
         Py_ssize_t valid = 0;
         for (Py_ssize_t j = 0; j < n; j++) { /* the numbers first, NaN left out */
             double v = samples[i * n + j];
-            if (v == v)
-                row[valid++] = v;
+            if (v == v) {
+                row[valid].value = v;
+                row[valid++].step = j;
+            }
         }
-        uint64_t state = 0x9E3779B97F4A7C15u; /* the same draws for every row: reproducible */
+        uint64_t state = PIVOT_SEED;
         Py_ssize_t from = 0;
         for (Py_ssize_t q = 0; q < n_ranks; q++) {
             Py_ssize_t k = (Py_ssize_t)ranks[q];
@@ -1335,10 +1386,17 @@ static PyObject *rank_values(PyObject *self, PyObject *args)
                 continue;
             }
             if (k >= from) { /* values before `from` are settled: no greater than the rest */
-                select_double(row + from, valid - from, k - from, &state);
+                /* the k + 1 - from smallest of the rest first, the largest of them at k */
+                if (k + 1 < valid)
+                    select_ranked(row + from, valid - from, k + 1 - from, &state);
+                Py_ssize_t top = from;
+                for (Py_ssize_t j = from + 1; j <= k; j++)
+                    if (row[j].value > row[top].value)
+                        top = j;
+                swap_ranked(row, top, k);
                 from = k + 1;
             }
-            out[i * n_ranks + q] = 0.0 + row[k];
+            out[i * n_ranks + q] = 0.0 + row[k].value;
         }
     }
     Py_END_ALLOW_THREADS
@@ -1371,99 +1429,6 @@ done:
  * op take the same time to the picosecond: often more than half). A row where a replicate's
  * draws below the floor already pass the middle rank starts from its smallest value, as
  * without a floor: the floor changes the work, never the medians. */
-typedef struct {
-    double value;
-    Py_ssize_t step;
-} ranked_value;
-
-static void swap_ranked(ranked_value *a, Py_ssize_t i, Py_ssize_t j)
-{
-    ranked_value t = a[i];
-    a[i] = a[j];
-    a[j] = t;
-}
-
-/* Hoare's partition of a[0:n] (n >= 3, no NaN) about the median of its first, middle and last
- * values, moved first: returns p with every value of a[0:p] <= every value of a[p:n], and
- * 0 < p < n. Values equal to the pivot stop both scans, so runs of ties split evenly. */
-static Py_ssize_t partition_ranked(ranked_value *a, Py_ssize_t n)
-{
-    Py_ssize_t mid = n / 2;
-    if (a[mid].value < a[0].value)
-        swap_ranked(a, mid, 0);
-    if (a[n - 1].value < a[0].value)
-        swap_ranked(a, n - 1, 0);
-    if (a[n - 1].value < a[mid].value)
-        swap_ranked(a, n - 1, mid);
-    swap_ranked(a, 0, mid); /* the median of the three first: a[mid] <= a[0] <= a[n - 1] */
-    double pivot = a[0].value;
-    Py_ssize_t i = -1, j = n;
-    for (;;) {
-        do
-            j--;
-        while (a[j].value > pivot);
-        do
-            i++;
-        while (a[i].value < pivot);
-        if (i >= j)
-            return j + 1;
-        swap_ranked(a, i, j);
-    }
-}
-
-/* a[0:n] (no NaN) in order of value, ties in any order: quicksort, insertion sort for short
- * runs (qsort's call per comparison was most of a large diff's bootstrap medians). */
-static void sort_ranked(ranked_value *a, Py_ssize_t n)
-{
-    while (n > 16) {
-        Py_ssize_t p = partition_ranked(a, n);
-        if (p < n - p) { /* the shorter side by recursion: depth at most log2(n) */
-            sort_ranked(a, p);
-            a += p;
-            n -= p;
-        } else {
-            sort_ranked(a + p, n - p);
-            n = p;
-        }
-    }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        ranked_value v = a[i];
-        Py_ssize_t j = i;
-        for (; j > 0 && a[j - 1].value > v.value; j--)
-            a[j] = a[j - 1];
-        a[j] = v;
-    }
-}
-
-/* The k smallest values of a[0:n] (no NaN, 0 < k < n) moved to a[0:k], in any order. */
-static void select_ranked(ranked_value *a, Py_ssize_t n, Py_ssize_t k)
-{
-    while (n > 16) {
-        Py_ssize_t p = partition_ranked(a, n);
-        if (p == k)
-            return;
-        if (p < k) {
-            a += p;
-            n -= p;
-            k -= p;
-        } else
-            n = p;
-    }
-    sort_ranked(a, n);
-}
-
-/* Make a[from:] sorted at least up to a[upto - 1] (from < upto <= n; a[0:from] sorted and no
- * greater than any later value; no NaN): the next `upto - from` smallest values selected,
- * then sorted. A row's walk takes its values in order only until every replicate is past
- * the middle: a few times sqrt(steps) values, not the row. Returns upto. */
-static Py_ssize_t sort_prefix(ranked_value *a, Py_ssize_t from, Py_ssize_t upto, Py_ssize_t n)
-{
-    if (upto < n)
-        select_ranked(a + from, n - from, upto - from);
-    sort_ranked(a + from, upto - from);
-    return upto;
-}
-
 static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
 {
     Py_buffer samples_view, counts_view, floors_view = {0}, below_view = {0}, through_view = {0};
@@ -1579,6 +1544,7 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
                 p++;
         }
         Py_ssize_t in_order = 0, block = 8 * (Py_ssize_t)ceil(sqrt((double)n)) + 16;
+        uint64_t state = PIVOT_SEED;
         /* A replicate whose draws pass a middle rank among the values equal to the floor has
          * the floor there: its position is the first of them. */
         int all_past = 1;
@@ -1591,7 +1557,8 @@ static PyObject *bootstrap_medians(PyObject *self, PyObject *args)
         }
         for (Py_ssize_t p = 0; p < valid && !all_past; p++) {
             if (p == in_order) {
-                in_order = sort_prefix(sorted, in_order, Py_MIN(valid, in_order + block), valid);
+                in_order = sort_prefix(sorted, in_order, Py_MIN(valid, in_order + block), valid,
+                                       &state);
                 block *= 2;
             }
             const int32_t *count = by_step + sorted[p].step * replicates;
